@@ -1,0 +1,321 @@
+//! Retry budgets: what a dependency lets all of its callers spend on retries, together.
+//!
+//! A per-operation attempt limit bounds what one request does to a dependency; it does not bound
+//! what the service does. At 100 requests a second a limit of 3 is up to 300 calls a second
+//! against a provider that was already failing at 100 (seed 000, "The Retry Budget"). A budget is
+//! the service-wide view, and a policy that allows retries must have one (seed 003: "retries must
+//! be paid for so a failing dependency is not hammered"). Two shapes are offered, one from each
+//! seed:
+//!
+//! - **Ratio** (seed 000, after the Google SRE book, ch. 21): retries may be at most `percent` of
+//!   all calls to the dependency over its counting window (10 % over 10 s in seed 000), plus a
+//!   `floor` of retries per window so a quiet dependency, with too few calls for 10 % to be even
+//!   one, can still retry. A retry is allowed when, counting itself as a call,
+//!   `retries + 1 <= floor + percent × (calls + 1) / 100`. With no floor, retries can never exceed
+//!   `percent` of calls, so calls per first attempt stay at or under `100 / (100 - percent)`
+//!   (1.11× for 10 %).
+//! - **Token bucket** (seed 003): an absolute pool of `capacity` tokens refilled by `refill` every
+//!   `period`, exactly, in integer ticks. A retry takes a *reservation* when it is dispatched; the
+//!   reservation is settled (the token spent) when the attempt's outcome is reported. A
+//!   reservation whose attempt is never reported (its future was dropped) lapses after `hold`, and
+//!   its token returns. Seed 003's rule, that the hold exceed the attempt timeout by more than 1 s,
+//!   keeps a reservation from lapsing while its attempt is still running (which would let two
+//!   retries spend one token); it is checked by
+//!   [`RetryPolicy::check_budget`](crate::RetryPolicy::check_budget) and by
+//!   [`Operation::start`](crate::Operation::start).
+//!
+//! When the budget refuses, the attempt in hand is the last one, and the operation completes with
+//! `retry_budget_exhausted`.
+
+use crate::error::ConfigError;
+use crate::time::{Duration, Instant};
+use crate::window::Counts;
+
+/// A retry budget's configuration. The state it governs lives in a
+/// [`Dependency`](crate::Dependency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RetryBudget<const HZ: u64> {
+    kind: BudgetKind<HZ>,
+}
+
+/// The two shapes of budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum BudgetKind<const HZ: u64> {
+    /// Retries at most `percent` of all calls over the dependency's window, plus `floor`.
+    Ratio {
+        /// 0..=100.
+        percent: u8,
+        /// Retries allowed per window whatever the ratio says.
+        floor: u32,
+    },
+    /// An absolute pool of tokens.
+    TokenBucket {
+        /// Most tokens held.
+        capacity: u32,
+        /// Tokens added per `period`.
+        refill: u32,
+        /// The refill period.
+        period: Duration<HZ>,
+        /// How long a reservation is held before it lapses.
+        hold: Duration<HZ>,
+    },
+}
+
+impl<const HZ: u64> RetryBudget<HZ> {
+    /// Retries at most `percent` of all calls over the dependency's window, plus `floor` retries
+    /// per window. Seed 000: `ratio(10, floor)` with a 10 s window.
+    pub const fn ratio(percent: u8, floor: u32) -> Result<Self, ConfigError> {
+        if percent > 100 {
+            return Err(ConfigError::BudgetPercentOutOfRange);
+        }
+        Ok(Self { kind: BudgetKind::Ratio { percent, floor } })
+    }
+
+    /// A pool of `capacity` tokens, `refill` more every `period`, reservations held for `hold`.
+    /// Seed 003: `token_bucket(10, 10, 60 s, 10 s)`.
+    pub const fn token_bucket(
+        capacity: u32,
+        refill: u32,
+        period: Duration<HZ>,
+        hold: Duration<HZ>,
+    ) -> Result<Self, ConfigError> {
+        if capacity == 0 {
+            return Err(ConfigError::ZeroBudgetCapacity);
+        }
+        if refill == 0 {
+            return Err(ConfigError::ZeroBudgetRefill);
+        }
+        if period.as_ticks() == 0 {
+            return Err(ConfigError::ZeroBudgetPeriod);
+        }
+        if (capacity as u64).checked_mul(period.as_ticks()).is_none() {
+            return Err(ConfigError::BudgetTooLargeForTickRate);
+        }
+        Ok(Self { kind: BudgetKind::TokenBucket { capacity, refill, period, hold } })
+    }
+
+    /// The budget's shape and numbers.
+    pub const fn kind(&self) -> BudgetKind<HZ> {
+        self.kind
+    }
+
+    /// The reservation hold of a token bucket; `None` for a ratio budget.
+    pub const fn hold(&self) -> Option<Duration<HZ>> {
+        match self.kind {
+            BudgetKind::TokenBucket { hold, .. } => Some(hold),
+            BudgetKind::Ratio { .. } => None,
+        }
+    }
+}
+
+/// Whether a ratio budget allows one more retry given the window's counts (see the module doc).
+pub(crate) const fn ratio_allows(counts: Counts, percent: u8, floor: u32) -> bool {
+    let retries = (counts.retries as u64).saturating_add(1);
+    let calls = (counts.calls as u64).saturating_add(1);
+    let allowance = (floor as u64)
+        .saturating_mul(100)
+        .saturating_add((percent as u64).saturating_mul(calls));
+    retries.saturating_mul(100) <= allowance
+}
+
+/// How many retries in a row [`ratio_allows`] would admit, each also counted as a call: the
+/// largest `k` with `100 × (retries + k) <= 100 × floor + percent × (calls + k)`.
+pub(crate) fn ratio_headroom(counts: Counts, percent: u8, floor: u32) -> u32 {
+    let room = ((floor as u64).saturating_mul(100))
+        .saturating_add((percent as u64).saturating_mul(counts.calls as u64));
+    let used = (counts.retries as u64).saturating_mul(100);
+    let Some(slack) = room.checked_sub(used) else {
+        return 0;
+    };
+    // Each further retry costs 100 - percent of slack; at 100 % it costs nothing.
+    let per_retry = 100u64.saturating_sub(percent as u64);
+    let k = slack.checked_div(per_retry).unwrap_or(u64::MAX);
+    u32::try_from(k).unwrap_or(u32::MAX)
+}
+
+/// A token held by a dispatched retry until its outcome is reported. Opaque; it travels inside the
+/// [`Attempt`](crate::Attempt) handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Reservation {
+    epoch: u32,
+}
+
+/// A token bucket's state, in exact integer "credit": one token is `period` credit, and every
+/// elapsed tick adds `refill` credit, so refill never drifts or rounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct TokenBucket {
+    capacity: u32,
+    refill: u32,
+    period: u64,
+    hold: u64,
+    credit: u64,
+    updated: u64,
+    reserved: u32,
+    epoch: u32,
+    lapse_at: u64,
+}
+
+impl TokenBucket {
+    /// A full bucket at `now`.
+    pub(crate) const fn new<const HZ: u64>(
+        capacity: u32,
+        refill: u32,
+        period: Duration<HZ>,
+        hold: Duration<HZ>,
+        now: Instant<HZ>,
+    ) -> Self {
+        let period = period.as_ticks();
+        Self {
+            capacity,
+            refill,
+            period,
+            hold: hold.as_ticks(),
+            credit: (capacity as u64).saturating_mul(period),
+            updated: now.as_ticks(),
+            reserved: 0,
+            epoch: 0,
+            lapse_at: 0,
+        }
+    }
+
+    fn catch_up(&mut self, now: u64) {
+        let elapsed = now.saturating_sub(self.updated);
+        let full = u64::from(self.capacity).saturating_mul(self.period);
+        self.credit = self
+            .credit
+            .saturating_add(elapsed.saturating_mul(u64::from(self.refill)))
+            .min(full);
+        self.updated = self.updated.max(now);
+        if self.reserved > 0 && now >= self.lapse_at {
+            // Every outstanding reservation was made with an expiry at or before lapse_at, so all
+            // of them have lapsed: their tokens return. A late settle still spends its token.
+            self.reserved = 0;
+            self.epoch = self.epoch.wrapping_add(1);
+        }
+    }
+
+    /// Whole tokens neither spent nor reserved at `now`.
+    pub(crate) fn available(&mut self, now: u64) -> u32 {
+        self.catch_up(now);
+        let whole = self.credit.checked_div(self.period).unwrap_or(0);
+        u32::try_from(whole).unwrap_or(u32::MAX).saturating_sub(self.reserved)
+    }
+
+    pub(crate) fn reserve(&mut self, now: u64) -> Option<Reservation> {
+        if self.available(now) == 0 {
+            return None;
+        }
+        self.reserved = self.reserved.saturating_add(1);
+        self.lapse_at = self.lapse_at.max(now.saturating_add(self.hold));
+        Some(Reservation { epoch: self.epoch })
+    }
+
+    pub(crate) fn settle(&mut self, reservation: Reservation, now: u64) {
+        self.catch_up(now);
+        if reservation.epoch == self.epoch {
+            self.reserved = self.reserved.saturating_sub(1);
+        }
+        self.credit = self.credit.saturating_sub(self.period);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HZ: u64 = 1_000;
+    type D = Duration<HZ>;
+
+    fn seed_003_bucket() -> TokenBucket {
+        TokenBucket::new(10, 10, D::from_secs(60), D::from_secs(10), Instant::<HZ>::from_ticks(0))
+    }
+
+    #[test]
+    fn a_new_bucket_is_full() {
+        assert_eq!(seed_003_bucket().available(0), 10);
+    }
+
+    #[test]
+    fn a_settled_reservation_spends_its_token_and_refill_is_exact() {
+        let mut b = seed_003_bucket();
+        for _ in 0..10 {
+            let r = b.reserve(0).unwrap();
+            b.settle(r, 0);
+        }
+        assert_eq!(b.available(0), 0);
+        assert!(b.reserve(0).is_none());
+        // 10 tokens per 60 s: one every 6 s, not a tick sooner.
+        assert_eq!(b.available(5_999), 0);
+        assert_eq!(b.available(6_000), 1);
+        assert_eq!(b.available(60_000), 10);
+        assert_eq!(b.available(600_000), 10, "never above capacity");
+    }
+
+    #[test]
+    fn a_reservation_holds_its_token_until_it_lapses() {
+        let mut b = TokenBucket::new(1, 1, D::from_secs(60), D::from_secs(10), Instant::<HZ>::from_ticks(0));
+        let _lost = b.reserve(0).unwrap();
+        assert_eq!(b.available(9_999), 0);
+        assert_eq!(b.available(10_000), 1, "the unreported reservation lapsed and its token returned");
+    }
+
+    #[test]
+    fn a_late_settle_still_spends_the_token_once() {
+        let mut b = TokenBucket::new(2, 1, D::from_secs(60), D::from_secs(10), Instant::<HZ>::from_ticks(0));
+        let r = b.reserve(0).unwrap();
+        assert_eq!(b.available(10_000), 2);
+        b.settle(r, 10_000);
+        assert_eq!(b.available(10_000), 1);
+    }
+
+    #[test]
+    fn bad_buckets_are_refused_with_their_codes() {
+        let d = D::from_secs(1);
+        assert_eq!(RetryBudget::<HZ>::token_bucket(0, 1, d, d), Err(ConfigError::ZeroBudgetCapacity));
+        assert_eq!(RetryBudget::<HZ>::token_bucket(1, 0, d, d), Err(ConfigError::ZeroBudgetRefill));
+        assert_eq!(
+            RetryBudget::<HZ>::token_bucket(1, 1, D::from_ticks(0), d),
+            Err(ConfigError::ZeroBudgetPeriod)
+        );
+        assert_eq!(
+            RetryBudget::<HZ>::token_bucket(u32::MAX, 1, D::from_ticks(u64::MAX / 2), d),
+            Err(ConfigError::BudgetTooLargeForTickRate)
+        );
+        assert_eq!(RetryBudget::<HZ>::ratio(101, 0), Err(ConfigError::BudgetPercentOutOfRange));
+    }
+
+    #[test]
+    fn the_ratio_allows_retries_up_to_its_share_plus_the_floor() {
+        let c = |calls, retries| Counts { calls, retries, failures: 0 };
+        // 10 %, no floor: with 89 calls and 8 retries a 9th retry makes 9 of 90: allowed.
+        assert!(ratio_allows(c(89, 8), 10, 0));
+        // A 10th retry would make 10 of 91: refused.
+        assert!(!ratio_allows(c(90, 9), 10, 0));
+        // A quiet dependency: one call, no retries, floor 2 allows the first two retries.
+        assert!(ratio_allows(c(1, 0), 10, 2));
+        assert!(ratio_allows(c(2, 1), 10, 2));
+        assert!(!ratio_allows(c(3, 2), 10, 2));
+    }
+
+    #[test]
+    fn the_headroom_is_the_number_of_retries_the_ratio_would_admit_in_a_row() {
+        let c = |calls, retries| Counts { calls, retries, failures: 0 };
+        for (calls, retries, percent, floor) in
+            [(89, 8, 10, 0), (90, 9, 10, 0), (1, 0, 10, 2), (1000, 3, 25, 1), (0, 0, 0, 0), (5, 9, 50, 0)]
+        {
+            let mut counts = c(calls, retries);
+            let mut admitted = 0;
+            while ratio_allows(counts, percent, floor) {
+                admitted += 1;
+                counts.calls += 1;
+                counts.retries += 1;
+            }
+            assert_eq!(ratio_headroom(c(calls, retries), percent, floor), admitted, "{calls} {retries} {percent} {floor}");
+        }
+        assert_eq!(ratio_headroom(c(1, 0), 100, 0), u32::MAX);
+    }
+}

@@ -1,0 +1,135 @@
+//! How an operation ended: a disposition, a stable problem code, a summary, and the caller's last
+//! failure.
+//!
+//! Seed 003's "detailed completions": when the retry stage gives up, the last business failure is
+//! kept as the result and the reason is recorded as a problem with a stable snake_case code, so that
+//! logs and dashboards can be grepped for `retry_budget_exhausted` across services and languages.
+//! Nothing is lost: the failure value the caller reported is handed back as it is.
+
+use core::fmt;
+
+use crate::event::OperationId;
+use crate::time::{Duration, Instant};
+
+/// The broad outcome of an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Disposition {
+    /// An attempt succeeded.
+    Succeeded,
+    /// The operation gave up; the last failure, if any, is kept.
+    Failed,
+    /// The far side asked for a wait the operation could not honour (longer than the policy's
+    /// maximum delay, or than the deadline allows); nothing was slept, and the completion says when
+    /// to try again.
+    Deferred,
+}
+
+impl Disposition {
+    /// The stable snake_case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Deferred => "deferred",
+        }
+    }
+}
+
+impl fmt::Display for Disposition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the retry stage stopped an operation. The codes are stable: grep for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Problem {
+    /// Every attempt the policy allows was made.
+    AttemptsExhausted,
+    /// The dependency's retry budget refused the next retry.
+    RetryBudgetExhausted,
+    /// The backoff delay does not fit in what remains of the deadline (less the minimum remaining).
+    RetryDelayExceedsDeadline,
+    /// A server-stated wait exceeds the policy's maximum delay. Deferred.
+    RetryAfterExceedsMaximumDelay,
+    /// A server-stated wait does not fit in what remains of the deadline. Deferred.
+    RetryAfterExceedsDeadline,
+    /// The deadline passed before the next attempt could be dispatched.
+    DeadlineExceeded,
+    /// The next attempt would start after the replay-safety statement expired.
+    ReplayStatementExpired,
+}
+
+impl Problem {
+    /// The stable snake_case code.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::AttemptsExhausted => "attempts_exhausted",
+            Self::RetryBudgetExhausted => "retry_budget_exhausted",
+            Self::RetryDelayExceedsDeadline => "retry_delay_exceeds_deadline",
+            Self::RetryAfterExceedsMaximumDelay => "retry_after_exceeds_maximum_delay",
+            Self::RetryAfterExceedsDeadline => "retry_after_exceeds_deadline",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::ReplayStatementExpired => "replay_statement_expired",
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an operation spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Summary<const HZ: u64> {
+    /// Attempts dispatched, the first included.
+    pub dispatched: u8,
+    /// Of those, retries.
+    pub retries: u8,
+    /// Total time scheduled between attempts.
+    pub waited: Duration<HZ>,
+    /// From the operation's start to its end.
+    pub elapsed: Duration<HZ>,
+}
+
+/// The end of an operation. `E` is the caller's own failure type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Completion<const HZ: u64, E> {
+    /// The operation's id, as given in its context.
+    pub operation: OperationId,
+    /// Succeeded, failed or deferred.
+    pub disposition: Disposition,
+    /// Why the retry stage stopped it; `None` on success and for a failure the classifier called
+    /// not retryable (it is returned as it is, seed 003).
+    pub problem: Option<Problem>,
+    /// Attempts, retries, time waited and used.
+    pub summary: Summary<HZ>,
+    /// The last failure reported, kept even when a problem is recorded.
+    pub last_failure: Option<E>,
+    /// The wait the far side stated on the last failure, if any.
+    pub retry_after: Option<Duration<HZ>>,
+    /// For a deferred operation: the earliest instant to try again.
+    pub not_before: Option<Instant<HZ>>,
+}
+
+impl<const HZ: u64, E> Completion<HZ, E> {
+    /// Whether an attempt succeeded.
+    pub const fn is_success(&self) -> bool {
+        matches!(self.disposition, Disposition::Succeeded)
+    }
+
+    /// The problem code, or `""` when there is none.
+    pub const fn code(&self) -> &'static str {
+        match self.problem {
+            Some(p) => p.as_str(),
+            None => "",
+        }
+    }
+}

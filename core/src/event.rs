@@ -1,0 +1,136 @@
+//! Events for observers and tests, without allocation.
+//!
+//! Every decision the core makes is reported as an [`Event`] to an [`Observer`] the caller passes
+//! in: the tokio adapter turns them into `tracing` events, the embassy adapter into `defmt` lines,
+//! and tests record them into transcripts. An observer is called synchronously inside the core
+//! call, so it must be quick; `()` ignores everything and costs nothing.
+
+use crate::classify::Verdict;
+use crate::completion::{Disposition, Problem};
+use crate::time::{Duration, Instant};
+
+/// The caller's id for one operation, carried by every event and by the completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct OperationId(pub u64);
+
+/// Where a retry delay came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DelaySource<const HZ: u64> {
+    /// The policy's backoff; `nominal` is the delay before jitter.
+    Backoff {
+        /// The un-jittered delay.
+        nominal: Duration<HZ>,
+    },
+    /// The far side's stated wait (a lower bound; the delay may add the policy's spread on top).
+    RetryAfter {
+        /// The wait as stated.
+        stated: Duration<HZ>,
+    },
+}
+
+/// What happens after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AfterFailure {
+    /// A retry is scheduled.
+    Retry,
+    /// The classifier called the failure not retryable: it is returned as it is.
+    NotRetryable,
+    /// Retryable, but the retry stage stopped here.
+    Stop(Problem),
+}
+
+/// One thing the core decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Event<const HZ: u64> {
+    /// Attempt `attempt` (1 for the first) was handed to the caller to run.
+    AttemptDispatched {
+        /// The operation.
+        operation: OperationId,
+        /// Its attempt number.
+        attempt: u8,
+        /// The attempt's timeout.
+        timeout: Duration<HZ>,
+        /// When.
+        at: Instant<HZ>,
+    },
+    /// The attempt succeeded.
+    AttemptSucceeded {
+        /// The operation.
+        operation: OperationId,
+        /// Its attempt number.
+        attempt: u8,
+        /// When it was reported.
+        at: Instant<HZ>,
+    },
+    /// The attempt failed; `verdict` is the classifier's, `then` says whether it is retried and if
+    /// not, why.
+    AttemptFailed {
+        /// The operation.
+        operation: OperationId,
+        /// Its attempt number.
+        attempt: u8,
+        /// When it was reported.
+        at: Instant<HZ>,
+        /// The classifier's verdict.
+        verdict: Verdict<HZ>,
+        /// What happens next.
+        then: AfterFailure,
+    },
+    /// Attempt `attempt` will be dispatched no sooner than `until`.
+    RetryScheduled {
+        /// The operation.
+        operation: OperationId,
+        /// The attempt number of the retry.
+        attempt: u8,
+        /// The delay.
+        delay: Duration<HZ>,
+        /// `at + delay`.
+        until: Instant<HZ>,
+        /// Backoff or Retry-After.
+        source: DelaySource<HZ>,
+    },
+    /// The retry budget refused attempt `attempt`.
+    BudgetRefused {
+        /// The operation.
+        operation: OperationId,
+        /// The attempt number that was refused.
+        attempt: u8,
+        /// When.
+        at: Instant<HZ>,
+    },
+    /// The operation ended.
+    Completed {
+        /// The operation.
+        operation: OperationId,
+        /// How.
+        disposition: Disposition,
+        /// Why, when the retry stage stopped it.
+        problem: Option<Problem>,
+        /// Attempts dispatched.
+        dispatched: u8,
+        /// When.
+        at: Instant<HZ>,
+    },
+}
+
+/// Receives the core's events.
+pub trait Observer<const HZ: u64> {
+    /// Called once per event, in order, inside the core call that made the decision.
+    fn on_event(&mut self, event: &Event<HZ>);
+}
+
+impl<const HZ: u64> Observer<HZ> for () {
+    #[inline]
+    fn on_event(&mut self, _event: &Event<HZ>) {}
+}
+
+impl<const HZ: u64, F: FnMut(&Event<HZ>)> Observer<HZ> for F {
+    #[inline]
+    fn on_event(&mut self, event: &Event<HZ>) {
+        self(event);
+    }
+}

@@ -1,0 +1,140 @@
+//! Jitter: how much randomness goes into each retry delay, and the one sampling routine the core
+//! uses.
+//!
+//! Why jitter at all (seed 000, "Jitter"): without it, every client that failed at the same instant
+//! backs off by the same amount and returns at the same instant, as a wave as tall as the one that
+//! failed. Brooker's "Exponential Backoff And Jitter" (AWS, 2015) measured the alternatives and found
+//! full jitter both finishes the work sooner and makes fewer calls than plain exponential backoff,
+//! which is why [`Jitter::Full`] is the default here and in seed 003.
+//!
+//! Randomness is an input: the caller hands in a `rand_core::RngCore` (a hardware RNG on firmware,
+//! a PRNG seeded from OS entropy on a server). A fixed seed shared by a fleet makes every device
+//! draw the same "random" delays, which is exactly the synchronised wave jitter exists to break.
+//!
+//! Sampling is unbiased (Lemire's multiply-and-reject) and integer-only. The rejection loop is
+//! bounded so that a broken RNG (one that returns the same word forever) cannot hang the caller;
+//! after [`MAX_REJECTIONS`] rejections the last draw is used with its negligible bias.
+
+use rand_core::RngCore;
+
+/// How a computed backoff delay `d` is randomised.
+///
+/// | variant | delay | source |
+/// |---|---|---|
+/// | `None` | `d` | |
+/// | `Full` | uniform in `[0, d]` | seed 000, seed 003, AWS |
+/// | `Equal` | `d/2` + uniform in `[0, d/2]` | AWS |
+/// | `Decorrelated` | `min(max_delay, uniform(base, 3 × previous delay))`, ignoring `d` | AWS |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Jitter {
+    /// Wait exactly the computed delay. Synchronised clients stay synchronised.
+    None,
+    /// Uniform in `[0, d]`: the default, and the best of the AWS measurements.
+    #[default]
+    Full,
+    /// Half the delay fixed, half random: never shorter than `d/2`.
+    Equal,
+    /// Each delay drawn from `[base, 3 × previous]`, capped at the maximum delay.
+    Decorrelated,
+}
+
+impl Jitter {
+    /// The stable snake_case name of this mode.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Full => "full",
+            Self::Equal => "equal",
+            Self::Decorrelated => "decorrelated",
+        }
+    }
+}
+
+/// Rejections after which a draw is accepted as it is (see the module doc).
+pub(crate) const MAX_REJECTIONS: u32 = 16;
+
+/// A uniformly distributed integer in `[lo, hi]`, both ends included. Returns `lo` when
+/// `hi <= lo`.
+pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: u64, hi: u64) -> u64 {
+    let Some(span) = hi.checked_sub(lo) else {
+        return lo;
+    };
+    if span == 0 {
+        return lo;
+    }
+    let Some(range) = span.checked_add(1) else {
+        // The whole u64 range: every word is already uniform.
+        return rng.next_u64();
+    };
+    // Lemire, "Fast Random Integer Generation in an Interval" (2019): the high word of x * range
+    // is uniform in [0, range) once draws whose low word falls below 2^64 mod range are rejected.
+    let threshold = range.wrapping_neg().checked_rem(range).unwrap_or(0);
+    let mut offset = 0;
+    for _ in 0..MAX_REJECTIONS {
+        let wide = u128::from(rng.next_u64()).wrapping_mul(u128::from(range));
+        let [high, low] = [(wide >> 64), wide & u128::from(u64::MAX)].map(|w| u64::try_from(w).unwrap_or(u64::MAX));
+        offset = high;
+        if low >= threshold {
+            break;
+        }
+    }
+    // offset < range = span + 1, so this cannot exceed hi; saturate anyway rather than trust it.
+    lo.saturating_add(offset).min(hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Returns its words in order, then repeats the last.
+    struct Script<'a>(&'a [u64], usize);
+
+    impl RngCore for Script<'_> {
+        fn next_u32(&mut self) -> u32 {
+            self.next_u64() as u32
+        }
+        fn next_u64(&mut self) -> u64 {
+            let i = self.1.min(self.0.len() - 1);
+            self.1 += 1;
+            self.0[i]
+        }
+        fn fill_bytes(&mut self, dst: &mut [u8]) {
+            for b in dst {
+                *b = self.next_u64() as u8;
+            }
+        }
+    }
+
+    #[test]
+    fn extremes_of_the_rng_map_to_the_ends_of_the_interval() {
+        assert_eq!(uniform_inclusive(&mut Script(&[0], 0), 10, 20), 10);
+        assert_eq!(uniform_inclusive(&mut Script(&[u64::MAX], 0), 10, 20), 20);
+    }
+
+    #[test]
+    fn an_empty_or_inverted_interval_gives_its_lower_end() {
+        assert_eq!(uniform_inclusive(&mut Script(&[u64::MAX], 0), 7, 7), 7);
+        assert_eq!(uniform_inclusive(&mut Script(&[u64::MAX], 0), 9, 3), 9);
+    }
+
+    #[test]
+    fn the_full_u64_range_uses_the_raw_word() {
+        assert_eq!(uniform_inclusive(&mut Script(&[42], 0), 0, u64::MAX), 42);
+    }
+
+    #[test]
+    fn a_stuck_rng_in_the_rejection_zone_still_terminates_inside_the_interval() {
+        // range 3: threshold = 2^64 mod 3 = 1; the word 0 has low word 0 < 1 and is rejected forever.
+        let v = uniform_inclusive(&mut Script(&[0], 0), 5, 7);
+        assert_eq!(v, 5);
+    }
+
+    #[test]
+    fn a_rejected_draw_is_replaced_by_the_next_one() {
+        // First word rejected (low word 0 < threshold 1), second word maps to the top.
+        let mut rng = Script(&[0, u64::MAX], 0);
+        assert_eq!(uniform_inclusive(&mut rng, 5, 7), 7);
+        assert_eq!(rng.1, 2);
+    }
+}

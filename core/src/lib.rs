@@ -1,0 +1,49 @@
+#![doc = include_str!("../README.md")]
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![deny(clippy::float_arithmetic, clippy::float_cmp)]
+#![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::panic,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+#![cfg_attr(test, allow(clippy::cast_possible_truncation))]
+
+mod budget;
+mod classify;
+mod completion;
+mod dependency;
+mod error;
+mod event;
+mod jitter;
+mod operation;
+mod policy;
+mod safety;
+mod time;
+mod window;
+
+pub use budget::{BudgetKind, Reservation, RetryBudget};
+pub use classify::{Classify, Verdict};
+pub use completion::{Completion, Disposition, Problem, Summary};
+pub use dependency::{Dependency, DependencyConfig};
+pub use error::{ConfigError, StartError};
+pub use event::{AfterFailure, DelaySource, Event, Observer, OperationId};
+pub use jitter::Jitter;
+pub use operation::{Action, Attempt, Context, Operation};
+pub use policy::{Backoff, MAX_ATTEMPTS, RetryPolicy, RetryPolicyBuilder};
+pub use safety::ReplaySafety;
+pub use time::{Duration, Instant};
+pub use window::{CallWindow, Counts};
+
+/// Re-exported so callers name the same `RngCore` the core takes.
+pub use rand_core;

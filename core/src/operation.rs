@@ -1,0 +1,487 @@
+//! One operation's state machine: what to do next, and what a reported outcome means.
+//!
+//! Call-order contract (quinn-proto style):
+//!
+//! 1. [`Operation::start`] with the shared policy, a [`Context`] (deadline, replay safety, id), the
+//!    dependency and `now`. Configuration that cannot run is refused here, before anything is
+//!    dispatched.
+//! 2. Loop on [`Operation::poll`] with the current `now`:
+//!    - [`Action::Dispatch`]: run the attempt under [`Attempt::timeout`], then report it with
+//!      [`Operation::on_success`] or [`Operation::on_failure`], handing the [`Attempt`] back (an
+//!      attempt that timed out is a failure: report the caller's own timeout error).
+//!    - [`Action::Wait`]: sleep until `until`, holding nothing (no lock, no slot), then poll again.
+//!      Waking late is fine; waking early just yields the same `Wait`.
+//!    - [`Action::Done`]: take the result with [`Operation::take_completion`].
+//!
+//! `now` must not go backwards; an earlier `now` is read as the latest one seen. Every rule lives
+//! here, not in adapters: an adapter that needs an `if` about retries has found a bug in the core.
+//!
+//! The rules, in the order they are applied after a retryable failure (a non-retryable one ends
+//! the operation at once, seed 003):
+//!
+//! 1. `attempts_exhausted` once the policy's attempts are spent;
+//! 2. a server-stated wait is a lower bound, never clamped down (seeds 000 and 003): longer than
+//!    the policy's maximum delay, or not fitting before the deadline, it defers the operation with
+//!    the wait as a hint (`retry_after_exceeds_maximum_delay`, `retry_after_exceeds_deadline`)
+//!    instead of sleeping;
+//! 3. otherwise the backoff delay, which must leave the policy's minimum remaining time (at least
+//!    one tick) before the deadline (`retry_delay_exceeds_deadline`, seed 003);
+//! 4. the retry must start while the replay-safety statement holds (`replay_statement_expired`);
+//! 5. the dependency's budget must allow it (`retry_budget_exhausted`); it is charged only when
+//!    the retry is dispatched, so a retry that is never made costs nothing.
+//!
+//! At dispatch, each attempt's timeout is `min(ceiling, time left before the deadline)` (seed 000:
+//! the third attempt is cut to fit), and no attempt is dispatched once the deadline has passed.
+
+use rand_core::RngCore;
+
+use crate::budget::Reservation;
+use crate::classify::{Classify, Verdict};
+use crate::completion::{Completion, Disposition, Problem, Summary};
+use crate::dependency::Dependency;
+use crate::error::StartError;
+use crate::event::{AfterFailure, DelaySource, Event, Observer, OperationId};
+use crate::policy::{RetryPolicy, check_hold};
+use crate::safety::ReplaySafety;
+use crate::time::{self, Duration, Instant};
+
+/// What the caller states about one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Context<const HZ: u64> {
+    deadline: Duration<HZ>,
+    safety: ReplaySafety<HZ>,
+    id: OperationId,
+}
+
+impl<const HZ: u64> Context<HZ> {
+    /// An operation that must end within `deadline` of its start (all attempts and waits
+    /// together), with the caller's replay-safety statement.
+    pub const fn new(deadline: Duration<HZ>, safety: ReplaySafety<HZ>) -> Self {
+        Self { deadline, safety, id: OperationId(0) }
+    }
+
+    /// Sets the id carried by every event and by the completion.
+    pub const fn id(mut self, id: u64) -> Self {
+        self.id = OperationId(id);
+        self
+    }
+
+    /// The overall deadline, from the operation's start.
+    pub const fn deadline(&self) -> Duration<HZ> {
+        self.deadline
+    }
+
+    /// The replay-safety statement.
+    pub const fn safety(&self) -> ReplaySafety<HZ> {
+        self.safety
+    }
+}
+
+/// One dispatched attempt: run it, then hand this back with its outcome. Not `Clone`: each
+/// attempt is reported once, and an attempt that was never reported is visible as a value that was
+/// dropped.
+#[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use = "an attempt must be run and reported with on_success or on_failure"]
+pub struct Attempt<const HZ: u64> {
+    operation: OperationId,
+    number: u8,
+    started: Instant<HZ>,
+    timeout: Duration<HZ>,
+    deadline: Instant<HZ>,
+    reservation: Option<Reservation>,
+}
+
+impl<const HZ: u64> Attempt<HZ> {
+    /// 1 for the first attempt.
+    pub const fn number(&self) -> u8 {
+        self.number
+    }
+    /// How long this attempt may run: `min(policy ceiling, time left before the deadline)`.
+    pub const fn timeout(&self) -> Duration<HZ> {
+        self.timeout
+    }
+    /// When it was dispatched.
+    pub const fn started(&self) -> Instant<HZ> {
+        self.started
+    }
+    /// When its timeout expires: `started + timeout`.
+    pub const fn expires(&self) -> Instant<HZ> {
+        time::add(self.started, self.timeout)
+    }
+    /// The operation's overall deadline, for callers that set their own socket timeouts.
+    pub const fn deadline(&self) -> Instant<HZ> {
+        self.deadline
+    }
+    /// Whether this is a retry (attempt 2 or later).
+    pub const fn is_retry(&self) -> bool {
+        self.number > 1
+    }
+}
+
+/// What the caller should do next.
+#[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub enum Action<const HZ: u64> {
+    /// Run this attempt, then report it.
+    Dispatch(Attempt<HZ>),
+    /// Nothing to do before `until`; hold nothing while waiting.
+    Wait {
+        /// The instant to poll again.
+        until: Instant<HZ>,
+    },
+    /// The operation ended: take its completion.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum Phase<const HZ: u64> {
+    Ready { not_before: Instant<HZ> },
+    InFlight,
+    Done { disposition: Disposition, problem: Option<Problem>, at: Instant<HZ> },
+    Taken,
+}
+
+/// What to do after a failure, decided before anything is emitted.
+enum Decision<const HZ: u64> {
+    Retry { delay: Duration<HZ>, source: DelaySource<HZ> },
+    NotRetryable,
+    Stop { disposition: Disposition, problem: Problem, budget_refused: bool },
+}
+
+/// One call's state machine, borrowing the shared policy. `E` is the caller's failure type.
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Operation<'p, const HZ: u64, E> {
+    policy: &'p RetryPolicy<HZ>,
+    id: OperationId,
+    /// `None` for an unsafe operation.
+    safe_until: Option<Instant<HZ>>,
+    started: Instant<HZ>,
+    deadline: Instant<HZ>,
+    latest: Instant<HZ>,
+    phase: Phase<HZ>,
+    dispatched: u8,
+    previous_delay: Duration<HZ>,
+    waited: Duration<HZ>,
+    last_failure: Option<E>,
+    retry_after: Option<Duration<HZ>>,
+    not_before_hint: Option<Instant<HZ>>,
+}
+
+impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
+    /// Starts an operation at `now`, or refuses it before anything is dispatched: a policy that
+    /// allows more than one attempt needs a budget on the dependency that fits the policy, and a
+    /// replay-safety statement in the context (seed 003).
+    pub fn start<const N: usize>(
+        policy: &'p RetryPolicy<HZ>,
+        context: Context<HZ>,
+        dependency: &Dependency<HZ, N>,
+        now: Instant<HZ>,
+    ) -> Result<Self, StartError> {
+        let max_attempts = policy.max_attempts();
+        if max_attempts > 1 {
+            let Some(budget) = dependency.config().retry_budget() else {
+                return Err(StartError::RetryWithoutBudget { max_attempts });
+            };
+            if let Some(hold) = budget.hold() {
+                // The longest attempt this operation can dispatch.
+                let ceiling = policy.attempt_timeout().unwrap_or(context.deadline);
+                let longest = time::min(ceiling, context.deadline);
+                check_hold::<HZ>(hold, longest).map_err(StartError::Budget)?;
+            }
+            if context.safety.valid_for().is_none() {
+                return Err(StartError::UnsafeWithRetries { max_attempts });
+            }
+        }
+        Ok(Self {
+            policy,
+            id: context.id,
+            safe_until: context.safety.valid_for().map(|d| time::add(now, d)),
+            started: now,
+            deadline: time::add(now, context.deadline),
+            latest: now,
+            phase: Phase::Ready { not_before: now },
+            dispatched: 0,
+            previous_delay: policy.base_delay(),
+            waited: Duration::<HZ>::from_ticks(0),
+            last_failure: None,
+            retry_after: None,
+            not_before_hint: None,
+        })
+    }
+
+    /// The operation's id.
+    pub const fn id(&self) -> OperationId {
+        self.id
+    }
+    /// The overall deadline.
+    pub const fn deadline(&self) -> Instant<HZ> {
+        self.deadline
+    }
+    /// Attempts dispatched so far.
+    pub const fn dispatched(&self) -> u8 {
+        self.dispatched
+    }
+    /// Whether the operation has ended.
+    pub const fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done { .. } | Phase::Taken)
+    }
+
+    fn clamp(&mut self, now: Instant<HZ>) -> Instant<HZ> {
+        self.latest = time::latest(self.latest, now);
+        self.latest
+    }
+
+    /// What to do at `now`. See the module doc for the contract.
+    pub fn poll<const N: usize, O: Observer<HZ> + ?Sized>(
+        &mut self,
+        now: Instant<HZ>,
+        dependency: &mut Dependency<HZ, N>,
+        observer: &mut O,
+    ) -> Action<HZ> {
+        let now = self.clamp(now);
+        let not_before = match self.phase {
+            Phase::Done { .. } | Phase::Taken => return Action::Done,
+            Phase::InFlight => {
+                // An attempt is out and was never reported. It cannot outlive the deadline.
+                if now < self.deadline {
+                    return Action::Wait { until: self.deadline };
+                }
+                self.finish(now, Disposition::Failed, Some(Problem::DeadlineExceeded), observer);
+                return Action::Done;
+            }
+            Phase::Ready { not_before } => not_before,
+        };
+        if now < not_before {
+            return Action::Wait { until: not_before };
+        }
+        let remaining = time::since(self.deadline, now);
+        let retry = self.dispatched > 0;
+        let stop = if remaining.as_ticks() == 0
+            || (retry && remaining.as_ticks() < self.policy.min_remaining().as_ticks())
+        {
+            Some(Problem::DeadlineExceeded)
+        } else if retry && self.safe_until.is_none_or(|until| now >= until) {
+            Some(Problem::ReplayStatementExpired)
+        } else {
+            None
+        };
+        if let Some(problem) = stop {
+            self.finish(now, Disposition::Failed, Some(problem), observer);
+            return Action::Done;
+        }
+        let number = self.dispatched.saturating_add(1);
+        let Ok(reservation) = dependency.admit(now, retry) else {
+            observer.on_event(&Event::BudgetRefused { operation: self.id, attempt: number, at: now });
+            self.finish(now, Disposition::Failed, Some(Problem::RetryBudgetExhausted), observer);
+            return Action::Done;
+        };
+        self.dispatched = number;
+        self.phase = Phase::InFlight;
+        let timeout = match self.policy.attempt_timeout() {
+            Some(ceiling) => time::min(ceiling, remaining),
+            None => remaining,
+        };
+        observer.on_event(&Event::AttemptDispatched { operation: self.id, attempt: number, timeout, at: now });
+        Action::Dispatch(Attempt {
+            operation: self.id,
+            number,
+            started: now,
+            timeout,
+            deadline: self.deadline,
+            reservation,
+        })
+    }
+
+    /// Whether `attempt` is the one this operation has out.
+    fn owns(&self, attempt: &Attempt<HZ>) -> bool {
+        matches!(self.phase, Phase::InFlight)
+            && attempt.operation == self.id
+            && attempt.number == self.dispatched
+    }
+
+    /// Reports that `attempt` succeeded. An attempt this operation does not have out (already
+    /// reported, from another operation, or reported after the operation ended) is ignored.
+    pub fn on_success<const N: usize, O: Observer<HZ> + ?Sized>(
+        &mut self,
+        attempt: Attempt<HZ>,
+        now: Instant<HZ>,
+        dependency: &mut Dependency<HZ, N>,
+        observer: &mut O,
+    ) {
+        if !self.owns(&attempt) {
+            return;
+        }
+        let now = self.clamp(now);
+        dependency.complete(now, attempt.reservation, false);
+        observer.on_event(&Event::AttemptSucceeded { operation: self.id, attempt: attempt.number, at: now });
+        self.finish(now, Disposition::Succeeded, None, observer);
+    }
+
+    /// Reports that `attempt` failed with the caller's `failure`, classifies it and decides
+    /// whether to retry (see the module doc for the order of the rules). The failure is kept for
+    /// the completion. An attempt this operation does not have out is ignored, and its failure
+    /// dropped.
+    pub fn on_failure<const N: usize, R: RngCore + ?Sized, O: Observer<HZ> + ?Sized>(
+        &mut self,
+        attempt: Attempt<HZ>,
+        now: Instant<HZ>,
+        dependency: &mut Dependency<HZ, N>,
+        rng: &mut R,
+        failure: E,
+        observer: &mut O,
+    ) where
+        E: Classify<HZ>,
+    {
+        if !self.owns(&attempt) {
+            return;
+        }
+        let now = self.clamp(now);
+        dependency.complete(now, attempt.reservation, true);
+        let verdict = failure.classify();
+        self.retry_after = verdict.retry_after();
+        self.last_failure = Some(failure);
+        let decision = self.decide(now, verdict, dependency, rng);
+        let then = match decision {
+            Decision::Retry { .. } => AfterFailure::Retry,
+            Decision::NotRetryable => AfterFailure::NotRetryable,
+            Decision::Stop { problem, .. } => AfterFailure::Stop(problem),
+        };
+        observer.on_event(&Event::AttemptFailed {
+            operation: self.id,
+            attempt: attempt.number,
+            at: now,
+            verdict,
+            then,
+        });
+        match decision {
+            Decision::Retry { delay, source } => {
+                let until = time::add(now, delay);
+                self.waited = time::sum(self.waited, delay);
+                if let DelaySource::Backoff { .. } = source {
+                    self.previous_delay = delay;
+                }
+                self.phase = Phase::Ready { not_before: until };
+                observer.on_event(&Event::RetryScheduled {
+                    operation: self.id,
+                    attempt: attempt.number.saturating_add(1),
+                    delay,
+                    until,
+                    source,
+                });
+            }
+            Decision::NotRetryable => self.finish(now, Disposition::Failed, None, observer),
+            Decision::Stop { disposition, problem, budget_refused } => {
+                if budget_refused {
+                    observer.on_event(&Event::BudgetRefused {
+                        operation: self.id,
+                        attempt: attempt.number.saturating_add(1),
+                        at: now,
+                    });
+                }
+                if disposition == Disposition::Deferred {
+                    self.not_before_hint = self.retry_after.map(|wait| time::add(now, wait));
+                }
+                self.finish(now, disposition, Some(problem), observer);
+            }
+        }
+    }
+
+    fn decide<const N: usize, R: RngCore + ?Sized>(
+        &self,
+        now: Instant<HZ>,
+        verdict: Verdict<HZ>,
+        dependency: &mut Dependency<HZ, N>,
+        rng: &mut R,
+    ) -> Decision<HZ> {
+        let stop = |disposition, problem| Decision::Stop { disposition, problem, budget_refused: false };
+        if !verdict.is_retryable() {
+            return Decision::NotRetryable;
+        }
+        let policy = self.policy;
+        if self.dispatched >= policy.max_attempts() {
+            return stop(Disposition::Failed, Problem::AttemptsExhausted);
+        }
+        let remaining = time::since(self.deadline, now).as_ticks();
+        // A retry must leave this much before the deadline once its delay has passed.
+        let needed = policy.min_remaining().as_ticks().max(1);
+        let (delay, source) = match verdict.retry_after() {
+            Some(stated) => {
+                if stated.as_ticks() > policy.max_delay().as_ticks() {
+                    return stop(Disposition::Deferred, Problem::RetryAfterExceedsMaximumDelay);
+                }
+                let Some(slack) = remaining.checked_sub(stated.as_ticks()).and_then(|r| r.checked_sub(needed)) else {
+                    return stop(Disposition::Deferred, Problem::RetryAfterExceedsDeadline);
+                };
+                let spread = policy.retry_after_spread().as_ticks().min(slack);
+                let extra = crate::jitter::uniform_inclusive(rng, 0, spread);
+                (stated.as_ticks().saturating_add(extra), DelaySource::RetryAfter { stated })
+            }
+            None => {
+                let retry = self.dispatched;
+                let delay = policy.delay(retry, self.previous_delay, rng).as_ticks();
+                if delay.saturating_add(needed) > remaining {
+                    return stop(Disposition::Failed, Problem::RetryDelayExceedsDeadline);
+                }
+                (delay, DelaySource::Backoff { nominal: policy.nominal_delay(retry) })
+            }
+        };
+        let delay = Duration::<HZ>::from_ticks(delay);
+        let starts = time::add(now, delay);
+        if self.safe_until.is_none_or(|until| starts >= until) {
+            return stop(Disposition::Failed, Problem::ReplayStatementExpired);
+        }
+        if !dependency.retry_allowed(now) {
+            return Decision::Stop {
+                disposition: Disposition::Failed,
+                problem: Problem::RetryBudgetExhausted,
+                budget_refused: true,
+            };
+        }
+        Decision::Retry { delay, source }
+    }
+
+    fn finish<O: Observer<HZ> + ?Sized>(
+        &mut self,
+        now: Instant<HZ>,
+        disposition: Disposition,
+        problem: Option<Problem>,
+        observer: &mut O,
+    ) {
+        self.phase = Phase::Done { disposition, problem, at: now };
+        observer.on_event(&Event::Completed {
+            operation: self.id,
+            disposition,
+            problem,
+            dispatched: self.dispatched,
+            at: now,
+        });
+    }
+
+    /// The completion, once [`poll`](Self::poll) has returned [`Action::Done`]; `None` before that,
+    /// and after it has been taken once.
+    pub fn take_completion(&mut self) -> Option<Completion<HZ, E>> {
+        let Phase::Done { disposition, problem, at } = self.phase else {
+            return None;
+        };
+        self.phase = Phase::Taken;
+        Some(Completion {
+            operation: self.id,
+            disposition,
+            problem,
+            summary: Summary {
+                dispatched: self.dispatched,
+                retries: self.dispatched.saturating_sub(1),
+                waited: self.waited,
+                elapsed: time::since(at, self.started),
+            },
+            last_failure: self.last_failure.take(),
+            retry_after: self.retry_after,
+            not_before: self.not_before_hint,
+        })
+    }
+}

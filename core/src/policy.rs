@@ -1,0 +1,391 @@
+//! The retry policy: how many attempts, how long to wait between them, and how long each may take.
+//!
+//! A [`RetryPolicy`] is immutable configuration that many operations share, usually a `const`. It
+//! has the four parts seed 000 names (what to retry is the caller's [`Classify`](crate::Classify);
+//! how many times, how long to wait and how much randomness are here) plus the two that tie a
+//! retry to the deadline: an optional ceiling for each attempt's timeout, and an optional minimum
+//! time that must still remain after a delay for another attempt to be worth starting.
+//!
+//! Why exponential (seed 000, "Exponential Backoff"): doubling is a guess about recovery time that
+//! is right at every scale; the maximum delay is the caller's own patience. Why a count *and* a
+//! deadline: the count bounds what one request does to the dependency, the deadline bounds what it
+//! costs the caller, and the deadline wins ("Retries and the Deadline").
+//!
+//! All validation happens in `const fn`s, so a bad policy in a `const` fails the build:
+//!
+//! ```
+//! use relent_core::{Duration, Jitter, RetryPolicy};
+//! const HZ: u64 = 1_000;
+//! // Seed 000's checkout: 3 attempts, 100 ms doubling to 2 s, full jitter, 3 s per attempt.
+//! const CHECKOUT: RetryPolicy<HZ> = match RetryPolicy::exponential(
+//!     3,
+//!     Duration::<HZ>::from_millis(100),
+//!     Duration::<HZ>::from_secs(2),
+//! )
+//! .jitter(Jitter::Full)
+//! .attempt_timeout(Duration::<HZ>::from_secs(3))
+//! .build()
+//! {
+//!     Ok(policy) => policy,
+//!     Err(e) => panic!("{}", e.message()),
+//! };
+//! assert_eq!(CHECKOUT.max_attempts(), 3);
+//! ```
+
+use rand_core::RngCore;
+
+use crate::error::ConfigError;
+use crate::jitter::{Jitter, uniform_inclusive};
+use crate::time::Duration;
+
+/// The most attempts a policy may allow, the first call included (seed 003).
+pub const MAX_ATTEMPTS: u8 = 64;
+
+/// How the delay before retry `n` grows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Backoff {
+    /// The same base delay before every retry.
+    Constant,
+    /// The base delay doubling before each retry, never above the maximum delay.
+    Exponential,
+}
+
+/// Immutable retry configuration shared by many operations. Build it with
+/// [`RetryPolicy::exponential`], [`RetryPolicy::constant`] or [`RetryPolicy::single_attempt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RetryPolicy<const HZ: u64> {
+    max_attempts: u8,
+    backoff: Backoff,
+    jitter: Jitter,
+    base_delay: Duration<HZ>,
+    max_delay: Duration<HZ>,
+    attempt_timeout: Option<Duration<HZ>>,
+    min_remaining: Duration<HZ>,
+    retry_after_spread: Duration<HZ>,
+}
+
+/// A [`RetryPolicy`] under construction. Setters are infallible `const fn`s; [`build`](Self::build)
+/// validates everything at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct RetryPolicyBuilder<const HZ: u64> {
+    policy: RetryPolicy<HZ>,
+}
+
+impl<const HZ: u64> RetryPolicy<HZ> {
+    /// `max_attempts` attempts (the first call counts) with the delay doubling from `base_delay`
+    /// and capped at `max_delay`. Jitter defaults to [`Jitter::Full`].
+    pub const fn exponential(
+        max_attempts: u8,
+        base_delay: Duration<HZ>,
+        max_delay: Duration<HZ>,
+    ) -> RetryPolicyBuilder<HZ> {
+        RetryPolicyBuilder::new(max_attempts, Backoff::Exponential, base_delay, max_delay)
+    }
+
+    /// `max_attempts` attempts with the same `delay` before each retry. The maximum delay (the
+    /// longest Retry-After the policy sleeps through) defaults to `delay`; raise it with
+    /// [`RetryPolicyBuilder::max_delay`]. Jitter defaults to [`Jitter::Full`].
+    pub const fn constant(max_attempts: u8, delay: Duration<HZ>) -> RetryPolicyBuilder<HZ> {
+        RetryPolicyBuilder::new(max_attempts, Backoff::Constant, delay, delay)
+    }
+
+    /// One attempt and no retries: the policy for an operation that is not safe to repeat. It needs
+    /// no replay-safety statement and no budget.
+    pub const fn single_attempt() -> RetryPolicyBuilder<HZ> {
+        let zero = Duration::<HZ>::from_ticks(0);
+        RetryPolicyBuilder::new(1, Backoff::Constant, zero, zero)
+    }
+
+    /// Attempts allowed, the first call included.
+    pub const fn max_attempts(&self) -> u8 {
+        self.max_attempts
+    }
+    /// How the delay grows.
+    pub const fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+    /// How the delay is randomised.
+    pub const fn jitter_mode(&self) -> Jitter {
+        self.jitter
+    }
+    /// The delay before the first retry, before jitter.
+    pub const fn base_delay(&self) -> Duration<HZ> {
+        self.base_delay
+    }
+    /// The longest delay the policy waits, and the longest Retry-After it sleeps through.
+    pub const fn max_delay(&self) -> Duration<HZ> {
+        self.max_delay
+    }
+    /// The ceiling for each attempt's timeout, if any.
+    pub const fn attempt_timeout(&self) -> Option<Duration<HZ>> {
+        self.attempt_timeout
+    }
+    /// The time that must remain before the deadline after a delay for a retry to start.
+    pub const fn min_remaining(&self) -> Duration<HZ> {
+        self.min_remaining
+    }
+    /// The most random time added on top of a Retry-After (zero: exactly the stated wait).
+    pub const fn retry_after_spread(&self) -> Duration<HZ> {
+        self.retry_after_spread
+    }
+
+    /// The un-jittered delay before retry number `retry` (1 for the first retry):
+    /// `base × 2^(retry-1)` capped at the maximum delay, or `base` for constant backoff.
+    pub const fn nominal_delay(&self, retry: u8) -> Duration<HZ> {
+        let base = self.base_delay.as_ticks();
+        let ticks = match self.backoff {
+            Backoff::Constant => base,
+            Backoff::Exponential => {
+                let doublings = retry.saturating_sub(1) as u32;
+                match 1u64.checked_shl(doublings) {
+                    Some(factor) => base.saturating_mul(factor),
+                    None => u64::MAX,
+                }
+            }
+        };
+        let max = self.max_delay.as_ticks();
+        Duration::<HZ>::from_ticks(if ticks < max { ticks } else { max })
+    }
+
+    /// The jittered delay before retry number `retry`, given the previous jittered delay (for
+    /// [`Jitter::Decorrelated`]; pass the base delay before the first retry). Always within the
+    /// bounds of [`Jitter`]'s table, and never above the maximum delay.
+    pub fn delay<R: RngCore + ?Sized>(
+        &self,
+        retry: u8,
+        previous: Duration<HZ>,
+        rng: &mut R,
+    ) -> Duration<HZ> {
+        let d = self.nominal_delay(retry).as_ticks();
+        let ticks = match self.jitter {
+            Jitter::None => d,
+            Jitter::Full => uniform_inclusive(rng, 0, d),
+            Jitter::Equal => {
+                let half = d / 2;
+                half.saturating_add(uniform_inclusive(rng, 0, d.saturating_sub(half)))
+            }
+            Jitter::Decorrelated => {
+                let base = self.base_delay.as_ticks();
+                let hi = previous.as_ticks().saturating_mul(3).max(base);
+                uniform_inclusive(rng, base, hi).min(self.max_delay.as_ticks())
+            }
+        };
+        Duration::<HZ>::from_ticks(ticks)
+    }
+
+    /// Checks that `budget` can serve this policy: seed 003's rule that a token bucket's
+    /// reservation hold exceeds the attempt timeout by more than 1 s. A `const fn`, so a
+    /// policy/budget pair can be checked at compile time as well as by
+    /// [`Operation::start`](crate::Operation::start).
+    pub const fn check_budget(&self, budget: &crate::RetryBudget<HZ>) -> Result<(), ConfigError> {
+        match budget.hold() {
+            None => Ok(()),
+            Some(hold) => match self.attempt_timeout {
+                None => Err(ConfigError::BudgetNeedsAttemptTimeout),
+                Some(timeout) => check_hold::<HZ>(hold, timeout),
+            },
+        }
+    }
+}
+
+/// `hold > timeout + 1 s`, exactly.
+pub(crate) const fn check_hold<const HZ: u64>(
+    hold: Duration<HZ>,
+    timeout: Duration<HZ>,
+) -> Result<(), ConfigError> {
+    let needed = timeout
+        .as_ticks()
+        .saturating_add(crate::time::one_second::<HZ>());
+    if hold.as_ticks() > needed {
+        Ok(())
+    } else {
+        Err(ConfigError::BudgetHoldTooShort)
+    }
+}
+
+impl<const HZ: u64> RetryPolicyBuilder<HZ> {
+    const fn new(
+        max_attempts: u8,
+        backoff: Backoff,
+        base_delay: Duration<HZ>,
+        max_delay: Duration<HZ>,
+    ) -> Self {
+        let zero = Duration::<HZ>::from_ticks(0);
+        Self {
+            policy: RetryPolicy {
+                max_attempts,
+                backoff,
+                jitter: Jitter::Full,
+                base_delay,
+                max_delay,
+                attempt_timeout: None,
+                min_remaining: zero,
+                retry_after_spread: zero,
+            },
+        }
+    }
+
+    /// Sets the jitter mode (default [`Jitter::Full`]).
+    pub const fn jitter(mut self, jitter: Jitter) -> Self {
+        self.policy.jitter = jitter;
+        self
+    }
+
+    /// Sets the maximum delay: the cap of the backoff and the longest Retry-After slept through.
+    pub const fn max_delay(mut self, max_delay: Duration<HZ>) -> Self {
+        self.policy.max_delay = max_delay;
+        self
+    }
+
+    /// Caps each attempt's timeout. An attempt gets `min(ceiling, time left before the deadline)`.
+    pub const fn attempt_timeout(mut self, ceiling: Duration<HZ>) -> Self {
+        self.policy.attempt_timeout = Some(ceiling);
+        self
+    }
+
+    /// A retry starts only if at least `min_remaining` is left before the deadline once its delay
+    /// has passed. Default: none (any time left is enough).
+    pub const fn min_remaining(mut self, min_remaining: Duration<HZ>) -> Self {
+        self.policy.min_remaining = min_remaining;
+        self
+    }
+
+    /// Opt-in: add a random amount in `[0, spread]` on top of a server-stated Retry-After, so that
+    /// clients told the same wait do not all return at once. The wait is never shortened. Default:
+    /// zero (exactly the stated wait, as seed 000's wrapper does).
+    pub const fn retry_after_spread(mut self, spread: Duration<HZ>) -> Self {
+        self.policy.retry_after_spread = spread;
+        self
+    }
+
+    /// Validates and returns the policy.
+    pub const fn build(self) -> Result<RetryPolicy<HZ>, ConfigError> {
+        let p = self.policy;
+        if p.max_attempts == 0 || p.max_attempts > MAX_ATTEMPTS {
+            return Err(ConfigError::MaxAttemptsOutOfRange);
+        }
+        if p.max_delay.as_ticks() < p.base_delay.as_ticks() {
+            return Err(ConfigError::MaxDelayBelowBaseDelay);
+        }
+        let grows = matches!(p.backoff, Backoff::Exponential) || matches!(p.jitter, Jitter::Decorrelated);
+        if grows && p.max_attempts > 1 && p.base_delay.as_ticks() == 0 {
+            return Err(ConfigError::ZeroBaseDelay);
+        }
+        if let Some(t) = p.attempt_timeout {
+            if t.as_ticks() == 0 {
+                return Err(ConfigError::ZeroAttemptTimeout);
+            }
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HZ: u64 = 1_000;
+    type D = Duration<HZ>;
+
+    struct Const(u64);
+    impl RngCore for Const {
+        fn next_u32(&mut self) -> u32 {
+            self.0 as u32
+        }
+        fn next_u64(&mut self) -> u64 {
+            self.0
+        }
+        fn fill_bytes(&mut self, dst: &mut [u8]) {
+            dst.fill(self.0 as u8);
+        }
+    }
+
+    fn policy(jitter: Jitter) -> RetryPolicy<HZ> {
+        RetryPolicy::exponential(8, D::from_millis(100), D::from_secs(2))
+            .jitter(jitter)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn exponential_doubles_from_the_base_and_stops_at_the_maximum() {
+        let p = policy(Jitter::None);
+        let delays: [u64; 7] = core::array::from_fn(|i| p.nominal_delay(i as u8 + 1).as_ticks());
+        assert_eq!(delays, [100, 200, 400, 800, 1600, 2000, 2000]);
+    }
+
+    #[test]
+    fn a_huge_retry_number_saturates_at_the_maximum_delay() {
+        assert_eq!(policy(Jitter::None).nominal_delay(u8::MAX).as_ticks(), 2000);
+    }
+
+    #[test]
+    fn full_jitter_spans_zero_to_the_nominal_delay() {
+        let p = policy(Jitter::Full);
+        assert_eq!(p.delay(3, D::from_ticks(0), &mut Const(0)).as_ticks(), 0);
+        assert_eq!(p.delay(3, D::from_ticks(0), &mut Const(u64::MAX)).as_ticks(), 400);
+    }
+
+    #[test]
+    fn equal_jitter_spans_half_to_all_of_the_nominal_delay() {
+        let p = policy(Jitter::Equal);
+        assert_eq!(p.delay(2, D::from_ticks(0), &mut Const(0)).as_ticks(), 100);
+        assert_eq!(p.delay(2, D::from_ticks(0), &mut Const(u64::MAX)).as_ticks(), 200);
+    }
+
+    #[test]
+    fn decorrelated_jitter_spans_base_to_three_times_the_previous_delay_capped() {
+        let p = policy(Jitter::Decorrelated);
+        assert_eq!(p.delay(1, D::from_millis(100), &mut Const(0)).as_ticks(), 100);
+        assert_eq!(p.delay(1, D::from_millis(100), &mut Const(u64::MAX)).as_ticks(), 300);
+        assert_eq!(p.delay(5, D::from_millis(1500), &mut Const(u64::MAX)).as_ticks(), 2000);
+    }
+
+    #[test]
+    fn no_jitter_is_the_nominal_delay() {
+        assert_eq!(policy(Jitter::None).delay(2, D::from_ticks(0), &mut Const(7)).as_ticks(), 200);
+    }
+
+    #[test]
+    fn constant_backoff_repeats_its_delay() {
+        let p = RetryPolicy::<HZ>::constant(3, D::from_millis(5)).jitter(Jitter::None).build().unwrap();
+        assert_eq!(p.nominal_delay(1), p.nominal_delay(2));
+        assert_eq!(p.max_delay(), D::from_millis(5));
+    }
+
+    #[test]
+    fn zero_and_sixty_five_attempts_are_refused() {
+        let b = |n| RetryPolicy::<HZ>::exponential(n, D::from_millis(1), D::from_millis(2)).build();
+        assert_eq!(b(0), Err(ConfigError::MaxAttemptsOutOfRange));
+        assert_eq!(b(65), Err(ConfigError::MaxAttemptsOutOfRange));
+        assert!(b(1).is_ok());
+        assert!(b(64).is_ok());
+    }
+
+    #[test]
+    fn bad_delays_and_timeouts_are_refused_with_their_codes() {
+        let r = RetryPolicy::<HZ>::exponential(3, D::from_secs(2), D::from_millis(100)).build();
+        assert_eq!(r, Err(ConfigError::MaxDelayBelowBaseDelay));
+        let r = RetryPolicy::<HZ>::exponential(3, D::from_ticks(0), D::from_millis(100)).build();
+        assert_eq!(r, Err(ConfigError::ZeroBaseDelay));
+        let r = RetryPolicy::<HZ>::constant(3, D::from_millis(5)).attempt_timeout(D::from_ticks(0)).build();
+        assert_eq!(r, Err(ConfigError::ZeroAttemptTimeout));
+        assert_eq!(r.unwrap_err().as_str(), "zero_attempt_timeout");
+    }
+
+    #[test]
+    fn a_single_attempt_policy_needs_no_delays() {
+        let p = RetryPolicy::<HZ>::single_attempt().build().unwrap();
+        assert_eq!(p.max_attempts(), 1);
+    }
+
+    #[test]
+    fn the_hold_must_exceed_the_attempt_timeout_by_more_than_one_second() {
+        assert_eq!(check_hold::<HZ>(D::from_secs(4), D::from_secs(3)), Err(ConfigError::BudgetHoldTooShort));
+        assert_eq!(check_hold::<HZ>(D::from_ticks(4001), D::from_secs(3)), Ok(()));
+    }
+}

@@ -1,0 +1,63 @@
+//! Replay safety: the caller's statement that repeating an operation is safe.
+//!
+//! Relent cannot know whether a call has side effects (seed 003, "A retry needs three things"), and
+//! the same error has opposite answers for different operations (seed 000: a read timeout is safe
+//! to retry on a GET and unsafe on a POST without an idempotency key). So every operation is
+//! [`ReplaySafety::Unsafe`] unless its caller states otherwise, a policy that allows more than one
+//! attempt refuses to run an `Unsafe` operation, and a statement is only good for as long as the
+//! caller says (an idempotency key that the provider forgets after 24 h stops protecting a replay
+//! after 24 h).
+
+use crate::time::Duration;
+
+/// What the caller states about repeating an operation, and for how long the statement holds
+/// (counted from the operation's start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ReplaySafety<const HZ: u64> {
+    /// No statement: the operation may have effects that a repeat would duplicate. The default.
+    #[default]
+    Unsafe,
+    /// The operation only reads; repeating it leaves the far side where one attempt would.
+    ReplayableRead {
+        /// How long the statement stays valid after the operation starts.
+        valid_for: Duration<HZ>,
+    },
+    /// The operation mutates, and the provider deduplicates repeats (for example a POST that
+    /// carries an idempotency key the provider honours).
+    ProviderIdempotentMutation {
+        /// How long the statement stays valid (for example the provider's key retention).
+        valid_for: Duration<HZ>,
+    },
+}
+
+impl<const HZ: u64> ReplaySafety<HZ> {
+    /// A read that is safe to repeat for `valid_for` after the operation starts.
+    pub const fn replayable_read(valid_for: Duration<HZ>) -> Self {
+        Self::ReplayableRead { valid_for }
+    }
+
+    /// A mutation the provider deduplicates, safe to repeat for `valid_for`.
+    pub const fn provider_idempotent_mutation(valid_for: Duration<HZ>) -> Self {
+        Self::ProviderIdempotentMutation { valid_for }
+    }
+
+    /// How long a repeat is safe, or `None` for [`ReplaySafety::Unsafe`].
+    pub const fn valid_for(&self) -> Option<Duration<HZ>> {
+        match self {
+            Self::Unsafe => None,
+            Self::ReplayableRead { valid_for } | Self::ProviderIdempotentMutation { valid_for } => {
+                Some(*valid_for)
+            }
+        }
+    }
+
+    /// The stable snake_case name of this statement.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Unsafe => "unsafe",
+            Self::ReplayableRead { .. } => "replayable_read",
+            Self::ProviderIdempotentMutation { .. } => "provider_idempotent_mutation",
+        }
+    }
+}

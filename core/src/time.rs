@@ -1,0 +1,75 @@
+//! Integer time, generic over the tick rate.
+//!
+//! The core never reads a clock: every mutating call takes `now`, which must not go backwards
+//! (a `now` earlier than one already seen is treated as that earlier instant, never as a panic).
+//! Time is fugit's 64-bit monotonic instant and duration at `HZ` ticks a second, so embassy's
+//! `TICK_HZ` plugs in directly and the tokio adapter maps `tokio::time::Instant` onto a rate of its
+//! choosing.
+//!
+//! fugit's `+` and `-` panic on overflow. The core therefore does all tick arithmetic through the
+//! saturating helpers below: an instant saturates at `u64::MAX` ticks, which the core reads as
+//! "never" (a deadline that far away is no deadline), and a duration between instants saturates at
+//! zero. That is what lets every input, including instants near `u64::MAX`, be handled without a
+//! panic.
+
+/// An instant on the caller's monotonic clock, in ticks of `1 / HZ` seconds.
+pub type Instant<const HZ: u64> = fugit::MonotonicTimerInstantU64<HZ>;
+
+/// A span of time in ticks of `1 / HZ` seconds.
+pub type Duration<const HZ: u64> = fugit::TimerDurationU64<HZ>;
+
+/// `t + d`, saturating at the end of time.
+#[inline]
+pub(crate) const fn add<const HZ: u64>(t: Instant<HZ>, d: Duration<HZ>) -> Instant<HZ> {
+    Instant::<HZ>::from_ticks(t.as_ticks().saturating_add(d.as_ticks()))
+}
+
+/// `later - earlier`, or zero when `later` is not after `earlier`.
+#[inline]
+pub(crate) const fn since<const HZ: u64>(later: Instant<HZ>, earlier: Instant<HZ>) -> Duration<HZ> {
+    Duration::<HZ>::from_ticks(later.as_ticks().saturating_sub(earlier.as_ticks()))
+}
+
+/// `a + b`, saturating.
+#[inline]
+pub(crate) const fn sum<const HZ: u64>(a: Duration<HZ>, b: Duration<HZ>) -> Duration<HZ> {
+    Duration::<HZ>::from_ticks(a.as_ticks().saturating_add(b.as_ticks()))
+}
+
+/// The smaller of two durations.
+#[inline]
+pub(crate) const fn min<const HZ: u64>(a: Duration<HZ>, b: Duration<HZ>) -> Duration<HZ> {
+    if a.as_ticks() <= b.as_ticks() { a } else { b }
+}
+
+/// The later of two instants.
+#[inline]
+pub(crate) const fn latest<const HZ: u64>(a: Instant<HZ>, b: Instant<HZ>) -> Instant<HZ> {
+    if a.as_ticks() >= b.as_ticks() { a } else { b }
+}
+
+/// One second at `HZ`, in ticks.
+#[inline]
+pub(crate) const fn one_second<const HZ: u64>() -> u64 {
+    HZ
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type I = Instant<1_000>;
+    type D = Duration<1_000>;
+
+    #[test]
+    fn add_saturates_at_the_end_of_time() {
+        let t = I::from_ticks(u64::MAX - 1);
+        assert_eq!(add(t, D::from_ticks(5)).as_ticks(), u64::MAX);
+    }
+
+    #[test]
+    fn since_is_zero_when_time_went_backwards() {
+        assert_eq!(since(I::from_ticks(3), I::from_ticks(7)).as_ticks(), 0);
+        assert_eq!(since(I::from_ticks(7), I::from_ticks(3)).as_ticks(), 4);
+    }
+}
