@@ -70,7 +70,9 @@ impl<const HZ: u64> RetryBudget<HZ> {
         if percent > 100 {
             return Err(ConfigError::BudgetPercentOutOfRange);
         }
-        Ok(Self { kind: BudgetKind::Ratio { percent, floor } })
+        Ok(Self {
+            kind: BudgetKind::Ratio { percent, floor },
+        })
     }
 
     /// A pool of `capacity` tokens, `refill` more every `period`, reservations held for `hold`.
@@ -93,7 +95,14 @@ impl<const HZ: u64> RetryBudget<HZ> {
         if (capacity as u64).checked_mul(period.as_ticks()).is_none() {
             return Err(ConfigError::BudgetTooLargeForTickRate);
         }
-        Ok(Self { kind: BudgetKind::TokenBucket { capacity, refill, period, hold } })
+        Ok(Self {
+            kind: BudgetKind::TokenBucket {
+                capacity,
+                refill,
+                period,
+                hold,
+            },
+        })
     }
 
     /// The budget's shape and numbers.
@@ -182,6 +191,10 @@ impl TokenBucket {
         }
     }
 
+    pub(crate) const fn hold_ticks(&self) -> u64 {
+        self.hold
+    }
+
     fn catch_up(&mut self, now: u64) {
         let elapsed = now.saturating_sub(self.updated);
         let full = u64::from(self.capacity).saturating_mul(self.period);
@@ -202,7 +215,9 @@ impl TokenBucket {
     pub(crate) fn available(&mut self, now: u64) -> u32 {
         self.catch_up(now);
         let whole = self.credit.checked_div(self.period).unwrap_or(0);
-        u32::try_from(whole).unwrap_or(u32::MAX).saturating_sub(self.reserved)
+        u32::try_from(whole)
+            .unwrap_or(u32::MAX)
+            .saturating_sub(self.reserved)
     }
 
     pub(crate) fn reserve(&mut self, now: u64) -> Option<Reservation> {
@@ -231,7 +246,13 @@ mod tests {
     type D = Duration<HZ>;
 
     fn seed_003_bucket() -> TokenBucket {
-        TokenBucket::new(10, 10, D::from_secs(60), D::from_secs(10), Instant::<HZ>::from_ticks(0))
+        TokenBucket::new(
+            10,
+            10,
+            D::from_secs(60),
+            D::from_secs(10),
+            Instant::<HZ>::from_ticks(0),
+        )
     }
 
     #[test]
@@ -257,15 +278,31 @@ mod tests {
 
     #[test]
     fn a_reservation_holds_its_token_until_it_lapses() {
-        let mut b = TokenBucket::new(1, 1, D::from_secs(60), D::from_secs(10), Instant::<HZ>::from_ticks(0));
+        let mut b = TokenBucket::new(
+            1,
+            1,
+            D::from_secs(60),
+            D::from_secs(10),
+            Instant::<HZ>::from_ticks(0),
+        );
         let _lost = b.reserve(0).unwrap();
         assert_eq!(b.available(9_999), 0);
-        assert_eq!(b.available(10_000), 1, "the unreported reservation lapsed and its token returned");
+        assert_eq!(
+            b.available(10_000),
+            1,
+            "the unreported reservation lapsed and its token returned"
+        );
     }
 
     #[test]
     fn a_late_settle_still_spends_the_token_once() {
-        let mut b = TokenBucket::new(2, 1, D::from_secs(60), D::from_secs(10), Instant::<HZ>::from_ticks(0));
+        let mut b = TokenBucket::new(
+            2,
+            1,
+            D::from_secs(60),
+            D::from_secs(10),
+            Instant::<HZ>::from_ticks(0),
+        );
         let r = b.reserve(0).unwrap();
         assert_eq!(b.available(10_000), 2);
         b.settle(r, 10_000);
@@ -275,8 +312,14 @@ mod tests {
     #[test]
     fn bad_buckets_are_refused_with_their_codes() {
         let d = D::from_secs(1);
-        assert_eq!(RetryBudget::<HZ>::token_bucket(0, 1, d, d), Err(ConfigError::ZeroBudgetCapacity));
-        assert_eq!(RetryBudget::<HZ>::token_bucket(1, 0, d, d), Err(ConfigError::ZeroBudgetRefill));
+        assert_eq!(
+            RetryBudget::<HZ>::token_bucket(0, 1, d, d),
+            Err(ConfigError::ZeroBudgetCapacity)
+        );
+        assert_eq!(
+            RetryBudget::<HZ>::token_bucket(1, 0, d, d),
+            Err(ConfigError::ZeroBudgetRefill)
+        );
         assert_eq!(
             RetryBudget::<HZ>::token_bucket(1, 1, D::from_ticks(0), d),
             Err(ConfigError::ZeroBudgetPeriod)
@@ -285,12 +328,19 @@ mod tests {
             RetryBudget::<HZ>::token_bucket(u32::MAX, 1, D::from_ticks(u64::MAX / 2), d),
             Err(ConfigError::BudgetTooLargeForTickRate)
         );
-        assert_eq!(RetryBudget::<HZ>::ratio(101, 0), Err(ConfigError::BudgetPercentOutOfRange));
+        assert_eq!(
+            RetryBudget::<HZ>::ratio(101, 0),
+            Err(ConfigError::BudgetPercentOutOfRange)
+        );
     }
 
     #[test]
     fn the_ratio_allows_retries_up_to_its_share_plus_the_floor() {
-        let c = |calls, retries| Counts { calls, retries, failures: 0 };
+        let c = |calls, retries| Counts {
+            calls,
+            retries,
+            failures: 0,
+        };
         // 10 %, no floor: with 89 calls and 8 retries a 9th retry makes 9 of 90: allowed.
         assert!(ratio_allows(c(89, 8), 10, 0));
         // A 10th retry would make 10 of 91: refused.
@@ -303,10 +353,19 @@ mod tests {
 
     #[test]
     fn the_headroom_is_the_number_of_retries_the_ratio_would_admit_in_a_row() {
-        let c = |calls, retries| Counts { calls, retries, failures: 0 };
-        for (calls, retries, percent, floor) in
-            [(89, 8, 10, 0), (90, 9, 10, 0), (1, 0, 10, 2), (1000, 3, 25, 1), (0, 0, 0, 0), (5, 9, 50, 0)]
-        {
+        let c = |calls, retries| Counts {
+            calls,
+            retries,
+            failures: 0,
+        };
+        for (calls, retries, percent, floor) in [
+            (89, 8, 10, 0),
+            (90, 9, 10, 0),
+            (1, 0, 10, 2),
+            (1000, 3, 25, 1),
+            (0, 0, 0, 0),
+            (5, 9, 50, 0),
+        ] {
             let mut counts = c(calls, retries);
             let mut admitted = 0;
             while ratio_allows(counts, percent, floor) {
@@ -314,7 +373,11 @@ mod tests {
                 counts.calls += 1;
                 counts.retries += 1;
             }
-            assert_eq!(ratio_headroom(c(calls, retries), percent, floor), admitted, "{calls} {retries} {percent} {floor}");
+            assert_eq!(
+                ratio_headroom(c(calls, retries), percent, floor),
+                admitted,
+                "{calls} {retries} {percent} {floor}"
+            );
         }
         assert_eq!(ratio_headroom(c(1, 0), 100, 0), u32::MAX);
     }

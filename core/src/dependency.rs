@@ -10,7 +10,9 @@
 //!
 //! `Dependency::new` is a `const fn`, so the state can sit in a `static` on firmware.
 
-use crate::budget::{BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows, ratio_headroom};
+use crate::budget::{
+    BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows, ratio_headroom,
+};
 use crate::error::ConfigError;
 use crate::time::{Duration, Instant};
 use crate::window::{CallWindow, Counts};
@@ -27,7 +29,10 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// A dependency counted over `window` (seed 000: 10 s), with no retry budget yet. Without a
     /// budget only single-attempt policies can run against it.
     pub const fn new(window: Duration<HZ>) -> Self {
-        Self { window, budget: None }
+        Self {
+            window,
+            budget: None,
+        }
     }
 
     /// Sets the retry budget all operations against this dependency share.
@@ -55,7 +60,9 @@ enum BudgetState {
     Tokens(TokenBucket),
 }
 
-/// The shared state of one dependency, with `N` buckets in its counting window.
+/// The shared state of one dependency, with `N` buckets in its counting window. It keeps only
+/// what changes and the numbers its rules read; the [`DependencyConfig`] it was built from is not
+/// stored twice.
 ///
 /// Call-order contract: every method that takes `now` must be given a `now` that does not go
 /// backwards across all the operations that share this dependency (an earlier one is read as the
@@ -64,7 +71,6 @@ enum BudgetState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Dependency<const HZ: u64, const N: usize> {
-    config: DependencyConfig<HZ>,
     window: CallWindow<N>,
     budget: BudgetState,
 }
@@ -88,17 +94,31 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
             None => BudgetState::None,
             Some(b) => match b.kind() {
                 BudgetKind::Ratio { percent, floor } => BudgetState::Ratio { percent, floor },
-                BudgetKind::TokenBucket { capacity, refill, period, hold } => {
-                    BudgetState::Tokens(TokenBucket::new(capacity, refill, period, hold, now))
-                }
+                BudgetKind::TokenBucket {
+                    capacity,
+                    refill,
+                    period,
+                    hold,
+                } => BudgetState::Tokens(TokenBucket::new(capacity, refill, period, hold, now)),
             },
         };
-        Ok(Self { config, window: CallWindow::new(width, now), budget })
+        Ok(Self {
+            window: CallWindow::new(width, now),
+            budget,
+        })
     }
 
-    /// The configuration this state was built from.
-    pub const fn config(&self) -> &DependencyConfig<HZ> {
-        &self.config
+    /// Whether a retry budget governs this dependency (a policy of more than one attempt needs one).
+    pub const fn has_retry_budget(&self) -> bool {
+        !matches!(self.budget, BudgetState::None)
+    }
+
+    /// The reservation hold of a token-bucket budget; `None` for a ratio budget or none.
+    pub const fn budget_hold(&self) -> Option<Duration<HZ>> {
+        match &self.budget {
+            BudgetState::Tokens(bucket) => Some(Duration::<HZ>::from_ticks(bucket.hold_ticks())),
+            BudgetState::None | BudgetState::Ratio { .. } => None,
+        }
     }
 
     /// Calls, retries and failures over the window at `now`.
@@ -134,7 +154,11 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
 
     /// Admits one attempt at `now`: a first attempt always, a retry if the budget allows, in which
     /// case the budget is charged. Counts the call in the window.
-    pub(crate) fn admit(&mut self, now: Instant<HZ>, retry: bool) -> Result<Option<Reservation>, ()> {
+    pub(crate) fn admit(
+        &mut self,
+        now: Instant<HZ>,
+        retry: bool,
+    ) -> Result<Option<Reservation>, ()> {
         let reservation = if retry {
             match &mut self.budget {
                 BudgetState::None => return Err(()),
@@ -155,7 +179,12 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
     }
 
     /// Records the outcome of an attempt admitted earlier, settling its reservation.
-    pub(crate) fn complete(&mut self, now: Instant<HZ>, reservation: Option<Reservation>, failed: bool) {
+    pub(crate) fn complete(
+        &mut self,
+        now: Instant<HZ>,
+        reservation: Option<Reservation>,
+        failed: bool,
+    ) {
         if let (Some(r), BudgetState::Tokens(bucket)) = (reservation, &mut self.budget) {
             bucket.settle(r, now.as_ticks());
         }

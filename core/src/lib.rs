@@ -3,7 +3,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::float_arithmetic, clippy::float_cmp)]
-#![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
+#![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 #![cfg_attr(
     not(test),
     deny(

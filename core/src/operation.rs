@@ -58,7 +58,11 @@ impl<const HZ: u64> Context<HZ> {
     /// An operation that must end within `deadline` of its start (all attempts and waits
     /// together), with the caller's replay-safety statement.
     pub const fn new(deadline: Duration<HZ>, safety: ReplaySafety<HZ>) -> Self {
-        Self { deadline, safety, id: OperationId(0) }
+        Self {
+            deadline,
+            safety,
+            id: OperationId(0),
+        }
     }
 
     /// Sets the id carried by every event and by the completion.
@@ -139,17 +143,30 @@ pub enum Action<const HZ: u64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Phase<const HZ: u64> {
-    Ready { not_before: Instant<HZ> },
+    Ready {
+        not_before: Instant<HZ>,
+    },
     InFlight,
-    Done { disposition: Disposition, problem: Option<Problem>, at: Instant<HZ> },
+    Done {
+        disposition: Disposition,
+        problem: Option<Problem>,
+        at: Instant<HZ>,
+    },
     Taken,
 }
 
 /// What to do after a failure, decided before anything is emitted.
 enum Decision<const HZ: u64> {
-    Retry { delay: Duration<HZ>, source: DelaySource<HZ> },
+    Retry {
+        delay: Duration<HZ>,
+        source: DelaySource<HZ>,
+    },
     NotRetryable,
-    Stop { disposition: Disposition, problem: Problem, budget_refused: bool },
+    Stop {
+        disposition: Disposition,
+        problem: Problem,
+        budget_refused: bool,
+    },
 }
 
 /// One call's state machine, borrowing the shared policy. `E` is the caller's failure type.
@@ -184,10 +201,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     ) -> Result<Self, StartError> {
         let max_attempts = policy.max_attempts();
         if max_attempts > 1 {
-            let Some(budget) = dependency.config().retry_budget() else {
+            if !dependency.has_retry_budget() {
                 return Err(StartError::RetryWithoutBudget { max_attempts });
-            };
-            if let Some(hold) = budget.hold() {
+            }
+            if let Some(hold) = dependency.budget_hold() {
                 // The longest attempt this operation can dispatch.
                 let ceiling = policy.attempt_timeout().unwrap_or(context.deadline);
                 let longest = time::min(ceiling, context.deadline);
@@ -249,9 +266,16 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             Phase::InFlight => {
                 // An attempt is out and was never reported. It cannot outlive the deadline.
                 if now < self.deadline {
-                    return Action::Wait { until: self.deadline };
+                    return Action::Wait {
+                        until: self.deadline,
+                    };
                 }
-                self.finish(now, Disposition::Failed, Some(Problem::DeadlineExceeded), observer);
+                self.finish(
+                    now,
+                    Disposition::Failed,
+                    Some(Problem::DeadlineExceeded),
+                    observer,
+                );
                 return Action::Done;
             }
             Phase::Ready { not_before } => not_before,
@@ -276,8 +300,17 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         }
         let number = self.dispatched.saturating_add(1);
         let Ok(reservation) = dependency.admit(now, retry) else {
-            observer.on_event(&Event::BudgetRefused { operation: self.id, attempt: number, at: now });
-            self.finish(now, Disposition::Failed, Some(Problem::RetryBudgetExhausted), observer);
+            observer.on_event(&Event::BudgetRefused {
+                operation: self.id,
+                attempt: number,
+                at: now,
+            });
+            self.finish(
+                now,
+                Disposition::Failed,
+                Some(Problem::RetryBudgetExhausted),
+                observer,
+            );
             return Action::Done;
         };
         self.dispatched = number;
@@ -286,7 +319,12 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             Some(ceiling) => time::min(ceiling, remaining),
             None => remaining,
         };
-        observer.on_event(&Event::AttemptDispatched { operation: self.id, attempt: number, timeout, at: now });
+        observer.on_event(&Event::AttemptDispatched {
+            operation: self.id,
+            attempt: number,
+            timeout,
+            at: now,
+        });
         Action::Dispatch(Attempt {
             operation: self.id,
             number,
@@ -318,7 +356,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         }
         let now = self.clamp(now);
         dependency.complete(now, attempt.reservation, false);
-        observer.on_event(&Event::AttemptSucceeded { operation: self.id, attempt: attempt.number, at: now });
+        observer.on_event(&Event::AttemptSucceeded {
+            operation: self.id,
+            attempt: attempt.number,
+            at: now,
+        });
         self.finish(now, Disposition::Succeeded, None, observer);
     }
 
@@ -375,7 +417,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 });
             }
             Decision::NotRetryable => self.finish(now, Disposition::Failed, None, observer),
-            Decision::Stop { disposition, problem, budget_refused } => {
+            Decision::Stop {
+                disposition,
+                problem,
+                budget_refused,
+            } => {
                 if budget_refused {
                     observer.on_event(&Event::BudgetRefused {
                         operation: self.id,
@@ -398,7 +444,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         dependency: &mut Dependency<HZ, N>,
         rng: &mut R,
     ) -> Decision<HZ> {
-        let stop = |disposition, problem| Decision::Stop { disposition, problem, budget_refused: false };
+        let stop = |disposition, problem| Decision::Stop {
+            disposition,
+            problem,
+            budget_refused: false,
+        };
         if !verdict.is_retryable() {
             return Decision::NotRetryable;
         }
@@ -412,14 +462,23 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let (delay, source) = match verdict.retry_after() {
             Some(stated) => {
                 if stated.as_ticks() > policy.max_delay().as_ticks() {
-                    return stop(Disposition::Deferred, Problem::RetryAfterExceedsMaximumDelay);
+                    return stop(
+                        Disposition::Deferred,
+                        Problem::RetryAfterExceedsMaximumDelay,
+                    );
                 }
-                let Some(slack) = remaining.checked_sub(stated.as_ticks()).and_then(|r| r.checked_sub(needed)) else {
+                let Some(slack) = remaining
+                    .checked_sub(stated.as_ticks())
+                    .and_then(|r| r.checked_sub(needed))
+                else {
                     return stop(Disposition::Deferred, Problem::RetryAfterExceedsDeadline);
                 };
                 let spread = policy.retry_after_spread().as_ticks().min(slack);
                 let extra = crate::jitter::uniform_inclusive(rng, 0, spread);
-                (stated.as_ticks().saturating_add(extra), DelaySource::RetryAfter { stated })
+                (
+                    stated.as_ticks().saturating_add(extra),
+                    DelaySource::RetryAfter { stated },
+                )
             }
             None => {
                 let retry = self.dispatched;
@@ -427,7 +486,12 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 if delay.saturating_add(needed) > remaining {
                     return stop(Disposition::Failed, Problem::RetryDelayExceedsDeadline);
                 }
-                (delay, DelaySource::Backoff { nominal: policy.nominal_delay(retry) })
+                (
+                    delay,
+                    DelaySource::Backoff {
+                        nominal: policy.nominal_delay(retry),
+                    },
+                )
             }
         };
         let delay = Duration::<HZ>::from_ticks(delay);
@@ -452,7 +516,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         problem: Option<Problem>,
         observer: &mut O,
     ) {
-        self.phase = Phase::Done { disposition, problem, at: now };
+        self.phase = Phase::Done {
+            disposition,
+            problem,
+            at: now,
+        };
         observer.on_event(&Event::Completed {
             operation: self.id,
             disposition,
@@ -465,7 +533,12 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     /// The completion, once [`poll`](Self::poll) has returned [`Action::Done`]; `None` before that,
     /// and after it has been taken once.
     pub fn take_completion(&mut self) -> Option<Completion<HZ, E>> {
-        let Phase::Done { disposition, problem, at } = self.phase else {
+        let Phase::Done {
+            disposition,
+            problem,
+            at,
+        } = self.phase
+        else {
             return None;
         };
         self.phase = Phase::Taken;

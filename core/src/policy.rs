@@ -271,7 +271,8 @@ impl<const HZ: u64> RetryPolicyBuilder<HZ> {
         if p.max_delay.as_ticks() < p.base_delay.as_ticks() {
             return Err(ConfigError::MaxDelayBelowBaseDelay);
         }
-        let grows = matches!(p.backoff, Backoff::Exponential) || matches!(p.jitter, Jitter::Decorrelated);
+        let grows =
+            matches!(p.backoff, Backoff::Exponential) || matches!(p.jitter, Jitter::Decorrelated);
         if grows && p.max_attempts > 1 && p.base_delay.as_ticks() == 0 {
             return Err(ConfigError::ZeroBaseDelay);
         }
@@ -327,32 +328,59 @@ mod tests {
     fn full_jitter_spans_zero_to_the_nominal_delay() {
         let p = policy(Jitter::Full);
         assert_eq!(p.delay(3, D::from_ticks(0), &mut Const(0)).as_ticks(), 0);
-        assert_eq!(p.delay(3, D::from_ticks(0), &mut Const(u64::MAX)).as_ticks(), 400);
+        assert_eq!(
+            p.delay(3, D::from_ticks(0), &mut Const(u64::MAX))
+                .as_ticks(),
+            400
+        );
     }
 
     #[test]
     fn equal_jitter_spans_half_to_all_of_the_nominal_delay() {
         let p = policy(Jitter::Equal);
         assert_eq!(p.delay(2, D::from_ticks(0), &mut Const(0)).as_ticks(), 100);
-        assert_eq!(p.delay(2, D::from_ticks(0), &mut Const(u64::MAX)).as_ticks(), 200);
+        assert_eq!(
+            p.delay(2, D::from_ticks(0), &mut Const(u64::MAX))
+                .as_ticks(),
+            200
+        );
     }
 
     #[test]
     fn decorrelated_jitter_spans_base_to_three_times_the_previous_delay_capped() {
         let p = policy(Jitter::Decorrelated);
-        assert_eq!(p.delay(1, D::from_millis(100), &mut Const(0)).as_ticks(), 100);
-        assert_eq!(p.delay(1, D::from_millis(100), &mut Const(u64::MAX)).as_ticks(), 300);
-        assert_eq!(p.delay(5, D::from_millis(1500), &mut Const(u64::MAX)).as_ticks(), 2000);
+        assert_eq!(
+            p.delay(1, D::from_millis(100), &mut Const(0)).as_ticks(),
+            100
+        );
+        assert_eq!(
+            p.delay(1, D::from_millis(100), &mut Const(u64::MAX))
+                .as_ticks(),
+            300
+        );
+        assert_eq!(
+            p.delay(5, D::from_millis(1500), &mut Const(u64::MAX))
+                .as_ticks(),
+            2000
+        );
     }
 
     #[test]
     fn no_jitter_is_the_nominal_delay() {
-        assert_eq!(policy(Jitter::None).delay(2, D::from_ticks(0), &mut Const(7)).as_ticks(), 200);
+        assert_eq!(
+            policy(Jitter::None)
+                .delay(2, D::from_ticks(0), &mut Const(7))
+                .as_ticks(),
+            200
+        );
     }
 
     #[test]
     fn constant_backoff_repeats_its_delay() {
-        let p = RetryPolicy::<HZ>::constant(3, D::from_millis(5)).jitter(Jitter::None).build().unwrap();
+        let p = RetryPolicy::<HZ>::constant(3, D::from_millis(5))
+            .jitter(Jitter::None)
+            .build()
+            .unwrap();
         assert_eq!(p.nominal_delay(1), p.nominal_delay(2));
         assert_eq!(p.max_delay(), D::from_millis(5));
     }
@@ -372,7 +400,9 @@ mod tests {
         assert_eq!(r, Err(ConfigError::MaxDelayBelowBaseDelay));
         let r = RetryPolicy::<HZ>::exponential(3, D::from_ticks(0), D::from_millis(100)).build();
         assert_eq!(r, Err(ConfigError::ZeroBaseDelay));
-        let r = RetryPolicy::<HZ>::constant(3, D::from_millis(5)).attempt_timeout(D::from_ticks(0)).build();
+        let r = RetryPolicy::<HZ>::constant(3, D::from_millis(5))
+            .attempt_timeout(D::from_ticks(0))
+            .build();
         assert_eq!(r, Err(ConfigError::ZeroAttemptTimeout));
         assert_eq!(r.unwrap_err().as_str(), "zero_attempt_timeout");
     }
@@ -385,7 +415,13 @@ mod tests {
 
     #[test]
     fn the_hold_must_exceed_the_attempt_timeout_by_more_than_one_second() {
-        assert_eq!(check_hold::<HZ>(D::from_secs(4), D::from_secs(3)), Err(ConfigError::BudgetHoldTooShort));
-        assert_eq!(check_hold::<HZ>(D::from_ticks(4001), D::from_secs(3)), Ok(()));
+        assert_eq!(
+            check_hold::<HZ>(D::from_secs(4), D::from_secs(3)),
+            Err(ConfigError::BudgetHoldTooShort)
+        );
+        assert_eq!(
+            check_hold::<HZ>(D::from_ticks(4001), D::from_secs(3)),
+            Ok(())
+        );
     }
 }

@@ -24,7 +24,11 @@ pub struct Counts {
 }
 
 impl Counts {
-    const ZERO: Self = Self { calls: 0, retries: 0, failures: 0 };
+    const ZERO: Self = Self {
+        calls: 0,
+        retries: 0,
+        failures: 0,
+    };
 
     fn plus(self, other: Self) -> Self {
         Self {
@@ -60,7 +64,11 @@ impl<const N: usize> CallWindow<N> {
             Some(h) => h,
             None => 0,
         };
-        Self { width, head, buckets: [Counts::ZERO; N] }
+        Self {
+            width,
+            head,
+            buckets: [Counts::ZERO; N],
+        }
     }
 
     /// Ticks per bucket.
@@ -71,7 +79,8 @@ impl<const N: usize> CallWindow<N> {
     /// The first tick the window covers once it has been advanced to `now`.
     pub fn start<const HZ: u64>(&self, now: Instant<HZ>) -> u64 {
         let head = self.index(now).max(self.head);
-        head.saturating_sub(Self::SLOTS.saturating_sub(1)).saturating_mul(self.width)
+        head.saturating_sub(Self::SLOTS.saturating_sub(1))
+            .saturating_mul(self.width)
     }
 
     fn index<const HZ: u64>(&self, now: Instant<HZ>) -> u64 {
@@ -115,7 +124,9 @@ impl<const N: usize> CallWindow<N> {
     /// The counts over the window at `now`.
     pub fn totals<const HZ: u64>(&mut self, now: Instant<HZ>) -> Counts {
         self.advance(now);
-        self.buckets.iter().fold(Counts::ZERO, |acc, b| acc.plus(*b))
+        self.buckets
+            .iter()
+            .fold(Counts::ZERO, |acc, b| acc.plus(*b))
     }
 
     /// Counts one dispatched attempt.

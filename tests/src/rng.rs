@@ -2,16 +2,20 @@
 
 use rand_core::RngCore;
 
-/// Always returns the same word: `Fixed::MAX` puts every jittered delay at the top of its window
-/// (the nominal delay for full jitter), `Fixed::MIN` at the bottom.
+/// Always returns the same word: `Fixed::top()` puts every jittered delay at the top of its window
+/// (the nominal delay for full jitter), `Fixed::bottom()` at the bottom.
 #[derive(Debug, Clone, Copy)]
 pub struct Fixed(pub u64);
 
 impl Fixed {
     /// Every draw at the top of its interval.
-    pub const MAX: Self = Self(u64::MAX);
+    pub const fn top() -> Self {
+        Self(u64::MAX)
+    }
     /// Every draw at the bottom of its interval.
-    pub const MIN: Self = Self(0);
+    pub const fn bottom() -> Self {
+        Self(0)
+    }
 }
 
 impl RngCore for Fixed {

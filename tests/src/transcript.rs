@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 use std::string::String;
 use std::vec::Vec;
 
-use policy::rand_core::RngCore;
-use policy::{
+use relent_core::rand_core::RngCore;
+use relent_core::{
     Action, AfterFailure, Classify, Completion, Context, DelaySource, Dependency, Event, Instant,
     Observer, Operation, RetryPolicy, Verdict,
 };
@@ -15,7 +15,7 @@ use policy::{
 pub const HZ: u64 = 1_000;
 
 /// A duration in transcript ticks.
-pub type D = policy::Duration<HZ>;
+pub type D = relent_core::Duration<HZ>;
 /// An instant in transcript ticks.
 pub type T = Instant<HZ>;
 
@@ -53,7 +53,10 @@ pub enum Step {
 }
 
 /// A retryable timeout, as an adapter reports an attempt that ran past its timeout.
-pub const TIMEOUT: Failure = Failure { name: "timeout", verdict: Verdict::Retryable };
+pub const TIMEOUT: Failure = Failure {
+    name: "timeout",
+    verdict: Verdict::Retryable,
+};
 
 /// Renders events as transcript lines.
 #[derive(Debug, Default)]
@@ -72,11 +75,29 @@ impl Observer<HZ> for Recorder {
 pub fn line(event: &Event<HZ>) -> String {
     let mut s = String::new();
     let _ = match *event {
-        Event::AttemptDispatched { attempt, timeout, at, .. } => {
-            write!(s, "{} dispatch #{attempt} timeout {}", secs(at.as_ticks()), secs(timeout.as_ticks()))
+        Event::AttemptDispatched {
+            attempt,
+            timeout,
+            at,
+            ..
+        } => {
+            write!(
+                s,
+                "{} dispatch #{attempt} timeout {}",
+                secs(at.as_ticks()),
+                secs(timeout.as_ticks())
+            )
         }
-        Event::AttemptSucceeded { attempt, at, .. } => write!(s, "{} #{attempt} succeeded", secs(at.as_ticks())),
-        Event::AttemptFailed { attempt, at, verdict, then, .. } => {
+        Event::AttemptSucceeded { attempt, at, .. } => {
+            write!(s, "{} #{attempt} succeeded", secs(at.as_ticks()))
+        }
+        Event::AttemptFailed {
+            attempt,
+            at,
+            verdict,
+            then,
+            ..
+        } => {
             let verdict = match verdict {
                 Verdict::Retryable => String::from("retryable"),
                 Verdict::RetryableAfter(d) => format!("retryable after {}", secs(d.as_ticks())),
@@ -87,19 +108,48 @@ pub fn line(event: &Event<HZ>) -> String {
                 AfterFailure::NotRetryable => String::from("returned as it is"),
                 AfterFailure::Stop(p) => format!("stop: {p}"),
             };
-            write!(s, "{} #{attempt} failed ({verdict}): {then}", secs(at.as_ticks()))
+            write!(
+                s,
+                "{} #{attempt} failed ({verdict}): {then}",
+                secs(at.as_ticks())
+            )
         }
-        Event::RetryScheduled { attempt, delay, until, source, .. } => {
+        Event::RetryScheduled {
+            attempt,
+            delay,
+            until,
+            source,
+            ..
+        } => {
             let source = match source {
                 DelaySource::Backoff { nominal } => format!("backoff {}", secs(nominal.as_ticks())),
-                DelaySource::RetryAfter { stated } => format!("retry-after {}", secs(stated.as_ticks())),
+                DelaySource::RetryAfter { stated } => {
+                    format!("retry-after {}", secs(stated.as_ticks()))
+                }
             };
-            write!(s, "wait {} ({source}) until {} for #{attempt}", secs(delay.as_ticks()), secs(until.as_ticks()))
+            write!(
+                s,
+                "wait {} ({source}) until {} for #{attempt}",
+                secs(delay.as_ticks()),
+                secs(until.as_ticks())
+            )
         }
-        Event::BudgetRefused { attempt, at, .. } => write!(s, "{} budget refused #{attempt}", secs(at.as_ticks())),
-        Event::Completed { disposition, problem, dispatched, at, .. } => {
+        Event::BudgetRefused { attempt, at, .. } => {
+            write!(s, "{} budget refused #{attempt}", secs(at.as_ticks()))
+        }
+        Event::Completed {
+            disposition,
+            problem,
+            dispatched,
+            at,
+            ..
+        } => {
             let problem = problem.map(|p| format!(", {p}")).unwrap_or_default();
-            write!(s, "{} done: {disposition}{problem} after {dispatched} dispatched", secs(at.as_ticks()))
+            write!(
+                s,
+                "{} done: {disposition}{problem} after {dispatched} dispatched",
+                secs(at.as_ticks())
+            )
         }
     };
     s
@@ -143,10 +193,15 @@ pub fn run<const N: usize, R: RngCore>(
             }
             Action::Wait { until } => now = until,
             Action::Done => {
-                let completion = op.take_completion().expect("a done operation has a completion");
+                let completion = op
+                    .take_completion()
+                    .expect("a done operation has a completion");
                 return (rec.lines, completion);
             }
         }
     }
-    panic!("the operation did not finish in 1000 steps:\n{}", rec.lines.join("\n"));
+    panic!(
+        "the operation did not finish in 1000 steps:\n{}",
+        rec.lines.join("\n")
+    );
 }

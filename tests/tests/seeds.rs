@@ -4,7 +4,7 @@
 //! Reqtide documentation whose model Relent adopts. Every line below is what the core decided;
 //! the harness only plays the script.
 
-use policy::{
+use relent_core::{
     ConfigError, Context, Dependency, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety,
     RetryBudget, RetryPolicy, StartError, Verdict,
 };
@@ -19,10 +19,13 @@ const fn ok<V: Copy>(r: Result<V, ConfigError>) -> V {
 }
 
 /// Seed 000's checkout policy: 3 attempts, 100 ms doubling to 2 s, full jitter, 3 s per attempt.
-const CHECKOUT: RetryPolicy<HZ> = ok(RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
-    .jitter(Jitter::Full)
-    .attempt_timeout(D::from_secs(3))
-    .build());
+const CHECKOUT: RetryPolicy<HZ> =
+    ok(
+        RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
+            .jitter(Jitter::Full)
+            .attempt_timeout(D::from_secs(3))
+            .build(),
+    );
 
 /// Seed 000's budget: retries at most 10 % of calls over 10 s (floor 10 so a test's single
 /// operation can retry).
@@ -38,10 +41,16 @@ fn read(deadline: D) -> Context<HZ> {
 #[test]
 fn seed_000_checkout_cuts_nothing_when_three_attempts_fit_in_ten_seconds() {
     // The checkout's 10 s budget started at 0; the order was placed by 0.1 s, so 9.9 s remain.
-    // Payrail hangs on every attempt; full jitter drawn at the top of its window (Fixed::MAX)
+    // Payrail hangs on every attempt; full jitter drawn at the top of its window (Fixed::top())
     // waits the nominal 100 ms and 200 ms.
-    let (lines, done) =
-        run(&CHECKOUT, read(D::from_millis(9_900)), &mut payrail(), 100, &[Step::Hang], &mut Fixed::MAX);
+    let (lines, done) = run(
+        &CHECKOUT,
+        read(D::from_millis(9_900)),
+        &mut payrail(),
+        100,
+        &[Step::Hang],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -72,8 +81,14 @@ fn seed_000_checkout_cuts_nothing_when_three_attempts_fit_in_ten_seconds() {
 fn seed_000_checkout_cuts_the_third_attempt_to_what_remains_when_the_seat_hold_ran_long() {
     // "Had the seat hold taken longer ... the third attempt would have been made with less than a
     // second and given less than a second." The seat hold took 2.5 s: 7.5 s remain at the start.
-    let (lines, done) =
-        run(&CHECKOUT, read(D::from_millis(7_500)), &mut payrail(), 2_500, &[Step::Hang], &mut Fixed::MAX);
+    let (lines, done) = run(
+        &CHECKOUT,
+        read(D::from_millis(7_500)),
+        &mut payrail(),
+        2_500,
+        &[Step::Hang],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -95,10 +110,19 @@ fn seed_000_checkout_cuts_the_third_attempt_to_what_remains_when_the_seat_hold_r
 fn seed_000_checkout_makes_no_attempt_that_cannot_start_before_the_deadline() {
     // "had the cap on backoff been 2 seconds and the waits actually reached it ... if nothing
     // remained at all it would not have been made." Waits of 2 s: 0.1 + 3 + 2 + 3 + 2 > 10.
-    let policy = ok(RetryPolicy::exponential(3, D::from_secs(2), D::from_secs(2))
-        .attempt_timeout(D::from_secs(3))
-        .build());
-    let (lines, done) = run(&policy, read(D::from_millis(9_900)), &mut payrail(), 100, &[Step::Hang], &mut Fixed::MAX);
+    let policy = ok(
+        RetryPolicy::exponential(3, D::from_secs(2), D::from_secs(2))
+            .attempt_timeout(D::from_secs(3))
+            .build(),
+    );
+    let (lines, done) = run(
+        &policy,
+        read(D::from_millis(9_900)),
+        &mut payrail(),
+        100,
+        &[Step::Hang],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -118,9 +142,18 @@ fn seed_000_checkout_makes_no_attempt_that_cannot_start_before_the_deadline() {
 fn seed_000_a_read_timeout_on_a_keyless_post_is_sent_once() {
     // The keyless POST makes no replay statement, so it gets a single-attempt policy; its read
     // timeout is the caller's failure, returned as it is after one attempt.
-    const ONCE: RetryPolicy<HZ> = ok(RetryPolicy::single_attempt().attempt_timeout(D::from_secs(3)).build());
+    const ONCE: RetryPolicy<HZ> = ok(RetryPolicy::single_attempt()
+        .attempt_timeout(D::from_secs(3))
+        .build());
     let context = Context::new(D::from_secs(10), ReplaySafety::Unsafe);
-    let (lines, done) = run(&ONCE, context, &mut payrail(), 0, &[Step::Hang], &mut Fixed::MAX);
+    let (lines, done) = run(
+        &ONCE,
+        context,
+        &mut payrail(),
+        0,
+        &[Step::Hang],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -134,9 +167,18 @@ fn seed_000_a_read_timeout_on_a_keyless_post_is_sent_once() {
 
 #[test]
 fn seed_000_a_500_is_returned_as_it_is_without_a_retry() {
-    let error_500 = Failure { name: "500", verdict: Verdict::NotRetryable };
-    let (lines, done) =
-        run(&CHECKOUT, read(D::from_secs(10)), &mut payrail(), 0, &[Step::Fail(40, error_500)], &mut Fixed::MAX);
+    let error_500 = Failure {
+        name: "500",
+        verdict: Verdict::NotRetryable,
+    };
+    let (lines, done) = run(
+        &CHECKOUT,
+        read(D::from_secs(10)),
+        &mut payrail(),
+        0,
+        &[Step::Fail(40, error_500)],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -153,9 +195,18 @@ fn seed_000_a_500_is_returned_as_it_is_without_a_retry() {
 fn seed_000_a_503_with_retry_after_sleeps_exactly_the_stated_wait() {
     // "When the far side sends Retry-After, the wrapper sleeps that many seconds instead of the
     // computed wait." 1 s is within the 2 s maximum delay.
-    let busy = Failure { name: "503", verdict: Verdict::RetryableAfter(D::from_secs(1)) };
-    let (lines, done) =
-        run(&CHECKOUT, read(D::from_secs(10)), &mut payrail(), 0, &[Step::Fail(30, busy), Step::Ok(50)], &mut Fixed::MAX);
+    let busy = Failure {
+        name: "503",
+        verdict: Verdict::RetryableAfter(D::from_secs(1)),
+    };
+    let (lines, done) = run(
+        &CHECKOUT,
+        read(D::from_secs(10)),
+        &mut payrail(),
+        0,
+        &[Step::Fail(30, busy), Step::Ok(50)],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -168,18 +219,35 @@ fn seed_000_a_503_with_retry_after_sleeps_exactly_the_stated_wait() {
         ]
     );
     assert!(done.is_success());
-    assert_eq!(done.last_failure, Some(busy), "the failure before the success is kept too");
+    assert_eq!(
+        done.last_failure,
+        Some(busy),
+        "the failure before the success is kept too"
+    );
 }
 
 /// Seed 003's base pipeline: a token budget of 10, refilled 10 per minute, reservations held 10 s
 /// (so attempts may take at most 9 s: the policies below use 3 s).
 fn reqtide_dependency() -> Dependency<HZ, 10> {
-    let budget = ok(RetryBudget::token_bucket(10, 10, D::from_secs(60), D::from_secs(10)));
-    Dependency::new(DependencyConfig::new(D::from_secs(10)).budget(budget), T::from_ticks(0)).unwrap()
+    let budget = ok(RetryBudget::token_bucket(
+        10,
+        10,
+        D::from_secs(60),
+        D::from_secs(10),
+    ));
+    Dependency::new(
+        DependencyConfig::new(D::from_secs(10)).budget(budget),
+        T::from_ticks(0),
+    )
+    .unwrap()
 }
 
 fn get_order() -> Context<HZ> {
-    Context::new(D::from_secs(30), ReplaySafety::replayable_read(D::from_secs(3600))).id(4)
+    Context::new(
+        D::from_secs(30),
+        ReplaySafety::replayable_read(D::from_secs(3600)),
+    )
+    .id(4)
 }
 
 #[test]
@@ -189,9 +257,19 @@ fn seed_003_example_5_a_retryable_timeout_with_two_attempts_ends_attempts_exhaus
         .jitter(Jitter::None)
         .attempt_timeout(D::from_secs(3))
         .build());
-    let upstream_timeout = Failure { name: "UpstreamTimeout", verdict: Verdict::Retryable };
+    let upstream_timeout = Failure {
+        name: "UpstreamTimeout",
+        verdict: Verdict::Retryable,
+    };
     let mut dep = reqtide_dependency();
-    let (lines, done) = run(&policy, get_order(), &mut dep, 0, &[Step::Fail(1, upstream_timeout)], &mut Fixed::MAX);
+    let (lines, done) = run(
+        &policy,
+        get_order(),
+        &mut dep,
+        0,
+        &[Step::Fail(1, upstream_timeout)],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -222,9 +300,18 @@ fn seed_003_example_4_a_retry_after_longer_than_the_maximum_delay_is_deferred_no
         .jitter(Jitter::None)
         .attempt_timeout(D::from_secs(3))
         .build());
-    let throttled = Failure { name: "Throttled", verdict: Verdict::RetryableAfter(D::from_secs(60)) };
-    let (lines, done) =
-        run(&policy, get_order(), &mut reqtide_dependency(), 0, &[Step::Fail(2, throttled)], &mut Fixed::MAX);
+    let throttled = Failure {
+        name: "Throttled",
+        verdict: Verdict::RetryableAfter(D::from_secs(60)),
+    };
+    let (lines, done) = run(
+        &policy,
+        get_order(),
+        &mut reqtide_dependency(),
+        0,
+        &[Step::Fail(2, throttled)],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -248,9 +335,18 @@ fn seed_003_a_retry_after_that_does_not_fit_the_deadline_is_deferred() {
         .max_delay(D::from_secs(60))
         .attempt_timeout(D::from_secs(3))
         .build());
-    let throttled = Failure { name: "Throttled", verdict: Verdict::RetryableAfter(D::from_secs(45)) };
-    let (lines, done) =
-        run(&policy, get_order(), &mut reqtide_dependency(), 0, &[Step::Fail(2, throttled)], &mut Fixed::MAX);
+    let throttled = Failure {
+        name: "Throttled",
+        verdict: Verdict::RetryableAfter(D::from_secs(45)),
+    };
+    let (lines, done) = run(
+        &policy,
+        get_order(),
+        &mut reqtide_dependency(),
+        0,
+        &[Step::Fail(2, throttled)],
+        &mut Fixed::top(),
+    );
     assert_eq!(
         lines,
         [
@@ -266,8 +362,13 @@ fn seed_003_a_retry_after_that_does_not_fit_the_deadline_is_deferred() {
 fn seed_003_retry_without_a_budget_is_refused_before_anything_is_sent() {
     let no_budget: Dependency<HZ, 10> =
         Dependency::new(DependencyConfig::new(D::from_secs(10)), T::from_ticks(0)).unwrap();
-    let err = policy::Operation::<HZ, Failure>::start(&CHECKOUT, get_order(), &no_budget, T::from_ticks(0))
-        .unwrap_err();
+    let err = relent_core::Operation::<HZ, Failure>::start(
+        &CHECKOUT,
+        get_order(),
+        &no_budget,
+        T::from_ticks(0),
+    )
+    .unwrap_err();
     assert_eq!(err, StartError::RetryWithoutBudget { max_attempts: 3 });
     assert_eq!(
         err.to_string(),
@@ -279,8 +380,13 @@ fn seed_003_retry_without_a_budget_is_refused_before_anything_is_sent() {
 #[test]
 fn seed_003_a_retrying_policy_refuses_an_unsafe_operation_before_anything_is_sent() {
     let unsafe_op = Context::new(D::from_secs(30), ReplaySafety::Unsafe);
-    let err = policy::Operation::<HZ, Failure>::start(&CHECKOUT, unsafe_op, &payrail(), T::from_ticks(0))
-        .unwrap_err();
+    let err = relent_core::Operation::<HZ, Failure>::start(
+        &CHECKOUT,
+        unsafe_op,
+        &payrail(),
+        T::from_ticks(0),
+    )
+    .unwrap_err();
     assert_eq!(err, StartError::UnsafeWithRetries { max_attempts: 3 });
     assert_eq!(err.as_str(), "unsafe_with_retries");
     // Seed 003: "maxAttempts greater than one requires an explicit replay-safety contract; the
@@ -292,18 +398,38 @@ fn seed_003_a_retrying_policy_refuses_an_unsafe_operation_before_anything_is_sen
 
 #[test]
 fn seed_003_a_hold_that_does_not_exceed_the_attempt_timeout_by_more_than_a_second_is_refused() {
-    let policy = ok(RetryPolicy::constant(2, D::from_millis(5)).attempt_timeout(D::from_secs(9)).build());
-    let err = policy::Operation::<HZ, Failure>::start(&policy, get_order(), &reqtide_dependency(), T::from_ticks(0))
-        .unwrap_err();
+    let policy = ok(RetryPolicy::constant(2, D::from_millis(5))
+        .attempt_timeout(D::from_secs(9))
+        .build());
+    let err = relent_core::Operation::<HZ, Failure>::start(
+        &policy,
+        get_order(),
+        &reqtide_dependency(),
+        T::from_ticks(0),
+    )
+    .unwrap_err();
     assert_eq!(err, StartError::Budget(ConfigError::BudgetHoldTooShort));
     // The same pair, checked in a const.
-    const POLICY: RetryPolicy<HZ> =
-        ok(RetryPolicy::constant(2, D::from_millis(5)).attempt_timeout(D::from_millis(8_999)).build());
-    const CHECKED: Result<(), ConfigError> =
-        POLICY.check_budget(&ok(RetryBudget::token_bucket(10, 10, D::from_secs(60), D::from_secs(10))));
+    const POLICY: RetryPolicy<HZ> = ok(RetryPolicy::constant(2, D::from_millis(5))
+        .attempt_timeout(D::from_millis(8_999))
+        .build());
+    const CHECKED: Result<(), ConfigError> = POLICY.check_budget(&ok(RetryBudget::token_bucket(
+        10,
+        10,
+        D::from_secs(60),
+        D::from_secs(10),
+    )));
     assert_eq!(CHECKED, Ok(()));
     // Without an attempt timeout the hold rule cannot hold for every attempt.
     let unbounded = ok(RetryPolicy::constant(2, D::from_millis(5)).build());
-    let budget = ok(RetryBudget::token_bucket(10, 10, D::from_secs(60), D::from_secs(10)));
-    assert_eq!(unbounded.check_budget(&budget), Err(ConfigError::BudgetNeedsAttemptTimeout));
+    let budget = ok(RetryBudget::token_bucket(
+        10,
+        10,
+        D::from_secs(60),
+        D::from_secs(10),
+    ));
+    assert_eq!(
+        unbounded.check_budget(&budget),
+        Err(ConfigError::BudgetNeedsAttemptTimeout)
+    );
 }
