@@ -19,6 +19,14 @@ pub type D = relent_core::Duration<HZ>;
 /// An instant in transcript ticks.
 pub type T = Instant<HZ>;
 
+/// Unwraps a configuration in a `const`: a bad one stops the build with its message.
+pub const fn valid<V: Copy>(result: Result<V, relent_core::ConfigError>) -> V {
+    match result {
+        Ok(v) => v,
+        Err(e) => panic!("{}", e.message()),
+    }
+}
+
 /// `s.mmm` for an instant or duration in milliseconds.
 pub fn secs(ticks: u64) -> String {
     format!("{}.{:03}", ticks / 1_000, ticks % 1_000)

@@ -1,30 +1,22 @@
 //! One transcript per rule of the operation state machine that the seeds do not already cover.
 
 use relent_core::{
-    Action, ConfigError, Context, Dependency, DependencyConfig, Disposition, Event, Jitter,
-    Operation, Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    Action, Context, Dependency, DependencyConfig, Disposition, Event, Jitter, Operation, Problem,
+    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::Fixed;
-use relent_tests::transcript::{D, Failure, HZ, Recorder, Step, T, TIMEOUT, run};
+use relent_tests::transcript::{D, Failure, HZ, Recorder, Step, T, TIMEOUT, run, valid};
 
-const fn ok<V: Copy>(r: Result<V, ConfigError>) -> V {
-    match r {
-        Ok(v) => v,
-        Err(e) => panic!("{}", e.message()),
-    }
-}
-
-const POLICY: RetryPolicy<HZ> =
-    ok(
-        RetryPolicy::exponential(4, D::from_millis(100), D::from_secs(2))
-            .jitter(Jitter::None)
-            .attempt_timeout(D::from_secs(1))
-            .build(),
-    );
+const POLICY: RetryPolicy<HZ> = valid(
+    RetryPolicy::exponential(4, D::from_millis(100), D::from_secs(2))
+        .jitter(Jitter::None)
+        .attempt_timeout(D::from_secs(1))
+        .build(),
+);
 
 fn ratio(percent: u8, floor: u32) -> Dependency<HZ, 10> {
     let config =
-        DependencyConfig::new(D::from_secs(10)).budget(ok(RetryBudget::ratio(percent, floor)));
+        DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(percent, floor)));
     Dependency::new(config, T::from_ticks(0)).unwrap()
 }
 
@@ -113,7 +105,7 @@ fn the_ratio_floor_is_shared_by_every_operation_in_the_window() {
 
 #[test]
 fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
-    let budget = ok(RetryBudget::token_bucket(
+    let budget = valid(RetryBudget::token_bucket(
         2,
         1,
         D::from_secs(60),
@@ -184,7 +176,7 @@ fn a_retry_whose_start_would_fall_after_the_replay_statement_expired_is_not_made
 
 #[test]
 fn a_retry_that_would_leave_less_than_the_minimum_remaining_time_is_not_made() {
-    let policy = ok(
+    let policy = valid(
         RetryPolicy::exponential(4, D::from_millis(100), D::from_secs(2))
             .jitter(Jitter::None)
             .attempt_timeout(D::from_secs(1))
@@ -216,7 +208,7 @@ fn a_retry_that_would_leave_less_than_the_minimum_remaining_time_is_not_made() {
 
 #[test]
 fn a_retry_after_spread_adds_on_top_of_the_stated_wait_and_never_below_it() {
-    let policy = ok(
+    let policy = valid(
         RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(5))
             .attempt_timeout(D::from_secs(1))
             .retry_after_spread(D::from_millis(400))
@@ -282,7 +274,7 @@ fn equal_and_decorrelated_jitter_stay_in_their_windows() {
             ["0.300", "0.900", "2.000"],
         ),
     ] {
-        let policy = ok(
+        let policy = valid(
             RetryPolicy::exponential(4, D::from_millis(100), D::from_secs(2))
                 .jitter(jitter)
                 .attempt_timeout(D::from_secs(1))
@@ -389,7 +381,7 @@ fn a_report_for_an_attempt_the_operation_does_not_have_out_is_ignored() {
 fn instants_near_the_end_of_time_saturate_instead_of_panicking() {
     let start = u64::MAX - 150;
     let mut dep: Dependency<HZ, 10> = Dependency::new(
-        DependencyConfig::new(D::from_secs(10)).budget(ok(RetryBudget::ratio(10, 10))),
+        DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10))),
         T::from_ticks(start),
     )
     .unwrap();

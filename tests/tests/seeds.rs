@@ -9,28 +9,20 @@ use relent_core::{
     RetryBudget, RetryPolicy, StartError, Verdict,
 };
 use relent_tests::rng::Fixed;
-use relent_tests::transcript::{D, Failure, HZ, Step, T, TIMEOUT, run};
-
-const fn ok<V: Copy>(r: Result<V, ConfigError>) -> V {
-    match r {
-        Ok(v) => v,
-        Err(e) => panic!("{}", e.message()),
-    }
-}
+use relent_tests::transcript::{D, Failure, HZ, Step, T, TIMEOUT, run, valid};
 
 /// Seed 000's checkout policy: 3 attempts, 100 ms doubling to 2 s, full jitter, 3 s per attempt.
-const CHECKOUT: RetryPolicy<HZ> =
-    ok(
-        RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
-            .jitter(Jitter::Full)
-            .attempt_timeout(D::from_secs(3))
-            .build(),
-    );
+const CHECKOUT: RetryPolicy<HZ> = valid(
+    RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
+        .jitter(Jitter::Full)
+        .attempt_timeout(D::from_secs(3))
+        .build(),
+);
 
 /// Seed 000's budget: retries at most 10 % of calls over 10 s (floor 10 so a test's single
 /// operation can retry).
 fn payrail() -> Dependency<HZ, 10> {
-    let config = DependencyConfig::new(D::from_secs(10)).budget(ok(RetryBudget::ratio(10, 10)));
+    let config = DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10)));
     Dependency::new(config, T::from_ticks(0)).unwrap()
 }
 
@@ -110,7 +102,7 @@ fn seed_000_checkout_cuts_the_third_attempt_to_what_remains_when_the_seat_hold_r
 fn seed_000_checkout_makes_no_attempt_that_cannot_start_before_the_deadline() {
     // "had the cap on backoff been 2 seconds and the waits actually reached it ... if nothing
     // remained at all it would not have been made." Waits of 2 s: 0.1 + 3 + 2 + 3 + 2 > 10.
-    let policy = ok(
+    let policy = valid(
         RetryPolicy::exponential(3, D::from_secs(2), D::from_secs(2))
             .attempt_timeout(D::from_secs(3))
             .build(),
@@ -142,9 +134,11 @@ fn seed_000_checkout_makes_no_attempt_that_cannot_start_before_the_deadline() {
 fn seed_000_a_read_timeout_on_a_keyless_post_is_sent_once() {
     // The keyless POST makes no replay statement, so it gets a single-attempt policy; its read
     // timeout is the caller's failure, returned as it is after one attempt.
-    const ONCE: RetryPolicy<HZ> = ok(RetryPolicy::single_attempt()
-        .attempt_timeout(D::from_secs(3))
-        .build());
+    const ONCE: RetryPolicy<HZ> = valid(
+        RetryPolicy::single_attempt()
+            .attempt_timeout(D::from_secs(3))
+            .build(),
+    );
     let context = Context::new(D::from_secs(10), ReplaySafety::Unsafe);
     let (lines, done) = run(
         &ONCE,
@@ -229,7 +223,7 @@ fn seed_000_a_503_with_retry_after_sleeps_exactly_the_stated_wait() {
 /// Seed 003's base pipeline: a token budget of 10, refilled 10 per minute, reservations held 10 s
 /// (so attempts may take at most 9 s: the policies below use 3 s).
 fn reqtide_dependency() -> Dependency<HZ, 10> {
-    let budget = ok(RetryBudget::token_bucket(
+    let budget = valid(RetryBudget::token_bucket(
         10,
         10,
         D::from_secs(60),
@@ -253,10 +247,12 @@ fn get_order() -> Context<HZ> {
 #[test]
 fn seed_003_example_5_a_retryable_timeout_with_two_attempts_ends_attempts_exhausted() {
     // retry(2, Constant, 5 ms, 5 ms, None); the callable always throws UpstreamTimeout.
-    let policy = ok(RetryPolicy::constant(2, D::from_millis(5))
-        .jitter(Jitter::None)
-        .attempt_timeout(D::from_secs(3))
-        .build());
+    let policy = valid(
+        RetryPolicy::constant(2, D::from_millis(5))
+            .jitter(Jitter::None)
+            .attempt_timeout(D::from_secs(3))
+            .build(),
+    );
     let upstream_timeout = Failure {
         name: "UpstreamTimeout",
         verdict: Verdict::Retryable,
@@ -295,11 +291,13 @@ fn seed_003_example_5_a_retryable_timeout_with_two_attempts_ends_attempts_exhaus
 #[test]
 fn seed_003_example_4_a_retry_after_longer_than_the_maximum_delay_is_deferred_not_slept() {
     // retry(3, Constant, 5 ms, 100 ms, None); the server says "retry after 60 seconds".
-    let policy = ok(RetryPolicy::constant(3, D::from_millis(5))
-        .max_delay(D::from_millis(100))
-        .jitter(Jitter::None)
-        .attempt_timeout(D::from_secs(3))
-        .build());
+    let policy = valid(
+        RetryPolicy::constant(3, D::from_millis(5))
+            .max_delay(D::from_millis(100))
+            .jitter(Jitter::None)
+            .attempt_timeout(D::from_secs(3))
+            .build(),
+    );
     let throttled = Failure {
         name: "Throttled",
         verdict: Verdict::RetryableAfter(D::from_secs(60)),
@@ -331,10 +329,12 @@ fn seed_003_example_4_a_retry_after_longer_than_the_maximum_delay_is_deferred_no
 
 #[test]
 fn seed_003_a_retry_after_that_does_not_fit_the_deadline_is_deferred() {
-    let policy = ok(RetryPolicy::constant(3, D::from_millis(5))
-        .max_delay(D::from_secs(60))
-        .attempt_timeout(D::from_secs(3))
-        .build());
+    let policy = valid(
+        RetryPolicy::constant(3, D::from_millis(5))
+            .max_delay(D::from_secs(60))
+            .attempt_timeout(D::from_secs(3))
+            .build(),
+    );
     let throttled = Failure {
         name: "Throttled",
         verdict: Verdict::RetryableAfter(D::from_secs(45)),
@@ -398,9 +398,11 @@ fn seed_003_a_retrying_policy_refuses_an_unsafe_operation_before_anything_is_sen
 
 #[test]
 fn seed_003_a_hold_that_does_not_exceed_the_attempt_timeout_by_more_than_a_second_is_refused() {
-    let policy = ok(RetryPolicy::constant(2, D::from_millis(5))
-        .attempt_timeout(D::from_secs(9))
-        .build());
+    let policy = valid(
+        RetryPolicy::constant(2, D::from_millis(5))
+            .attempt_timeout(D::from_secs(9))
+            .build(),
+    );
     let err = relent_core::Operation::<HZ, Failure>::start(
         &policy,
         get_order(),
@@ -410,19 +412,18 @@ fn seed_003_a_hold_that_does_not_exceed_the_attempt_timeout_by_more_than_a_secon
     .unwrap_err();
     assert_eq!(err, StartError::Budget(ConfigError::BudgetHoldTooShort));
     // The same pair, checked in a const.
-    const POLICY: RetryPolicy<HZ> = ok(RetryPolicy::constant(2, D::from_millis(5))
-        .attempt_timeout(D::from_millis(8_999))
-        .build());
-    const CHECKED: Result<(), ConfigError> = POLICY.check_budget(&ok(RetryBudget::token_bucket(
-        10,
-        10,
-        D::from_secs(60),
-        D::from_secs(10),
-    )));
+    const POLICY: RetryPolicy<HZ> = valid(
+        RetryPolicy::constant(2, D::from_millis(5))
+            .attempt_timeout(D::from_millis(8_999))
+            .build(),
+    );
+    const CHECKED: Result<(), ConfigError> = POLICY.check_budget(&valid(
+        RetryBudget::token_bucket(10, 10, D::from_secs(60), D::from_secs(10)),
+    ));
     assert_eq!(CHECKED, Ok(()));
     // Without an attempt timeout the hold rule cannot hold for every attempt.
-    let unbounded = ok(RetryPolicy::constant(2, D::from_millis(5)).build());
-    let budget = ok(RetryBudget::token_bucket(
+    let unbounded = valid(RetryPolicy::constant(2, D::from_millis(5)).build());
+    let budget = valid(RetryBudget::token_bucket(
         10,
         10,
         D::from_secs(60),
