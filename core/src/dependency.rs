@@ -193,3 +193,16 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_state_sizes() {
+        // The budget lives inside the dependency as this enum: the token bucket's 56 bytes and a
+        // tag. Reported in the README.
+        assert_eq!(core::mem::size_of::<TokenBucket>(), 56);
+        assert_eq!(core::mem::size_of::<BudgetState>(), 64);
+    }
+}

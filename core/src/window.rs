@@ -76,13 +76,6 @@ impl<const N: usize> CallWindow<N> {
         self.width
     }
 
-    /// The first tick the window covers once it has been advanced to `now`.
-    pub fn start<const HZ: u64>(&self, now: Instant<HZ>) -> u64 {
-        let head = self.index(now).max(self.head);
-        head.saturating_sub(Self::SLOTS.saturating_sub(1))
-            .saturating_mul(self.width)
-    }
-
     fn index<const HZ: u64>(&self, now: Instant<HZ>) -> u64 {
         now.as_ticks().checked_div(self.width).unwrap_or(0)
     }
@@ -144,5 +137,85 @@ impl<const N: usize> CallWindow<N> {
     pub(crate) fn record_failure<const HZ: u64>(&mut self, now: Instant<HZ>) {
         self.advance(now);
         self.update_newest(|b| b.failures = b.failures.saturating_add(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type I = Instant<1_000>;
+
+    fn window() -> CallWindow<4> {
+        // 4 buckets of 1 s: a 4 s window.
+        CallWindow::new(1_000, I::from_ticks(0))
+    }
+
+    #[test]
+    fn counts_stay_while_their_bucket_is_in_the_window_and_leave_with_it() {
+        let mut w = window();
+        w.record_call(I::from_ticks(100), false);
+        w.record_call(I::from_ticks(1_500), true);
+        w.record_failure(I::from_ticks(1_600));
+        assert_eq!(
+            w.totals(I::from_ticks(3_999)),
+            Counts {
+                calls: 2,
+                retries: 1,
+                failures: 1
+            }
+        );
+        // At 4.0 s the bucket [0, 1) has slid out; [1, 2) is still in.
+        assert_eq!(
+            w.totals(I::from_ticks(4_000)),
+            Counts {
+                calls: 1,
+                retries: 1,
+                failures: 1
+            }
+        );
+        assert_eq!(w.totals(I::from_ticks(5_000)), Counts::ZERO);
+    }
+
+    #[test]
+    fn a_gap_longer_than_the_window_clears_every_bucket() {
+        let mut w = window();
+        for t in [0, 1_000, 2_000, 3_000] {
+            w.record_call(I::from_ticks(t), false);
+        }
+        assert_eq!(w.totals(I::from_ticks(3_000)).calls, 4);
+        assert_eq!(w.totals(I::from_ticks(1_000_000)).calls, 0);
+    }
+
+    #[test]
+    fn an_earlier_now_counts_in_the_newest_bucket() {
+        let mut w = window();
+        w.record_call(I::from_ticks(3_500), false);
+        w.record_call(I::from_ticks(10), false);
+        assert_eq!(w.totals(I::from_ticks(3_600)).calls, 2);
+        assert_eq!(w.totals(I::from_ticks(7_000)).calls, 0);
+    }
+
+    #[test]
+    fn the_window_works_at_the_end_of_time() {
+        let mut w: CallWindow<4> = CallWindow::new(1_000, I::from_ticks(u64::MAX - 5_000));
+        w.record_call(I::from_ticks(u64::MAX - 10), true);
+        w.record_call(I::from_ticks(u64::MAX), false);
+        assert_eq!(
+            w.totals(I::from_ticks(u64::MAX)),
+            Counts {
+                calls: 2,
+                retries: 1,
+                failures: 0
+            }
+        );
+    }
+
+    #[test]
+    fn counts_saturate_instead_of_overflowing() {
+        let mut w = window();
+        w.update_newest(|b| b.calls = u32::MAX);
+        w.record_call(I::from_ticks(0), false);
+        assert_eq!(w.totals(I::from_ticks(0)).calls, u32::MAX);
     }
 }
