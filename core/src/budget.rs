@@ -28,7 +28,7 @@
 //! `retry_budget_exhausted`.
 
 use crate::error::ConfigError;
-use crate::time::{Duration, Instant};
+use crate::time::Duration;
 use crate::window::Counts;
 
 /// A retry budget's configuration. The state it governs lives in a
@@ -144,63 +144,77 @@ pub(crate) fn ratio_headroom(counts: Counts, percent: u8, floor: u32) -> u32 {
     u32::try_from(k).unwrap_or(u32::MAX)
 }
 
-/// A token held by a dispatched retry until its outcome is reported. Opaque; it travels inside the
-/// [`Attempt`](crate::Attempt) handle.
+/// A token held by a dispatched retry until its outcome is reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Reservation {
+pub(crate) struct Reservation {
     epoch: u32,
 }
 
-/// A token bucket's state, in exact integer "credit": one token is `period` credit, and every
-/// elapsed tick adds `refill` credit, so refill never drifts or rounds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct TokenBucket {
+/// A token bucket's numbers, in ticks, as its state's methods read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bucket {
     capacity: u32,
     refill: u32,
     period: u64,
     hold: u64,
+}
+
+impl<const HZ: u64> RetryBudget<HZ> {
+    /// The token bucket's numbers, or `None` for a ratio budget.
+    pub(crate) const fn bucket(&self) -> Option<Bucket> {
+        match self.kind {
+            BudgetKind::TokenBucket {
+                capacity,
+                refill,
+                period,
+                hold,
+            } => Some(Bucket {
+                capacity,
+                refill,
+                period: period.as_ticks(),
+                hold: hold.as_ticks(),
+            }),
+            BudgetKind::Ratio { .. } => None,
+        }
+    }
+}
+
+/// A token bucket's state, in exact integer "credit": one token is `period` credit, and every
+/// elapsed tick adds `refill` credit, so refill never drifts or rounds. The numbers that do not
+/// change live in the configuration ([`Bucket`]), not here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct TokenBucket {
     credit: u64,
     updated: u64,
+    lapse_at: u64,
     reserved: u32,
     epoch: u32,
-    lapse_at: u64,
 }
 
 impl TokenBucket {
-    /// A full bucket at `now`.
-    pub(crate) const fn new<const HZ: u64>(
-        capacity: u32,
-        refill: u32,
-        period: Duration<HZ>,
-        hold: Duration<HZ>,
-        now: Instant<HZ>,
-    ) -> Self {
-        let period = period.as_ticks();
+    /// A full bucket at tick `now` (an empty one, for a ratio budget, which never reads it).
+    pub(crate) const fn new(bucket: Option<Bucket>, now: u64) -> Self {
+        let credit = match bucket {
+            Some(b) => (b.capacity as u64).saturating_mul(b.period),
+            None => 0,
+        };
         Self {
-            capacity,
-            refill,
-            period,
-            hold: hold.as_ticks(),
-            credit: (capacity as u64).saturating_mul(period),
-            updated: now.as_ticks(),
+            credit,
+            updated: now,
+            lapse_at: 0,
             reserved: 0,
             epoch: 0,
-            lapse_at: 0,
         }
     }
 
-    pub(crate) const fn hold_ticks(&self) -> u64 {
-        self.hold
-    }
-
-    fn catch_up(&mut self, now: u64) {
+    fn catch_up(&mut self, b: &Bucket, now: u64) {
         let elapsed = now.saturating_sub(self.updated);
-        let full = u64::from(self.capacity).saturating_mul(self.period);
+        let full = u64::from(b.capacity).saturating_mul(b.period);
         self.credit = self
             .credit
-            .saturating_add(elapsed.saturating_mul(u64::from(self.refill)))
+            .saturating_add(elapsed.saturating_mul(u64::from(b.refill)))
             .min(full);
         self.updated = self.updated.max(now);
         if self.reserved > 0 && now >= self.lapse_at {
@@ -212,29 +226,29 @@ impl TokenBucket {
     }
 
     /// Whole tokens neither spent nor reserved at `now`.
-    pub(crate) fn available(&mut self, now: u64) -> u32 {
-        self.catch_up(now);
-        let whole = self.credit.checked_div(self.period).unwrap_or(0);
+    pub(crate) fn available(&mut self, b: &Bucket, now: u64) -> u32 {
+        self.catch_up(b, now);
+        let whole = self.credit.checked_div(b.period).unwrap_or(0);
         u32::try_from(whole)
             .unwrap_or(u32::MAX)
             .saturating_sub(self.reserved)
     }
 
-    pub(crate) fn reserve(&mut self, now: u64) -> Option<Reservation> {
-        if self.available(now) == 0 {
+    pub(crate) fn reserve(&mut self, b: &Bucket, now: u64) -> Option<Reservation> {
+        if self.available(b, now) == 0 {
             return None;
         }
         self.reserved = self.reserved.saturating_add(1);
-        self.lapse_at = self.lapse_at.max(now.saturating_add(self.hold));
+        self.lapse_at = self.lapse_at.max(now.saturating_add(b.hold));
         Some(Reservation { epoch: self.epoch })
     }
 
-    pub(crate) fn settle(&mut self, reservation: Reservation, now: u64) {
-        self.catch_up(now);
+    pub(crate) fn settle(&mut self, b: &Bucket, reservation: Reservation, now: u64) {
+        self.catch_up(b, now);
         if reservation.epoch == self.epoch {
             self.reserved = self.reserved.saturating_sub(1);
         }
-        self.credit = self.credit.saturating_sub(self.period);
+        self.credit = self.credit.saturating_sub(b.period);
     }
 }
 
@@ -245,50 +259,46 @@ mod tests {
     const HZ: u64 = 1_000;
     type D = Duration<HZ>;
 
-    fn seed_003_bucket() -> TokenBucket {
-        TokenBucket::new(
-            10,
-            10,
-            D::from_secs(60),
-            D::from_secs(10),
-            Instant::<HZ>::from_ticks(0),
-        )
+    fn bucket(capacity: u32, refill: u32, period_s: u64, hold_s: u64) -> (Bucket, TokenBucket) {
+        let budget = RetryBudget::<HZ>::token_bucket(
+            capacity,
+            refill,
+            D::from_secs(period_s),
+            D::from_secs(hold_s),
+        );
+        let b = budget.unwrap().bucket().unwrap();
+        (b, TokenBucket::new(Some(b), 0))
     }
 
     #[test]
     fn a_new_bucket_is_full() {
-        assert_eq!(seed_003_bucket().available(0), 10);
+        let (p, mut b) = bucket(10, 10, 60, 10);
+        assert_eq!(b.available(&p, 0), 10);
     }
 
     #[test]
     fn a_settled_reservation_spends_its_token_and_refill_is_exact() {
-        let mut b = seed_003_bucket();
+        let (p, mut b) = bucket(10, 10, 60, 10);
         for _ in 0..10 {
-            let r = b.reserve(0).unwrap();
-            b.settle(r, 0);
+            let r = b.reserve(&p, 0).unwrap();
+            b.settle(&p, r, 0);
         }
-        assert_eq!(b.available(0), 0);
-        assert!(b.reserve(0).is_none());
+        assert_eq!(b.available(&p, 0), 0);
+        assert!(b.reserve(&p, 0).is_none());
         // 10 tokens per 60 s: one every 6 s, not a tick sooner.
-        assert_eq!(b.available(5_999), 0);
-        assert_eq!(b.available(6_000), 1);
-        assert_eq!(b.available(60_000), 10);
-        assert_eq!(b.available(600_000), 10, "never above capacity");
+        assert_eq!(b.available(&p, 5_999), 0);
+        assert_eq!(b.available(&p, 6_000), 1);
+        assert_eq!(b.available(&p, 60_000), 10);
+        assert_eq!(b.available(&p, 600_000), 10, "never above capacity");
     }
 
     #[test]
     fn a_reservation_holds_its_token_until_it_lapses() {
-        let mut b = TokenBucket::new(
-            1,
-            1,
-            D::from_secs(60),
-            D::from_secs(10),
-            Instant::<HZ>::from_ticks(0),
-        );
-        let _lost = b.reserve(0).unwrap();
-        assert_eq!(b.available(9_999), 0);
+        let (p, mut b) = bucket(1, 1, 60, 10);
+        let _lost = b.reserve(&p, 0).unwrap();
+        assert_eq!(b.available(&p, 9_999), 0);
         assert_eq!(
-            b.available(10_000),
+            b.available(&p, 10_000),
             1,
             "the unreported reservation lapsed and its token returned"
         );
@@ -296,17 +306,11 @@ mod tests {
 
     #[test]
     fn a_late_settle_still_spends_the_token_once() {
-        let mut b = TokenBucket::new(
-            2,
-            1,
-            D::from_secs(60),
-            D::from_secs(10),
-            Instant::<HZ>::from_ticks(0),
-        );
-        let r = b.reserve(0).unwrap();
-        assert_eq!(b.available(10_000), 2);
-        b.settle(r, 10_000);
-        assert_eq!(b.available(10_000), 1);
+        let (p, mut b) = bucket(2, 1, 60, 10);
+        let r = b.reserve(&p, 0).unwrap();
+        assert_eq!(b.available(&p, 10_000), 2);
+        b.settle(&p, r, 10_000);
+        assert_eq!(b.available(&p, 10_000), 1);
     }
 
     #[test]

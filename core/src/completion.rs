@@ -20,9 +20,12 @@ pub enum Disposition {
     /// The operation gave up; the last failure, if any, is kept.
     Failed,
     /// The far side asked for a wait the operation could not honour (longer than the policy's
-    /// maximum delay, or than the deadline allows); nothing was slept, and the completion says when
-    /// to try again.
+    /// maximum delay, or than the deadline allows), or the dependency is in the cooldown such a
+    /// wait started; nothing was slept, and the completion says when to try again.
     Deferred,
+    /// A protection (circuit, bulkhead, rate limit) refused an attempt; the completion says when
+    /// to try again where that is known, and keeps the last failure if an earlier attempt failed.
+    Rejected,
 }
 
 impl Disposition {
@@ -32,6 +35,7 @@ impl Disposition {
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
             Self::Deferred => "deferred",
+            Self::Rejected => "rejected",
         }
     }
 }
@@ -42,7 +46,8 @@ impl fmt::Display for Disposition {
     }
 }
 
-/// Why the retry stage stopped an operation. The codes are stable: grep for them.
+/// Why an operation stopped short of success: the retry stage's reasons, and the protections'
+/// refusals. The codes are stable: grep for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Problem {
@@ -60,6 +65,16 @@ pub enum Problem {
     DeadlineExceeded,
     /// The next attempt would start after the replay-safety statement expired.
     ReplayStatementExpired,
+    /// The circuit breaker is open (or half-open with every probe out).
+    CircuitOpen,
+    /// The bulkhead has no free slot.
+    BulkheadFull,
+    /// The rate limit has no unit available soon enough.
+    RateLimited,
+    /// The dependency is in a cooldown started by a Retry-After. Deferred.
+    CooldownActive,
+    /// The caller cancelled the operation.
+    Cancelled,
 }
 
 impl Problem {
@@ -73,6 +88,11 @@ impl Problem {
             Self::RetryAfterExceedsDeadline => "retry_after_exceeds_deadline",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::ReplayStatementExpired => "replay_statement_expired",
+            Self::CircuitOpen => "circuit_open",
+            Self::BulkheadFull => "bulkhead_full",
+            Self::RateLimited => "rate_limited",
+            Self::CooldownActive => "cooldown_active",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -115,7 +135,7 @@ pub struct Completion<const HZ: u64, E> {
     pub last_failure: Option<E>,
     /// The wait the far side stated on the last failure, if any.
     pub retry_after: Option<Duration<HZ>>,
-    /// For a deferred operation: the earliest instant to try again.
+    /// For a deferred or rejected operation: the earliest instant to try again, where known.
     pub not_before: Option<Instant<HZ>>,
 }
 

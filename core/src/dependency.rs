@@ -1,37 +1,74 @@
-//! The shared, mutable state of one downstream dependency.
+//! One downstream dependency: its configuration, and the shared, mutable state of its protections.
 //!
 //! Three kinds of state have three owners (see the crate doc): the policy is immutable config, the
 //! operation is one call's own `&mut` state machine, and the dependency is what all the calls to one
-//! downstream share: its window of counts and its retry budget (and, with the protections, its
-//! breaker, limiter, bulkhead and cooldown). Many operations use one `Dependency` at once, so the
-//! caller keeps it behind a lock of its choosing (`critical-section` on firmware, a per-dependency
-//! mutex on a server) and takes the lock only for the length of one call into the core: the core
-//! never holds it across a wait or an attempt.
+//! downstream share. The dependency is split in two:
 //!
-//! `Dependency::new` is a `const fn`, so the state can sit in a `static` on firmware.
+//! - a [`DependencyConfig`]: its window, retry budget, circuit breaker, bulkhead, rate limit and
+//!   cooldown, usually a `const` (in flash on firmware);
+//! - a [`Dependency`]: only what changes (the window of counts, the budget's tokens, the breaker's
+//!   state, slots in flight, the limiter's next arrival, the cooldown's end). This is plain,
+//!   fixed-size data with no pointers, so it can sit in a `static`, behind any lock, and be saved
+//!   across a reset.
+//!
+//! Many operations use one `Dependency` at once, so the caller keeps it behind a lock of its choice
+//! (`critical-section` on firmware, one mutex per dependency on a server) and holds the lock for one
+//! call into the core at a time: never across a wait or an attempt.
+//!
+//! ## The order of admission
+//!
+//! Before an attempt is dispatched, the protections are consulted in this fixed order, and all of
+//! them are checked before any of them is charged, so a refusal never leaves a probe, a slot, a rate
+//! unit or a budget token taken:
+//!
+//! 1. **cooldown** (`cooldown_active`): the far side said "not before"; nothing else matters, and
+//!    nothing is spent finding out;
+//! 2. **circuit** (`circuit_open`): our own observation says the dependency is failing; an open
+//!    circuit whose break has ended becomes half-open here;
+//! 3. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end;
+//! 4. **rate limit** (`rate_limited`): a unit is the last thing spent, only for an attempt that will
+//!    really go out, so an open circuit or a full bulkhead never burns the rate;
+//! 5. **retry budget** (`retry_budget_exhausted`), for retries only.
+//!
+//! A refusal of the first attempt completes the operation as rejected (deferred, for the cooldown)
+//! with its code and, where known, when to try again; a refusal of a later attempt becomes the
+//! result, with the last failure kept beside it (seed 003).
 
+use crate::breaker::{Breaker, BreakerConfig, CircuitState};
 use crate::budget::{
     BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows, ratio_headroom,
 };
+use crate::bulkhead::Bulkhead;
+use crate::completion::Problem;
+use crate::cooldown::Cooldown;
 use crate::error::ConfigError;
+use crate::limiter::{Limiter, RateLimit};
 use crate::time::{Duration, Instant};
 use crate::window::{CallWindow, Counts};
 
-/// A dependency's configuration: its counting window and its retry budget.
+/// A dependency's configuration. Build it with `const fn`s; [`Dependency::new`] validates it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct DependencyConfig<const HZ: u64> {
     window: Duration<HZ>,
     budget: Option<RetryBudget<HZ>>,
+    breaker: Option<BreakerConfig<HZ>>,
+    bulkhead: Option<u16>,
+    rate_limit: Option<RateLimit<HZ>>,
+    cooldown: Option<Duration<HZ>>,
 }
 
 impl<const HZ: u64> DependencyConfig<HZ> {
-    /// A dependency counted over `window` (seed 000: 10 s), with no retry budget yet. Without a
+    /// A dependency counted over `window` (seed 000: 10 s) with no protections yet. Without a
     /// budget only single-attempt policies can run against it.
     pub const fn new(window: Duration<HZ>) -> Self {
         Self {
             window,
             budget: None,
+            breaker: None,
+            bulkhead: None,
+            rate_limit: None,
+            cooldown: None,
         }
     }
 
@@ -41,84 +78,173 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         self
     }
 
+    /// Adds a circuit breaker.
+    pub const fn breaker(mut self, breaker: BreakerConfig<HZ>) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// Allows at most `max_in_flight` attempts at once.
+    pub const fn bulkhead(mut self, max_in_flight: u16) -> Self {
+        self.bulkhead = Some(max_in_flight);
+        self
+    }
+
+    /// Limits the rate of attempts, retries included.
+    pub const fn rate_limit(mut self, limit: RateLimit<HZ>) -> Self {
+        self.rate_limit = Some(limit);
+        self
+    }
+
+    /// Lets a positive Retry-After put the whole dependency in cooldown, for at most `max`.
+    pub const fn cooldown(mut self, max: Duration<HZ>) -> Self {
+        self.cooldown = Some(max);
+        self
+    }
+
     /// The counting window.
     pub const fn window(&self) -> Duration<HZ> {
         self.window
     }
-
     /// The retry budget, if any.
     pub const fn retry_budget(&self) -> Option<RetryBudget<HZ>> {
         self.budget
     }
+    /// The circuit breaker, if any.
+    pub const fn circuit_breaker(&self) -> Option<BreakerConfig<HZ>> {
+        self.breaker
+    }
+    /// The bulkhead's slots, if any.
+    pub const fn bulkhead_slots(&self) -> Option<u16> {
+        self.bulkhead
+    }
+    /// The rate limit, if any.
+    pub const fn rate(&self) -> Option<RateLimit<HZ>> {
+        self.rate_limit
+    }
+    /// The longest cooldown one Retry-After can cause, if the cooldown is on.
+    pub const fn cooldown_max(&self) -> Option<Duration<HZ>> {
+        self.cooldown
+    }
+
+    /// Checks every part of the configuration.
+    pub const fn validate(&self) -> Result<(), ConfigError> {
+        if self.window.as_ticks() == 0 {
+            return Err(ConfigError::ZeroWindow);
+        }
+        if let Some(b) = &self.breaker {
+            if let Err(e) = b.validate() {
+                return Err(e);
+            }
+        }
+        if let Some(0) = self.bulkhead {
+            return Err(ConfigError::ZeroBulkhead);
+        }
+        if let Some(r) = &self.rate_limit {
+            if r.count == 0 {
+                return Err(ConfigError::ZeroRate);
+            }
+            if r.period.as_ticks() == 0 {
+                return Err(ConfigError::ZeroRatePeriod);
+            }
+            if r.burst == 0 {
+                return Err(ConfigError::ZeroRateBurst);
+            }
+        }
+        Ok(())
+    }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-enum BudgetState {
-    None,
-    Ratio { percent: u8, floor: u32 },
-    Tokens(TokenBucket),
-}
-
-/// The shared state of one dependency, with `N` buckets in its counting window. It keeps only
-/// what changes and the numbers its rules read; the [`DependencyConfig`] it was built from is not
-/// stored twice.
+/// The shared state of one dependency, with `N` buckets in its counting window.
 ///
 /// Call-order contract: every method that takes `now` must be given a `now` that does not go
 /// backwards across all the operations that share this dependency (an earlier one is read as the
-/// latest seen). Operations reach it through [`Operation`](crate::Operation)'s methods; the public
-/// getters here are for dashboards and tests.
+/// latest seen), and the same [`DependencyConfig`] it was built from. Operations reach it through
+/// [`Operation`](crate::Operation)'s methods; the public getters are for dashboards and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Dependency<const HZ: u64, const N: usize> {
     window: CallWindow<N>,
-    budget: BudgetState,
+    /// A token-bucket budget's state; unused by a ratio budget, which reads only the window.
+    tokens: TokenBucket,
+    breaker: Breaker,
+    limiter: Limiter,
+    cooldown: Cooldown,
+    bulkhead: Bulkhead,
+}
+
+/// What an admitted attempt holds, to be given back when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct Ticket {
+    reservation: Option<Reservation>,
+    probe: bool,
+    slot: bool,
+}
+
+/// A protection's refusal: its problem code and, where known, when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) problem: Problem,
+    pub(crate) until: Option<u64>,
+}
+
+/// The answer to "may this attempt go at `now`?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Go; the ticket must be given back.
+    Go(Ticket),
+    /// A rate unit due at this instant was reserved: wait for it, holding nothing else.
+    WaitForUnit(u64),
+    /// Refused.
+    Refused(Refusal),
+}
+
+/// How an attempt ended, for the protections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    Succeeded,
+    Failed {
+        retry_after: Option<u64>,
+    },
+    /// Cancelled by the caller, or lost: no outcome is known.
+    Abandoned,
+}
+
+/// State changes an observer hears about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Changes {
+    pub(crate) circuit: Option<CircuitState>,
+    pub(crate) cooldown_until: Option<u64>,
 }
 
 impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
-    /// Fresh state at `now` (a full token bucket, an empty window). `N` must be at least 1 (a build
-    /// error otherwise), and the window at least `N` ticks long.
-    pub const fn new(config: DependencyConfig<HZ>, now: Instant<HZ>) -> Result<Self, ConfigError> {
-        let window = config.window.as_ticks();
-        if window == 0 {
-            return Err(ConfigError::ZeroWindow);
+    /// Fresh state at `now` (a full token bucket, an empty window, a closed circuit), after
+    /// validating `config`. `N` must be at least 1 (a build error otherwise), and the window at
+    /// least `N` ticks long. A `const fn`, so the state can be a `static`'s initial value.
+    pub const fn new(config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Result<Self, ConfigError> {
+        if let Err(e) = config.validate() {
+            return Err(e);
         }
-        let width = match window.checked_div(N as u64) {
+        let width = match config.window.as_ticks().checked_div(N as u64) {
             Some(w) => w,
             None => 0,
         };
         if width == 0 {
             return Err(ConfigError::WindowShorterThanBuckets);
         }
-        let budget = match config.budget {
-            None => BudgetState::None,
-            Some(b) => match b.kind() {
-                BudgetKind::Ratio { percent, floor } => BudgetState::Ratio { percent, floor },
-                BudgetKind::TokenBucket {
-                    capacity,
-                    refill,
-                    period,
-                    hold,
-                } => BudgetState::Tokens(TokenBucket::new(capacity, refill, period, hold, now)),
-            },
+        let bucket = match &config.budget {
+            Some(b) => b.bucket(),
+            None => None,
         };
         Ok(Self {
             window: CallWindow::new(width, now),
-            budget,
+            tokens: TokenBucket::new(bucket, now.as_ticks()),
+            breaker: Breaker::new(),
+            limiter: Limiter::new(),
+            cooldown: Cooldown::new(),
+            bulkhead: Bulkhead::new(),
         })
-    }
-
-    /// Whether a retry budget governs this dependency (a policy of more than one attempt needs one).
-    pub const fn has_retry_budget(&self) -> bool {
-        !matches!(self.budget, BudgetState::None)
-    }
-
-    /// The reservation hold of a token-bucket budget; `None` for a ratio budget or none.
-    pub const fn budget_hold(&self) -> Option<Duration<HZ>> {
-        match &self.budget {
-            BudgetState::Tokens(bucket) => Some(Duration::<HZ>::from_ticks(bucket.hold_ticks())),
-            BudgetState::None | BudgetState::Ratio { .. } => None,
-        }
     }
 
     /// Calls, retries and failures over the window at `now`.
@@ -129,68 +255,210 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
     /// How many more retries the budget would allow at `now` if no other call were made: tokens
     /// available for a token bucket, retries left in the window for a ratio budget; `None` without
     /// a budget.
-    pub fn retries_available(&mut self, now: Instant<HZ>) -> Option<u32> {
-        match &mut self.budget {
-            BudgetState::None => None,
-            BudgetState::Tokens(bucket) => Some(bucket.available(now.as_ticks())),
-            BudgetState::Ratio { percent, floor } => {
-                let (percent, floor) = (*percent, *floor);
+    pub fn retries_available(
+        &mut self,
+        config: &DependencyConfig<HZ>,
+        now: Instant<HZ>,
+    ) -> Option<u32> {
+        let budget = config.budget?;
+        match (budget.kind(), budget.bucket()) {
+            (_, Some(bucket)) => Some(self.tokens.available(&bucket, now.as_ticks())),
+            (BudgetKind::Ratio { percent, floor }, None) => {
                 Some(ratio_headroom(self.window.totals(now), percent, floor))
             }
+            (BudgetKind::TokenBucket { .. }, None) => None,
+        }
+    }
+
+    /// The circuit's state at `now` (an open circuit whose break has ended reads as half-open).
+    pub fn circuit(&self, now: Instant<HZ>) -> CircuitState {
+        match self.breaker.open_until() {
+            Some(until) if now.as_ticks() >= until => CircuitState::HalfOpen,
+            _ => self.breaker.state(),
+        }
+    }
+
+    /// The end of the circuit's break, if it is open at `now`.
+    pub fn circuit_open_until(&self, now: Instant<HZ>) -> Option<Instant<HZ>> {
+        match self.breaker.open_until() {
+            Some(until) if now.as_ticks() < until => Some(Instant::<HZ>::from_ticks(until)),
+            _ => None,
+        }
+    }
+
+    /// Attempts in flight (holding a bulkhead slot).
+    pub const fn in_flight(&self) -> u16 {
+        self.bulkhead.in_flight()
+    }
+
+    /// The end of the cooldown, if it is active at `now`.
+    pub fn cooldown_until(&self, now: Instant<HZ>) -> Option<Instant<HZ>> {
+        self.cooldown
+            .active_until(now.as_ticks())
+            .map(Instant::<HZ>::from_ticks)
+    }
+
+    /// The earliest instant at or after `now` at which the rate limit allows an attempt.
+    pub fn next_rate_unit(&self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Instant<HZ> {
+        match &config.rate_limit {
+            Some(limit) => Instant::<HZ>::from_ticks(self.limiter.next_at(limit, now.as_ticks())),
+            None => now,
         }
     }
 
     /// Whether the budget would allow a retry at `now`, without taking anything.
-    pub(crate) fn retry_allowed(&mut self, now: Instant<HZ>) -> bool {
-        match &mut self.budget {
-            BudgetState::None => false,
-            BudgetState::Tokens(bucket) => bucket.available(now.as_ticks()) > 0,
-            BudgetState::Ratio { percent, floor } => {
-                let (percent, floor) = (*percent, *floor);
+    pub(crate) fn retry_allowed(
+        &mut self,
+        config: &DependencyConfig<HZ>,
+        now: Instant<HZ>,
+    ) -> bool {
+        let Some(budget) = config.budget else {
+            return false;
+        };
+        match (budget.kind(), budget.bucket()) {
+            (_, Some(bucket)) => self.tokens.available(&bucket, now.as_ticks()) > 0,
+            (BudgetKind::Ratio { percent, floor }, None) => {
                 ratio_allows(self.window.totals(now), percent, floor)
             }
+            (BudgetKind::TokenBucket { .. }, None) => false,
         }
     }
 
-    /// Admits one attempt at `now`: a first attempt always, a retry if the budget allows, in which
-    /// case the budget is charged. Counts the call in the window.
+    /// Admits one attempt at `now` (see the module doc for the order). `latest_start` is the last
+    /// tick at which the operation could still start this attempt, so a rate unit is only waited
+    /// for when the wait fits. `unit_reserved` says a unit was reserved for this attempt earlier.
     pub(crate) fn admit(
         &mut self,
+        config: &DependencyConfig<HZ>,
         now: Instant<HZ>,
         retry: bool,
-    ) -> Result<Option<Reservation>, ()> {
-        let reservation = if retry {
-            match &mut self.budget {
-                BudgetState::None => return Err(()),
-                BudgetState::Tokens(bucket) => Some(bucket.reserve(now.as_ticks()).ok_or(())?),
-                BudgetState::Ratio { percent, floor } => {
-                    let (percent, floor) = (*percent, *floor);
+        unit_reserved: bool,
+        latest_start: u64,
+        changes: &mut Changes,
+    ) -> Admission {
+        let t = now.as_ticks();
+        let refuse = |problem, until| Admission::Refused(Refusal { problem, until });
+        if config.cooldown.is_some() {
+            if let Some(until) = self.cooldown.active_until(t) {
+                return refuse(Problem::CooldownActive, Some(until));
+            }
+        }
+        let mut probe = false;
+        if let Some(breaker) = &config.breaker {
+            let (verdict, transition) = self.breaker.check(breaker.probes, t);
+            changes.circuit = transition;
+            match verdict {
+                Ok(is_probe) => probe = is_probe,
+                Err(refused) => return refuse(Problem::CircuitOpen, refused.until),
+            }
+        }
+        if let Some(max) = config.bulkhead {
+            if !self.bulkhead.has_room(max) {
+                return refuse(Problem::BulkheadFull, None);
+            }
+        }
+        if let (Some(limit), false) = (&config.rate_limit, unit_reserved) {
+            let due = self.limiter.next_at(limit, t);
+            if due > t {
+                let wait = due.saturating_sub(t);
+                if wait > limit.max_wait.as_ticks() || due > latest_start {
+                    return refuse(Problem::RateLimited, Some(due));
+                }
+                self.limiter.take(limit, t);
+                return Admission::WaitForUnit(due);
+            }
+        }
+        let mut reservation = None;
+        if retry {
+            let Some(budget) = config.budget else {
+                return refuse(Problem::RetryBudgetExhausted, None);
+            };
+            match (budget.kind(), budget.bucket()) {
+                (_, Some(bucket)) => match self.tokens.reserve(&bucket, t) {
+                    Some(r) => reservation = Some(r),
+                    None => return refuse(Problem::RetryBudgetExhausted, None),
+                },
+                (BudgetKind::Ratio { percent, floor }, None) => {
                     if !ratio_allows(self.window.totals(now), percent, floor) {
-                        return Err(());
+                        return refuse(Problem::RetryBudgetExhausted, None);
                     }
-                    None
+                }
+                (BudgetKind::TokenBucket { .. }, None) => {
+                    return refuse(Problem::RetryBudgetExhausted, None);
                 }
             }
-        } else {
-            None
-        };
+        }
+        // Everything allows it: charge.
+        if probe {
+            self.breaker.take_probe();
+        }
+        let slot = config.bulkhead.is_some();
+        if slot {
+            self.bulkhead.take();
+        }
+        if let (Some(limit), false) = (&config.rate_limit, unit_reserved) {
+            self.limiter.take(limit, t);
+        }
         self.window.record_call(now, retry);
-        Ok(reservation)
+        Admission::Go(Ticket {
+            reservation,
+            probe,
+            slot,
+        })
     }
 
-    /// Records the outcome of an attempt admitted earlier, settling its reservation.
+    /// Gives back what `ticket` holds and records how its attempt ended, `took` after dispatch.
     pub(crate) fn complete(
         &mut self,
+        config: &DependencyConfig<HZ>,
         now: Instant<HZ>,
-        reservation: Option<Reservation>,
-        failed: bool,
-    ) {
-        if let (Some(r), BudgetState::Tokens(bucket)) = (reservation, &mut self.budget) {
-            bucket.settle(r, now.as_ticks());
+        ticket: Ticket,
+        ending: Ending,
+        took: Duration<HZ>,
+    ) -> Changes {
+        let t = now.as_ticks();
+        let mut changes = Changes::default();
+        if ticket.slot {
+            self.bulkhead.release();
         }
+        if let (Some(r), Some(bucket)) =
+            (ticket.reservation, config.budget.and_then(|b| b.bucket()))
+        {
+            self.tokens.settle(&bucket, r, t);
+        }
+        let failed = match ending {
+            Ending::Abandoned => {
+                if ticket.probe {
+                    self.breaker.release_probe();
+                }
+                return changes;
+            }
+            Ending::Succeeded => false,
+            Ending::Failed { retry_after } => {
+                if let (Some(max), Some(wait)) = (config.cooldown, retry_after) {
+                    changes.cooldown_until = self.cooldown.extend(t, wait, max.as_ticks());
+                }
+                true
+            }
+        };
+        let slow = config
+            .breaker
+            .and_then(|b| b.slow_call)
+            .is_some_and(|threshold| took.as_ticks() >= threshold.as_ticks());
+        let failed = failed || slow;
         if failed {
             self.window.record_failure(now);
         }
+        if let Some(breaker) = &config.breaker {
+            let window = &mut self.window;
+            changes.circuit = self
+                .breaker
+                .on_outcome(breaker, failed, ticket.probe, t, || window.totals(now));
+            if changes.circuit == Some(CircuitState::Closed) {
+                self.window.clear_failures();
+            }
+        }
+        changes
     }
 }
 
@@ -199,10 +467,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn budget_state_sizes() {
-        // The budget lives inside the dependency as this enum: the token bucket's 56 bytes and a
-        // tag. Reported in the README.
-        assert_eq!(core::mem::size_of::<TokenBucket>(), 56);
-        assert_eq!(core::mem::size_of::<BudgetState>(), 64);
+    fn state_sizes() {
+        // Reported in the README.
+        assert_eq!(core::mem::size_of::<TokenBucket>(), 32);
+        assert_eq!(core::mem::size_of::<Breaker>(), 32);
+        assert_eq!(core::mem::size_of::<Limiter>(), 16);
+        assert_eq!(core::mem::size_of::<Cooldown>(), 8);
+        assert_eq!(core::mem::size_of::<Bulkhead>(), 2);
     }
 }

@@ -52,6 +52,28 @@ pub enum ConfigError {
     ZeroWindow,
     /// A counting window shorter than its number of buckets, in ticks.
     WindowShorterThanBuckets,
+    /// A breaker failure percentage outside `1..=100`.
+    BreakerPercentOutOfRange,
+    /// A count-based breaker window outside `1..=64` outcomes.
+    BreakerCountWindowOutOfRange,
+    /// A count-based breaker that needs more outcomes than its window holds.
+    BreakerMinCallsAboveWindow,
+    /// A consecutive-failures breaker that opens after zero failures.
+    BreakerZeroConsecutiveFailures,
+    /// A breaker that opens for no time.
+    BreakerZeroBreak,
+    /// A breaker with no half-open probes can never close.
+    BreakerZeroProbes,
+    /// A slow-call threshold of zero counts every call as a failure.
+    BreakerZeroSlowCall,
+    /// A bulkhead with no slots admits nothing.
+    ZeroBulkhead,
+    /// A rate limit of zero units per period admits nothing.
+    ZeroRate,
+    /// A rate limit with a zero period.
+    ZeroRatePeriod,
+    /// A rate limit with a burst of zero admits nothing.
+    ZeroRateBurst,
 }
 
 impl ConfigError {
@@ -71,6 +93,17 @@ impl ConfigError {
             Self::BudgetNeedsAttemptTimeout => "budget_needs_attempt_timeout",
             Self::ZeroWindow => "zero_window",
             Self::WindowShorterThanBuckets => "window_shorter_than_buckets",
+            Self::BreakerPercentOutOfRange => "breaker_percent_out_of_range",
+            Self::BreakerCountWindowOutOfRange => "breaker_count_window_out_of_range",
+            Self::BreakerMinCallsAboveWindow => "breaker_min_calls_above_window",
+            Self::BreakerZeroConsecutiveFailures => "breaker_zero_consecutive_failures",
+            Self::BreakerZeroBreak => "breaker_zero_break",
+            Self::BreakerZeroProbes => "breaker_zero_probes",
+            Self::BreakerZeroSlowCall => "breaker_zero_slow_call",
+            Self::ZeroBulkhead => "zero_bulkhead",
+            Self::ZeroRate => "zero_rate",
+            Self::ZeroRatePeriod => "zero_rate_period",
+            Self::ZeroRateBurst => "zero_rate_burst",
         }
     }
 
@@ -115,6 +148,39 @@ impl ConfigError {
             }
             Self::WindowShorterThanBuckets => {
                 "the counting window is shorter than its number of buckets in ticks, so a bucket would be empty: lengthen the window or use fewer buckets"
+            }
+            Self::BreakerPercentOutOfRange => {
+                "a circuit breaker opens at a failure percentage between 1 and 100: 0 would open on success, above 100 never"
+            }
+            Self::BreakerCountWindowOutOfRange => {
+                "a count-based breaker window remembers 1 to 64 outcomes: use a size in that range, or the time-based failure ratio"
+            }
+            Self::BreakerMinCallsAboveWindow => {
+                "the breaker's minimum number of calls exceeds its count window, so it can never open: lower min_calls to at most the window size"
+            }
+            Self::BreakerZeroConsecutiveFailures => {
+                "a consecutive-failures breaker must need at least 1 failure to open"
+            }
+            Self::BreakerZeroBreak => {
+                "a circuit breaker must stay open for a positive break duration before it probes again (for example 30 s)"
+            }
+            Self::BreakerZeroProbes => {
+                "a circuit breaker needs at least 1 half-open probe, or it can never close again"
+            }
+            Self::BreakerZeroSlowCall => {
+                "a slow-call threshold of zero counts every call as a failure: give a positive threshold, or none"
+            }
+            Self::ZeroBulkhead => {
+                "a bulkhead of 0 slots admits no attempt: allow at least 1 attempt in flight, or no bulkhead"
+            }
+            Self::ZeroRate => {
+                "a rate limit of 0 attempts per period admits nothing: allow at least 1"
+            }
+            Self::ZeroRatePeriod => {
+                "a rate limit's period must be positive (for example 100 attempts per 1 s)"
+            }
+            Self::ZeroRateBurst => {
+                "a rate limit's burst must be at least 1 (one attempt at a time)"
             }
         }
     }

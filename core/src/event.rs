@@ -5,6 +5,7 @@
 //! and tests record them into transcripts. An observer is called synchronously inside the core
 //! call, so it must be quick; `()` ignores everything and costs nothing.
 
+use crate::breaker::CircuitState;
 use crate::classify::Verdict;
 use crate::completion::{Disposition, Problem};
 use crate::time::{Duration, Instant};
@@ -93,14 +94,45 @@ pub enum Event<const HZ: u64> {
         /// Backoff or Retry-After.
         source: DelaySource<HZ>,
     },
-    /// The retry budget refused attempt `attempt`.
-    BudgetRefused {
+    /// A protection or the retry budget refused attempt `attempt`.
+    Refused {
         /// The operation.
         operation: OperationId,
         /// The attempt number that was refused.
         attempt: u8,
         /// When.
         at: Instant<HZ>,
+        /// Which protection, by its code.
+        problem: Problem,
+        /// When to try again, where known.
+        retry_at: Option<Instant<HZ>>,
+    },
+    /// Attempt `attempt` reserved a rate-limit unit due at `until` and waits for it.
+    WaitingForRateLimit {
+        /// The operation.
+        operation: OperationId,
+        /// The attempt number.
+        attempt: u8,
+        /// When the unit is due.
+        until: Instant<HZ>,
+    },
+    /// The dependency's circuit changed state, in a call made by `operation`.
+    CircuitChanged {
+        /// The operation whose call caused the change.
+        operation: OperationId,
+        /// When.
+        at: Instant<HZ>,
+        /// The new state.
+        state: CircuitState,
+    },
+    /// A Retry-After reported by `operation` extended the dependency's cooldown to `until`.
+    CooldownExtended {
+        /// The operation that reported the wait.
+        operation: OperationId,
+        /// When.
+        at: Instant<HZ>,
+        /// The new end of the cooldown.
+        until: Instant<HZ>,
     },
     /// The operation ended.
     Completed {

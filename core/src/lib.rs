@@ -24,26 +24,32 @@
 )]
 #![cfg_attr(test, allow(clippy::cast_possible_truncation))]
 
+mod breaker;
 mod budget;
+mod bulkhead;
 mod classify;
 mod completion;
+mod cooldown;
 mod dependency;
 mod error;
 mod event;
 mod jitter;
+mod limiter;
 mod operation;
 mod policy;
 mod safety;
 mod time;
 mod window;
 
-pub use budget::{BudgetKind, Reservation, RetryBudget};
+pub use breaker::{BreakerConfig, CircuitState, Trip};
+pub use budget::{BudgetKind, RetryBudget};
 pub use classify::{Classify, Verdict};
 pub use completion::{Completion, Disposition, Problem, Summary};
 pub use dependency::{Dependency, DependencyConfig};
 pub use error::{ConfigError, StartError};
 pub use event::{AfterFailure, DelaySource, Event, Observer, OperationId};
 pub use jitter::Jitter;
+pub use limiter::RateLimit;
 pub use operation::{Action, Attempt, Context, Operation};
 pub use policy::{Backoff, MAX_ATTEMPTS, RetryPolicy, RetryPolicyBuilder};
 pub use safety::ReplaySafety;

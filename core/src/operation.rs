@@ -31,14 +31,22 @@
 //!    the retry is dispatched, so a retry that is never made costs nothing.
 //!
 //! At dispatch, each attempt's timeout is `min(ceiling, time left before the deadline)` (seed 000:
-//! the third attempt is cut to fit), and no attempt is dispatched once the deadline has passed.
+//! the third attempt is cut to fit), and no attempt is dispatched once the deadline has passed. Every
+//! attempt, the first included, then passes the dependency's protections in their fixed order
+//! (cooldown, circuit, bulkhead, rate limit, retry budget: see [`crate::Dependency`]); a refusal ends
+//! the operation with the protection's code, keeping the last failure. A rate unit due soon enough
+//! (within the limit's `max_wait` and before the deadline) is reserved and waited for instead.
+//!
+//! What an attempt holds (a bulkhead slot, a half-open probe, a budget reservation) is recorded in
+//! the operation as well as in the [`Attempt`], so it is given back when the attempt is reported,
+//! when the deadline passes with the attempt never reported, or when the caller cancels the
+//! operation with [`Operation::abandon`]. An adapter whose future is dropped calls `abandon`.
 
 use rand_core::RngCore;
 
-use crate::budget::Reservation;
 use crate::classify::{Classify, Verdict};
 use crate::completion::{Completion, Disposition, Problem, Summary};
-use crate::dependency::Dependency;
+use crate::dependency::{Admission, Changes, Dependency, DependencyConfig, Ending, Ticket};
 use crate::error::StartError;
 use crate::event::{AfterFailure, DelaySource, Event, Observer, OperationId};
 use crate::policy::{RetryPolicy, check_hold};
@@ -94,7 +102,6 @@ pub struct Attempt<const HZ: u64> {
     started: Instant<HZ>,
     timeout: Duration<HZ>,
     deadline: Instant<HZ>,
-    reservation: Option<Reservation>,
 }
 
 impl<const HZ: u64> Attempt<HZ> {
@@ -143,10 +150,16 @@ pub enum Action<const HZ: u64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Phase<const HZ: u64> {
+    /// `unit_reserved`: a rate unit was reserved for the next attempt while it waited.
     Ready {
         not_before: Instant<HZ>,
+        unit_reserved: bool,
     },
-    InFlight,
+    /// What the attempt out holds, and when it was dispatched.
+    InFlight {
+        ticket: Ticket,
+        since: Instant<HZ>,
+    },
     Done {
         disposition: Disposition,
         problem: Option<Problem>,
@@ -162,18 +175,23 @@ enum Decision<const HZ: u64> {
         source: DelaySource<HZ>,
     },
     NotRetryable,
+    /// `refused`: a protection refused the retry (reported as a refusal event), with `retry_at`
+    /// when known.
     Stop {
         disposition: Disposition,
         problem: Problem,
-        budget_refused: bool,
+        refused: bool,
+        retry_at: Option<Instant<HZ>>,
     },
 }
 
-/// One call's state machine, borrowing the shared policy. `E` is the caller's failure type.
+/// One call's state machine, borrowing the shared policy and the dependency's configuration. `E`
+/// is the caller's failure type.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Operation<'p, const HZ: u64, E> {
     policy: &'p RetryPolicy<HZ>,
+    config: &'p DependencyConfig<HZ>,
     id: OperationId,
     /// `None` for an unsafe operation.
     safe_until: Option<Instant<HZ>>,
@@ -190,21 +208,22 @@ pub struct Operation<'p, const HZ: u64, E> {
 }
 
 impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
-    /// Starts an operation at `now`, or refuses it before anything is dispatched: a policy that
-    /// allows more than one attempt needs a budget on the dependency that fits the policy, and a
-    /// replay-safety statement in the context (seed 003).
-    pub fn start<const N: usize>(
+    /// Starts an operation at `now` against the dependency configured by `config`, or refuses it
+    /// before anything is dispatched: a policy that allows more than one attempt needs a retry
+    /// budget on the dependency that fits the policy, and a replay-safety statement in the context
+    /// (seed 003).
+    pub fn start(
         policy: &'p RetryPolicy<HZ>,
+        config: &'p DependencyConfig<HZ>,
         context: Context<HZ>,
-        dependency: &Dependency<HZ, N>,
         now: Instant<HZ>,
     ) -> Result<Self, StartError> {
         let max_attempts = policy.max_attempts();
         if max_attempts > 1 {
-            if !dependency.has_retry_budget() {
+            let Some(budget) = config.retry_budget() else {
                 return Err(StartError::RetryWithoutBudget { max_attempts });
-            }
-            if let Some(hold) = dependency.budget_hold() {
+            };
+            if let Some(hold) = budget.hold() {
                 // The longest attempt this operation can dispatch.
                 let ceiling = policy.attempt_timeout().unwrap_or(context.deadline);
                 let longest = time::min(ceiling, context.deadline);
@@ -216,12 +235,16 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         }
         Ok(Self {
             policy,
+            config,
             id: context.id,
             safe_until: context.safety.valid_for().map(|d| time::add(now, d)),
             started: now,
             deadline: time::add(now, context.deadline),
             latest: now,
-            phase: Phase::Ready { not_before: now },
+            phase: Phase::Ready {
+                not_before: now,
+                unit_reserved: false,
+            },
             dispatched: 0,
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),
@@ -261,15 +284,23 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         observer: &mut O,
     ) -> Action<HZ> {
         let now = self.clamp(now);
-        let not_before = match self.phase {
+        let (not_before, unit_reserved) = match self.phase {
             Phase::Done { .. } | Phase::Taken => return Action::Done,
-            Phase::InFlight => {
+            Phase::InFlight { ticket, since } => {
                 // An attempt is out and was never reported. It cannot outlive the deadline.
                 if now < self.deadline {
                     return Action::Wait {
                         until: self.deadline,
                     };
                 }
+                let changes = dependency.complete(
+                    self.config,
+                    now,
+                    ticket,
+                    Ending::Abandoned,
+                    time::since(now, since),
+                );
+                self.announce(now, changes, observer);
                 self.finish(
                     now,
                     Disposition::Failed,
@@ -278,16 +309,22 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 );
                 return Action::Done;
             }
-            Phase::Ready { not_before } => not_before,
+            Phase::Ready {
+                not_before,
+                unit_reserved,
+            } => (not_before, unit_reserved),
         };
         if now < not_before {
             return Action::Wait { until: not_before };
         }
         let remaining = time::since(self.deadline, now);
         let retry = self.dispatched > 0;
-        let stop = if remaining.as_ticks() == 0
-            || (retry && remaining.as_ticks() < self.policy.min_remaining().as_ticks())
-        {
+        let needed = if retry {
+            self.policy.min_remaining().as_ticks().max(1)
+        } else {
+            1
+        };
+        let stop = if remaining.as_ticks() < needed {
             Some(Problem::DeadlineExceeded)
         } else if retry && self.safe_until.is_none_or(|until| now >= until) {
             Some(Problem::ReplayStatementExpired)
@@ -299,22 +336,53 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             return Action::Done;
         }
         let number = self.dispatched.saturating_add(1);
-        let Ok(reservation) = dependency.admit(now, retry) else {
-            observer.on_event(&Event::BudgetRefused {
-                operation: self.id,
-                attempt: number,
-                at: now,
-            });
-            self.finish(
-                now,
-                Disposition::Failed,
-                Some(Problem::RetryBudgetExhausted),
-                observer,
-            );
-            return Action::Done;
+        let latest_start = self.deadline.as_ticks().saturating_sub(needed);
+        let mut changes = Changes::default();
+        let admission = dependency.admit(
+            self.config,
+            now,
+            retry,
+            unit_reserved,
+            latest_start,
+            &mut changes,
+        );
+        self.announce(now, changes, observer);
+        let ticket = match admission {
+            Admission::Go(ticket) => ticket,
+            Admission::WaitForUnit(due) => {
+                let until = Instant::<HZ>::from_ticks(due);
+                self.phase = Phase::Ready {
+                    not_before: until,
+                    unit_reserved: true,
+                };
+                observer.on_event(&Event::WaitingForRateLimit {
+                    operation: self.id,
+                    attempt: number,
+                    until,
+                });
+                return Action::Wait { until };
+            }
+            Admission::Refused(refusal) => {
+                let retry_at = refusal.until.map(Instant::<HZ>::from_ticks);
+                observer.on_event(&Event::Refused {
+                    operation: self.id,
+                    attempt: number,
+                    at: now,
+                    problem: refusal.problem,
+                    retry_at,
+                });
+                self.not_before_hint = retry_at;
+                let disposition = match refusal.problem {
+                    Problem::RetryBudgetExhausted => Disposition::Failed,
+                    Problem::CooldownActive => Disposition::Deferred,
+                    _ => Disposition::Rejected,
+                };
+                self.finish(now, disposition, Some(refusal.problem), observer);
+                return Action::Done;
+            }
         };
         self.dispatched = number;
-        self.phase = Phase::InFlight;
+        self.phase = Phase::InFlight { ticket, since: now };
         let timeout = match self.policy.attempt_timeout() {
             Some(ceiling) => time::min(ceiling, remaining),
             None => remaining,
@@ -331,15 +399,70 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             started: now,
             timeout,
             deadline: self.deadline,
-            reservation,
         })
     }
 
+    /// Tells the observer about state changes in the dependency that this operation caused.
+    fn announce<O: Observer<HZ> + ?Sized>(
+        &self,
+        now: Instant<HZ>,
+        changes: Changes,
+        observer: &mut O,
+    ) {
+        if let Some(state) = changes.circuit {
+            observer.on_event(&Event::CircuitChanged {
+                operation: self.id,
+                at: now,
+                state,
+            });
+        }
+        if let Some(until) = changes.cooldown_until {
+            observer.on_event(&Event::CooldownExtended {
+                operation: self.id,
+                at: now,
+                until: Instant::<HZ>::from_ticks(until),
+            });
+        }
+    }
+
+    /// Cancels the operation at `now`: gives back whatever an attempt still out holds (its bulkhead
+    /// slot, its half-open probe; a budget reservation is spent, since the call may have reached the
+    /// far side) and ends the operation as failed with `cancelled`, unless it had already ended.
+    /// An adapter calls this when the future running the operation is dropped.
+    pub fn abandon<const N: usize, O: Observer<HZ> + ?Sized>(
+        &mut self,
+        now: Instant<HZ>,
+        dependency: &mut Dependency<HZ, N>,
+        observer: &mut O,
+    ) {
+        let now = self.clamp(now);
+        match self.phase {
+            Phase::Done { .. } | Phase::Taken => return,
+            Phase::InFlight { ticket, since } => {
+                let changes = dependency.complete(
+                    self.config,
+                    now,
+                    ticket,
+                    Ending::Abandoned,
+                    time::since(now, since),
+                );
+                self.announce(now, changes, observer);
+            }
+            Phase::Ready { .. } => {}
+        }
+        self.finish(now, Disposition::Failed, Some(Problem::Cancelled), observer);
+    }
+
     /// Whether `attempt` is the one this operation has out.
-    fn owns(&self, attempt: &Attempt<HZ>) -> bool {
-        matches!(self.phase, Phase::InFlight)
-            && attempt.operation == self.id
-            && attempt.number == self.dispatched
+    fn owns(&self, attempt: &Attempt<HZ>) -> Option<(Ticket, Instant<HZ>)> {
+        match self.phase {
+            Phase::InFlight { ticket, since }
+                if attempt.operation == self.id && attempt.number == self.dispatched =>
+            {
+                Some((ticket, since))
+            }
+            _ => None,
+        }
     }
 
     /// Reports that `attempt` succeeded. An attempt this operation does not have out (already
@@ -351,11 +474,18 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         dependency: &mut Dependency<HZ, N>,
         observer: &mut O,
     ) {
-        if !self.owns(&attempt) {
+        let Some((ticket, since)) = self.owns(&attempt) else {
             return;
-        }
+        };
         let now = self.clamp(now);
-        dependency.complete(now, attempt.reservation, false);
+        let changes = dependency.complete(
+            self.config,
+            now,
+            ticket,
+            Ending::Succeeded,
+            time::since(now, since),
+        );
+        self.announce(now, changes, observer);
         observer.on_event(&Event::AttemptSucceeded {
             operation: self.id,
             attempt: attempt.number,
@@ -379,12 +509,17 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     ) where
         E: Classify<HZ>,
     {
-        if !self.owns(&attempt) {
+        let Some((ticket, since)) = self.owns(&attempt) else {
             return;
-        }
+        };
         let now = self.clamp(now);
-        dependency.complete(now, attempt.reservation, true);
         let verdict = failure.classify();
+        let ending = Ending::Failed {
+            retry_after: verdict.retry_after().map(|d| d.as_ticks()),
+        };
+        let changes =
+            dependency.complete(self.config, now, ticket, ending, time::since(now, since));
+        self.announce(now, changes, observer);
         self.retry_after = verdict.retry_after();
         self.last_failure = Some(failure);
         let decision = self.decide(now, verdict, dependency, rng);
@@ -407,7 +542,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 if let DelaySource::Backoff { .. } = source {
                     self.previous_delay = delay;
                 }
-                self.phase = Phase::Ready { not_before: until };
+                self.phase = Phase::Ready {
+                    not_before: until,
+                    unit_reserved: false,
+                };
                 observer.on_event(&Event::RetryScheduled {
                     operation: self.id,
                     attempt: attempt.number.saturating_add(1),
@@ -420,14 +558,18 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             Decision::Stop {
                 disposition,
                 problem,
-                budget_refused,
+                refused,
+                retry_at,
             } => {
-                if budget_refused {
-                    observer.on_event(&Event::BudgetRefused {
+                if refused {
+                    observer.on_event(&Event::Refused {
                         operation: self.id,
                         attempt: attempt.number.saturating_add(1),
                         at: now,
+                        problem,
+                        retry_at,
                     });
+                    self.not_before_hint = retry_at;
                 }
                 if disposition == Disposition::Deferred {
                     self.not_before_hint = self.retry_after.map(|wait| time::add(now, wait));
@@ -447,7 +589,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let stop = |disposition, problem| Decision::Stop {
             disposition,
             problem,
-            budget_refused: false,
+            refused: false,
+            retry_at: None,
         };
         if !verdict.is_retryable() {
             return Decision::NotRetryable;
@@ -499,11 +642,24 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         if self.safe_until.is_none_or(|until| starts >= until) {
             return stop(Disposition::Failed, Problem::ReplayStatementExpired);
         }
-        if !dependency.retry_allowed(now) {
+        // A circuit that this failure (or another operation) opened, and that stays open past the
+        // retry's start, would refuse it: end now rather than wait for a refusal.
+        if let Some(until) = dependency.circuit_open_until(now) {
+            if until > starts {
+                return Decision::Stop {
+                    disposition: Disposition::Rejected,
+                    problem: Problem::CircuitOpen,
+                    refused: true,
+                    retry_at: Some(until),
+                };
+            }
+        }
+        if !dependency.retry_allowed(self.config, now) {
             return Decision::Stop {
                 disposition: Disposition::Failed,
                 problem: Problem::RetryBudgetExhausted,
-                budget_refused: true,
+                refused: true,
+                retry_at: None,
             };
         }
         Decision::Retry { delay, source }

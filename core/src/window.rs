@@ -133,6 +133,14 @@ impl<const N: usize> CallWindow<N> {
         });
     }
 
+    /// Forgets every failure in the window (calls and retries stay): a circuit that closes starts
+    /// afresh instead of re-opening on the failures that opened it.
+    pub(crate) fn clear_failures(&mut self) {
+        for b in &mut self.buckets {
+            b.failures = 0;
+        }
+    }
+
     /// Counts one failed attempt.
     pub(crate) fn record_failure<const HZ: u64>(&mut self, now: Instant<HZ>) {
         self.advance(now);

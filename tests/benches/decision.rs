@@ -1,7 +1,7 @@
 //! One operation's whole decision path through relent-core (start, dispatch, a retryable failure,
 //! the jittered backoff, the budget check and charge, the retry, the success, the completion),
 //! against a hand-written baseline that does the same arithmetic with none of the rules: the loop a
-//! person writes first. Both run in the same process; the README reports the ratio.
+//! person writes first. All run in the same process; the README reports the ratios.
 //!
 //! Run: `cargo bench -p relent-tests --bench decision`
 
@@ -10,8 +10,8 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand_core::RngCore;
 use relent_core::{
-    Action, Context, Dependency, DependencyConfig, Operation, ReplaySafety, RetryBudget,
-    RetryPolicy, Verdict,
+    Action, BreakerConfig, Context, Dependency, DependencyConfig, Operation, RateLimit,
+    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::seeded;
 
@@ -19,31 +19,51 @@ const HZ: u64 = 1_000_000;
 type D = relent_core::Duration<HZ>;
 type T = relent_core::Instant<HZ>;
 
-const POLICY: RetryPolicy<HZ> =
-    match RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
-        .attempt_timeout(D::from_secs(3))
-        .build()
-    {
-        Ok(p) => p,
+const fn valid<V: Copy>(r: Result<V, relent_core::ConfigError>) -> V {
+    match r {
+        Ok(v) => v,
         Err(e) => panic!("{}", e.message()),
-    };
-
-fn dependency(budget: RetryBudget<HZ>) -> Dependency<HZ, 10> {
-    Dependency::new(
-        DependencyConfig::new(D::from_secs(10)).budget(budget),
-        T::from_ticks(0),
-    )
-    .unwrap()
+    }
 }
 
+const POLICY: RetryPolicy<HZ> = valid(
+    RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
+        .attempt_timeout(D::from_secs(3))
+        .build(),
+);
+
+/// 100 %: every retry is allowed, so every iteration takes the same path; the window is still read
+/// and written on each call.
+const RATIO: DependencyConfig<HZ> =
+    DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(100, 0)));
+
+const TOKENS: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10)).budget(valid(
+    RetryBudget::token_bucket(u32::MAX / 4, u32::MAX / 4, D::from_secs(1), D::from_secs(5)),
+));
+
+/// Every protection on, sized so that none refuses: each is consulted and charged on every attempt.
+const PIPELINE: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
+    .budget(valid(RetryBudget::ratio(100, 0)))
+    .breaker(
+        BreakerConfig::failure_ratio(90, 1_000_000, D::from_secs(30)).slow_calls(D::from_secs(2)),
+    )
+    .bulkhead(64)
+    .rate_limit(RateLimit::new(1_000_000, D::from_secs(1)).burst(1_000))
+    .cooldown(D::from_secs(60));
+
 /// One operation through the core: attempt 1 fails (retryable), attempt 2 succeeds.
-fn relent(dep: &mut Dependency<HZ, 10>, rng: &mut impl RngCore, clock: &mut u64) -> u8 {
+fn relent(
+    config: &DependencyConfig<HZ>,
+    dep: &mut Dependency<HZ, 10>,
+    rng: &mut impl RngCore,
+    clock: &mut u64,
+) -> u8 {
     let context = Context::new(
         D::from_secs(10),
         ReplaySafety::replayable_read(D::from_secs(3600)),
     );
     let mut now = T::from_ticks(*clock);
-    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, context, dep, now).unwrap();
+    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, config, context, now).unwrap();
     let mut failed = false;
     loop {
         match op.poll(now, dep, &mut ()) {
@@ -72,7 +92,7 @@ fn relent(dep: &mut Dependency<HZ, 10>, rng: &mut impl RngCore, clock: &mut u64)
 }
 
 /// The baseline: the same attempt limit, exponential backoff with full jitter, and deadline check,
-/// written inline, with no budget, replay statement, classification or events.
+/// written inline, with no budget, replay statement, classification, protections or events.
 fn hand_written(rng: &mut impl RngCore, clock: &mut u64) -> u8 {
     let deadline = *clock + 10_000_000;
     let mut now = *clock;
@@ -101,21 +121,17 @@ fn decision(c: &mut Criterion) {
         let (mut rng, mut clock) = (seeded(1), 0);
         b.iter(|| hand_written(&mut rng, &mut clock))
     });
-    g.bench_function("relent_core_ratio_budget", |b| {
-        // 100 %: every retry is allowed, so every iteration takes the same path; the window is
-        // still read and written on each call.
-        let mut dep = dependency(RetryBudget::ratio(100, 0).unwrap());
-        let (mut rng, mut clock) = (seeded(1), 0);
-        b.iter(|| relent(&mut dep, &mut rng, &mut clock))
-    });
-    g.bench_function("relent_core_token_budget", |b| {
-        let mut dep = dependency(
-            RetryBudget::token_bucket(u32::MAX / 4, u32::MAX / 4, D::from_secs(1), D::from_secs(5))
-                .unwrap(),
-        );
-        let (mut rng, mut clock) = (seeded(1), 0);
-        b.iter(|| relent(&mut dep, &mut rng, &mut clock))
-    });
+    for (name, config) in [
+        ("relent_core_token_budget", &TOKENS),
+        ("relent_core_ratio_budget", &RATIO),
+        ("relent_core_whole_pipeline", &PIPELINE),
+    ] {
+        g.bench_function(name, |b| {
+            let mut dep = Dependency::new(config, T::from_ticks(0)).unwrap();
+            let (mut rng, mut clock) = (seeded(1), 0);
+            b.iter(|| relent(config, &mut dep, &mut rng, &mut clock))
+        });
+    }
     g.finish();
 }
 

@@ -6,8 +6,8 @@ use std::vec::Vec;
 
 use relent_core::rand_core::RngCore;
 use relent_core::{
-    Action, AfterFailure, Classify, Completion, Context, DelaySource, Dependency, Event, Instant,
-    Observer, Operation, RetryPolicy, Verdict,
+    Action, AfterFailure, Classify, Completion, Context, DelaySource, Dependency, DependencyConfig,
+    Event, Instant, Observer, Operation, RetryPolicy, Verdict,
 };
 
 /// Ticks per second in transcript tests: milliseconds, so transcripts read as seconds with three
@@ -24,6 +24,28 @@ pub const fn valid<V: Copy>(result: Result<V, relent_core::ConfigError>) -> V {
     match result {
         Ok(v) => v,
         Err(e) => panic!("{}", e.message()),
+    }
+}
+
+/// A dependency's configuration and its state, side by side, as an adapter keeps them.
+#[derive(Debug)]
+pub struct Dep {
+    /// The configuration (a `const` in real code).
+    pub config: DependencyConfig<HZ>,
+    /// The shared state, 10 buckets in its window.
+    pub state: Dependency<HZ, 10>,
+}
+
+impl Dep {
+    /// Fresh state for `config` at time 0.
+    pub fn new(config: DependencyConfig<HZ>) -> Self {
+        Self::at(config, 0)
+    }
+
+    /// Fresh state for `config` at `start` ms.
+    pub fn at(config: DependencyConfig<HZ>, start: u64) -> Self {
+        let state = Dependency::new(&config, T::from_ticks(start)).expect("a valid dependency");
+        Self { config, state }
     }
 }
 
@@ -142,8 +164,39 @@ pub fn line(event: &Event<HZ>) -> String {
                 secs(until.as_ticks())
             )
         }
-        Event::BudgetRefused { attempt, at, .. } => {
-            write!(s, "{} budget refused #{attempt}", secs(at.as_ticks()))
+        Event::Refused {
+            attempt,
+            at,
+            problem,
+            retry_at,
+            ..
+        } => {
+            let retry = retry_at
+                .map(|t| format!(" (retry at {})", secs(t.as_ticks())))
+                .unwrap_or_default();
+            write!(
+                s,
+                "{} refused #{attempt}: {problem}{retry}",
+                secs(at.as_ticks())
+            )
+        }
+        Event::WaitingForRateLimit { attempt, until, .. } => {
+            write!(
+                s,
+                "wait for a rate unit until {} for #{attempt}",
+                secs(until.as_ticks())
+            )
+        }
+        Event::CircuitChanged { at, state, .. } => {
+            write!(s, "{} circuit {}", secs(at.as_ticks()), state.as_str())
+        }
+        Event::CooldownExtended { at, until, .. } => {
+            write!(
+                s,
+                "{} cooldown until {}",
+                secs(at.as_ticks()),
+                secs(until.as_ticks())
+            )
         }
         Event::Completed {
             disposition,
@@ -166,16 +219,20 @@ pub fn line(event: &Event<HZ>) -> String {
 /// Runs one operation from `start` (ms) until it is done, with attempt outcomes taken from
 /// `script` in order (the last step repeats if the script runs out). The clock jumps to each
 /// instant the core asks to wait for. Returns the transcript and the completion.
-pub fn run<const N: usize, R: RngCore>(
+pub fn run<R: RngCore>(
     policy: &RetryPolicy<HZ>,
     context: Context<HZ>,
-    dependency: &mut Dependency<HZ, N>,
+    dep: &mut Dep,
     start: u64,
     script: &[Step],
     rng: &mut R,
 ) -> (Vec<String>, Completion<HZ, Failure>) {
     let mut now = T::from_ticks(start);
-    let mut op = Operation::start(policy, context, dependency, now).expect("the operation starts");
+    let Dep {
+        config,
+        state: dependency,
+    } = dep;
+    let mut op = Operation::start(policy, config, context, now).expect("the operation starts");
     let mut rec = Recorder::default();
     let mut steps = script.iter().copied();
     let mut last = script.last().copied().unwrap_or(Step::Ok(0));

@@ -127,11 +127,11 @@ proptest! {
     /// nothing panics, including near u64::MAX.
     #[test]
     fn every_decision_respects_the_policy((policy, budget, deadline, start, safety, outcomes, lateness, seed) in scenario()) {
-        let mut dep: Dependency<HZ, 10> =
-            Dependency::new(DependencyConfig::new(D::from_secs(10)).budget(budget), T::from_ticks(start)).unwrap();
+        let config = DependencyConfig::new(D::from_secs(10)).budget(budget);
+        let mut dep: Dependency<HZ, 10> = Dependency::new(&config, T::from_ticks(start)).unwrap();
         let context = Context::new(D::from_ticks(deadline), safety);
         let now0 = T::from_ticks(start);
-        let mut op = match Operation::<HZ, Failure>::start(&policy, context, &dep, now0) {
+        let mut op = match Operation::<HZ, Failure>::start(&policy, &config, context, now0) {
             Ok(op) => op,
             Err(e) => {
                 prop_assert!(policy.max_attempts() > 1);
@@ -252,11 +252,8 @@ fn simulate(
             Ok(p) => p,
             Err(e) => panic!("{}", e.message()),
         };
-    let mut dep: Dependency<HZ, 10> = Dependency::new(
-        DependencyConfig::new(D::from_secs(10)).budget(budget),
-        T::from_ticks(0),
-    )
-    .unwrap();
+    let config = DependencyConfig::new(D::from_secs(10)).budget(budget);
+    let mut dep: Dependency<HZ, 10> = Dependency::new(&config, T::from_ticks(0)).unwrap();
     let mut rng = seeded(seed);
     let mut ops: Vec<(
         u64,
@@ -283,7 +280,7 @@ fn simulate(
             (None, None) => break,
             (_, Some(s)) if next_op.is_none_or(|(_, t)| s <= t) => {
                 pending.next();
-                let op = Operation::start(&POLICY, context, &dep, T::from_ticks(s)).unwrap();
+                let op = Operation::start(&POLICY, &config, context, T::from_ticks(s)).unwrap();
                 ops.push((s, op, None));
             }
             (Some((i, now)), _) => {

@@ -1,11 +1,11 @@
 //! One transcript per rule of the operation state machine that the seeds do not already cover.
 
 use relent_core::{
-    Action, Context, Dependency, DependencyConfig, Disposition, Event, Jitter, Operation, Problem,
+    Action, Context, DependencyConfig, Disposition, Event, Jitter, Operation, Problem,
     ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::Fixed;
-use relent_tests::transcript::{D, Failure, HZ, Recorder, Step, T, TIMEOUT, run, valid};
+use relent_tests::transcript::{D, Dep, Failure, HZ, Recorder, Step, T, TIMEOUT, run, valid};
 
 const POLICY: RetryPolicy<HZ> = valid(
     RetryPolicy::exponential(4, D::from_millis(100), D::from_secs(2))
@@ -14,10 +14,10 @@ const POLICY: RetryPolicy<HZ> = valid(
         .build(),
 );
 
-fn ratio(percent: u8, floor: u32) -> Dependency<HZ, 10> {
-    let config =
-        DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(percent, floor)));
-    Dependency::new(config, T::from_ticks(0)).unwrap()
+fn ratio(percent: u8, floor: u32) -> Dep {
+    Dep::new(
+        DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(percent, floor))),
+    )
 }
 
 fn read(deadline_ms: u64) -> Context<HZ> {
@@ -47,7 +47,7 @@ fn a_ratio_budget_with_no_share_and_no_floor_refuses_the_first_retry() {
         [
             "0.000 dispatch #1 timeout 1.000",
             "0.010 #1 failed (retryable): stop: retry_budget_exhausted",
-            "0.010 budget refused #2",
+            "0.010 refused #2: retry_budget_exhausted",
             "0.010 done: failed, retry_budget_exhausted after 1 dispatched",
         ]
     );
@@ -111,11 +111,7 @@ fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
         D::from_secs(60),
         D::from_secs(5),
     ));
-    let mut dep: Dependency<HZ, 10> = Dependency::new(
-        DependencyConfig::new(D::from_secs(10)).budget(budget),
-        T::from_ticks(0),
-    )
-    .unwrap();
+    let mut dep = Dep::at(DependencyConfig::new(D::from_secs(10)).budget(budget), 0);
     let (_, done) = run(
         &POLICY,
         read(10_000),
@@ -125,7 +121,10 @@ fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
         &mut Fixed::top(),
     );
     assert!(done.is_success());
-    assert_eq!(dep.retries_available(T::from_ticks(200)), Some(1));
+    assert_eq!(
+        dep.state.retries_available(&dep.config, T::from_ticks(200)),
+        Some(1)
+    );
     let (lines, done) = run(
         &POLICY,
         read(10_000),
@@ -139,7 +138,7 @@ fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
         lines[lines.len() - 3..],
         [
             "1.120 #2 failed (retryable): stop: retry_budget_exhausted",
-            "1.120 budget refused #3",
+            "1.120 refused #3: retry_budget_exhausted",
             "1.120 done: failed, retry_budget_exhausted after 2 dispatched",
         ]
     );
@@ -301,28 +300,29 @@ fn equal_and_decorrelated_jitter_stay_in_their_windows() {
 fn waking_late_past_the_deadline_dispatches_nothing() {
     let mut dep = ratio(10, 10);
     let mut op =
-        Operation::<HZ, Failure>::start(&POLICY, read(1_000), &dep, T::from_ticks(0)).unwrap();
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(1_000), T::from_ticks(0))
+            .unwrap();
     let mut rec = Recorder::default();
-    let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep, &mut rec) else {
+    let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep.state, &mut rec) else {
         panic!()
     };
     op.on_failure(
         a,
         T::from_ticks(100),
-        &mut dep,
+        &mut dep.state,
         &mut Fixed::top(),
         REFUSED,
         &mut rec,
     );
     // Asked to wait until 0.2 s, the caller oversleeps to 1.5 s.
     assert_eq!(
-        op.poll(T::from_ticks(150), &mut dep, &mut rec),
+        op.poll(T::from_ticks(150), &mut dep.state, &mut rec),
         Action::Wait {
             until: T::from_ticks(200)
         }
     );
     assert_eq!(
-        op.poll(T::from_ticks(1_500), &mut dep, &mut rec),
+        op.poll(T::from_ticks(1_500), &mut dep.state, &mut rec),
         Action::Done
     );
     let done = op.take_completion().unwrap();
@@ -335,19 +335,20 @@ fn waking_late_past_the_deadline_dispatches_nothing() {
 fn an_attempt_never_reported_ends_the_operation_at_its_deadline() {
     let mut dep = ratio(10, 10);
     let mut op =
-        Operation::<HZ, Failure>::start(&POLICY, read(3_000), &dep, T::from_ticks(0)).unwrap();
-    let Action::Dispatch(lost) = op.poll(T::from_ticks(0), &mut dep, &mut ()) else {
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000), T::from_ticks(0))
+            .unwrap();
+    let Action::Dispatch(lost) = op.poll(T::from_ticks(0), &mut dep.state, &mut ()) else {
         panic!()
     };
     drop(lost);
     assert_eq!(
-        op.poll(T::from_ticks(10), &mut dep, &mut ()),
+        op.poll(T::from_ticks(10), &mut dep.state, &mut ()),
         Action::Wait {
             until: T::from_ticks(3_000)
         }
     );
     assert_eq!(
-        op.poll(T::from_ticks(3_000), &mut dep, &mut ()),
+        op.poll(T::from_ticks(3_000), &mut dep.state, &mut ()),
         Action::Done
     );
     assert_eq!(
@@ -359,20 +360,22 @@ fn an_attempt_never_reported_ends_the_operation_at_its_deadline() {
 #[test]
 fn a_report_for_an_attempt_the_operation_does_not_have_out_is_ignored() {
     let mut dep = ratio(10, 10);
-    let mut a = Operation::<HZ, Failure>::start(&POLICY, read(3_000).id(1), &dep, T::from_ticks(0))
-        .unwrap();
-    let mut b = Operation::<HZ, Failure>::start(&POLICY, read(3_000).id(2), &dep, T::from_ticks(0))
-        .unwrap();
-    let Action::Dispatch(of_a) = a.poll(T::from_ticks(0), &mut dep, &mut ()) else {
+    let mut a =
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000).id(1), T::from_ticks(0))
+            .unwrap();
+    let mut b =
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000).id(2), T::from_ticks(0))
+            .unwrap();
+    let Action::Dispatch(of_a) = a.poll(T::from_ticks(0), &mut dep.state, &mut ()) else {
         panic!()
     };
-    let Action::Dispatch(of_b) = b.poll(T::from_ticks(0), &mut dep, &mut ()) else {
+    let Action::Dispatch(of_b) = b.poll(T::from_ticks(0), &mut dep.state, &mut ()) else {
         panic!()
     };
     // b is handed a's attempt: ignored; b's own attempt is still out.
-    b.on_success(of_a, T::from_ticks(5), &mut dep, &mut ());
+    b.on_success(of_a, T::from_ticks(5), &mut dep.state, &mut ());
     assert!(!b.is_done());
-    b.on_success(of_b, T::from_ticks(6), &mut dep, &mut ());
+    b.on_success(of_b, T::from_ticks(6), &mut dep.state, &mut ());
     assert!(b.is_done());
     assert!(!a.is_done());
 }
@@ -380,11 +383,10 @@ fn a_report_for_an_attempt_the_operation_does_not_have_out_is_ignored() {
 #[test]
 fn instants_near_the_end_of_time_saturate_instead_of_panicking() {
     let start = u64::MAX - 150;
-    let mut dep: Dependency<HZ, 10> = Dependency::new(
+    let mut dep = Dep::at(
         DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10))),
-        T::from_ticks(start),
-    )
-    .unwrap();
+        start,
+    );
     let context = Context::new(
         D::from_ticks(u64::MAX),
         ReplaySafety::replayable_read(D::from_ticks(u64::MAX)),
@@ -411,34 +413,38 @@ fn the_observer_sees_every_event_of_a_run_once_and_in_order() {
     let mut seen: Vec<&'static str> = Vec::new();
     let mut dep = ratio(10, 10);
     let mut op =
-        Operation::<HZ, Failure>::start(&POLICY, read(10_000), &dep, T::from_ticks(0)).unwrap();
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(10_000), T::from_ticks(0))
+            .unwrap();
     let mut observer = |e: &Event<HZ>| {
         seen.push(match e {
             Event::AttemptDispatched { .. } => "dispatched",
             Event::AttemptSucceeded { .. } => "succeeded",
             Event::AttemptFailed { .. } => "failed",
             Event::RetryScheduled { .. } => "scheduled",
-            Event::BudgetRefused { .. } => "refused",
+            Event::Refused { .. } => "refused",
+            Event::WaitingForRateLimit { .. } => "rate wait",
+            Event::CircuitChanged { .. } => "circuit",
+            Event::CooldownExtended { .. } => "cooldown",
             Event::Completed { .. } => "completed",
         })
     };
-    let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep, &mut observer) else {
+    let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep.state, &mut observer) else {
         panic!()
     };
     op.on_failure(
         a,
         T::from_ticks(1),
-        &mut dep,
+        &mut dep.state,
         &mut Fixed::top(),
         TIMEOUT,
         &mut observer,
     );
-    let Action::Dispatch(a) = op.poll(T::from_ticks(101), &mut dep, &mut observer) else {
+    let Action::Dispatch(a) = op.poll(T::from_ticks(101), &mut dep.state, &mut observer) else {
         panic!()
     };
-    op.on_success(a, T::from_ticks(102), &mut dep, &mut observer);
+    op.on_success(a, T::from_ticks(102), &mut dep.state, &mut observer);
     assert_eq!(
-        op.poll(T::from_ticks(102), &mut dep, &mut observer),
+        op.poll(T::from_ticks(102), &mut dep.state, &mut observer),
         Action::Done
     );
     assert_eq!(

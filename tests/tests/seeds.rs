@@ -5,11 +5,11 @@
 //! the harness only plays the script.
 
 use relent_core::{
-    ConfigError, Context, Dependency, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety,
+    ConfigError, Context, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety,
     RetryBudget, RetryPolicy, StartError, Verdict,
 };
 use relent_tests::rng::Fixed;
-use relent_tests::transcript::{D, Failure, HZ, Step, T, TIMEOUT, run, valid};
+use relent_tests::transcript::{D, Dep, Failure, HZ, Step, T, TIMEOUT, run, valid};
 
 /// Seed 000's checkout policy: 3 attempts, 100 ms doubling to 2 s, full jitter, 3 s per attempt.
 const CHECKOUT: RetryPolicy<HZ> = valid(
@@ -21,9 +21,8 @@ const CHECKOUT: RetryPolicy<HZ> = valid(
 
 /// Seed 000's budget: retries at most 10 % of calls over 10 s (floor 10 so a test's single
 /// operation can retry).
-fn payrail() -> Dependency<HZ, 10> {
-    let config = DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10)));
-    Dependency::new(config, T::from_ticks(0)).unwrap()
+fn payrail() -> Dep {
+    Dep::new(DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10))))
 }
 
 fn read(deadline: D) -> Context<HZ> {
@@ -222,18 +221,14 @@ fn seed_000_a_503_with_retry_after_sleeps_exactly_the_stated_wait() {
 
 /// Seed 003's base pipeline: a token budget of 10, refilled 10 per minute, reservations held 10 s
 /// (so attempts may take at most 9 s: the policies below use 3 s).
-fn reqtide_dependency() -> Dependency<HZ, 10> {
+fn reqtide_dependency() -> Dep {
     let budget = valid(RetryBudget::token_bucket(
         10,
         10,
         D::from_secs(60),
         D::from_secs(10),
     ));
-    Dependency::new(
-        DependencyConfig::new(D::from_secs(10)).budget(budget),
-        T::from_ticks(0),
-    )
-    .unwrap()
+    Dep::new(DependencyConfig::new(D::from_secs(10)).budget(budget))
 }
 
 fn get_order() -> Context<HZ> {
@@ -285,7 +280,10 @@ fn seed_003_example_5_a_retryable_timeout_with_two_attempts_ends_attempts_exhaus
     assert_eq!(done.last_failure.map(|f| f.name), Some("UpstreamTimeout"));
     assert_eq!(done.operation.0, 4);
     // The one retry spent one token.
-    assert_eq!(dep.retries_available(T::from_ticks(7)), Some(9));
+    assert_eq!(
+        dep.state.retries_available(&dep.config, T::from_ticks(7)),
+        Some(9)
+    );
 }
 
 #[test]
@@ -360,12 +358,11 @@ fn seed_003_a_retry_after_that_does_not_fit_the_deadline_is_deferred() {
 
 #[test]
 fn seed_003_retry_without_a_budget_is_refused_before_anything_is_sent() {
-    let no_budget: Dependency<HZ, 10> =
-        Dependency::new(DependencyConfig::new(D::from_secs(10)), T::from_ticks(0)).unwrap();
+    let no_budget = DependencyConfig::<HZ>::new(D::from_secs(10));
     let err = relent_core::Operation::<HZ, Failure>::start(
         &CHECKOUT,
-        get_order(),
         &no_budget,
+        get_order(),
         T::from_ticks(0),
     )
     .unwrap_err();
@@ -382,8 +379,8 @@ fn seed_003_a_retrying_policy_refuses_an_unsafe_operation_before_anything_is_sen
     let unsafe_op = Context::new(D::from_secs(30), ReplaySafety::Unsafe);
     let err = relent_core::Operation::<HZ, Failure>::start(
         &CHECKOUT,
+        &payrail().config,
         unsafe_op,
-        &payrail(),
         T::from_ticks(0),
     )
     .unwrap_err();
@@ -405,8 +402,8 @@ fn seed_003_a_hold_that_does_not_exceed_the_attempt_timeout_by_more_than_a_secon
     );
     let err = relent_core::Operation::<HZ, Failure>::start(
         &policy,
+        &reqtide_dependency().config,
         get_order(),
-        &reqtide_dependency(),
         T::from_ticks(0),
     )
     .unwrap_err();

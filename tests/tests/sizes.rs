@@ -6,21 +6,27 @@
 use std::mem::size_of;
 
 use relent_core::{
-    Attempt, CallWindow, Completion, Dependency, Operation, RetryBudget, RetryPolicy, Verdict,
+    Attempt, CallWindow, Completion, Dependency, DependencyConfig, Operation, RetryBudget,
+    RetryPolicy, Verdict,
 };
 
 const HZ: u64 = 1_000_000;
 
 #[test]
 fn state_types_stay_small() {
-    let rows: [(&str, usize, usize); 8] = [
-        ("RetryPolicy<HZ>", size_of::<RetryPolicy<HZ>>(), 80),
-        ("RetryBudget<HZ>", size_of::<RetryBudget<HZ>>(), 40),
+    let rows: [(&str, usize, usize); 9] = [
+        ("RetryPolicy<HZ>", size_of::<RetryPolicy<HZ>>(), 56),
+        ("RetryBudget<HZ>", size_of::<RetryBudget<HZ>>(), 32),
+        (
+            "DependencyConfig<HZ> (everything on; a const, in flash on firmware)",
+            size_of::<DependencyConfig<HZ>>(),
+            136,
+        ),
         ("CallWindow<10>", size_of::<CallWindow<10>>(), 136),
         (
-            "Dependency<HZ, 10> (window + either budget)",
+            "Dependency<HZ, 10> (window, budget, breaker, limiter, bulkhead, cooldown)",
             size_of::<Dependency<HZ, 10>>(),
-            200,
+            232,
         ),
         (
             "Operation<'_, HZ, Verdict<HZ>>",
@@ -32,12 +38,16 @@ fn state_types_stay_small() {
             size_of::<Operation<'static, HZ, ()>>(),
             144,
         ),
-        ("Attempt<HZ>", size_of::<Attempt<HZ>>(), 48),
-        ("Completion<HZ, ()>", size_of::<Completion<HZ, ()>>(), 96),
+        ("Attempt<HZ>", size_of::<Attempt<HZ>>(), 40),
+        ("Completion<HZ, ()>", size_of::<Completion<HZ, ()>>(), 72),
     ];
     println!("| type | bytes (64-bit host) |\n|---|---|");
+    let mut grown = Vec::new();
     for (name, size, bound) in rows {
         println!("| `{name}` | {size} |");
-        assert!(size <= bound, "{name} grew to {size} bytes (bound {bound})");
+        if size > bound {
+            grown.push(format!("{name} grew to {size} bytes (bound {bound})"));
+        }
     }
+    assert!(grown.is_empty(), "{grown:#?}");
 }

@@ -40,8 +40,10 @@ const ONE_ATTEMPT: RetryPolicy<HZ> = ok(RetryPolicy::single_attempt()
     .attempt_timeout(D::from_secs(3))
     .build());
 
-/// Retries at most 10 % of calls over 10 s, and at least 4 per window so a quiet service can retry.
-const PAYRAIL_BUDGET: RetryBudget<HZ> = ok(RetryBudget::ratio(10, 4));
+/// Payrail, as a dependency: counted over 10 s, retries at most 10 % of its calls plus 4 per window
+/// so a quiet service can still retry.
+const PAYRAIL: DependencyConfig<HZ> =
+    DependencyConfig::new(D::from_secs(10)).budget(ok(RetryBudget::ratio(10, 4)));
 
 /// What Payrail does with one request, in the simulation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,7 +196,7 @@ fn run_checkout(
         &PAYRAIL_POLICY
     };
     let context = Context::new(D::from_secs(10), checkout.safety).id(id);
-    let mut op = match Operation::<HZ, PayrailError>::start(policy, context, payrail, *now) {
+    let mut op = match Operation::<HZ, PayrailError>::start(policy, &PAYRAIL, context, *now) {
         Result::Ok(op) => op,
         Err(e) => panic!("{e}"),
     };
@@ -230,8 +232,25 @@ fn run_checkout(
                 };
                 println!("  {:>6}  wait {} s ({why})", "", secs(delay.as_ticks()));
             }
-            Event::BudgetRefused { .. } => {
-                println!("  {:>6}  the retry budget refused the next retry", "")
+            Event::Refused { problem, .. } => {
+                println!("  {:>6}  next attempt refused: {problem}", "")
+            }
+            Event::CircuitChanged { state, .. } => {
+                println!("  {:>6}  Payrail's circuit is now {}", "", state.as_str())
+            }
+            Event::CooldownExtended { until, .. } => {
+                println!(
+                    "  {:>6}  Payrail in cooldown until {} s",
+                    "",
+                    rel(until.as_ticks())
+                )
+            }
+            Event::WaitingForRateLimit { until, .. } => {
+                println!(
+                    "  {:>6}  wait for a rate-limit unit until {} s",
+                    "",
+                    rel(until.as_ticks())
+                )
             }
             Event::AttemptFailed { .. } | Event::Completed { .. } => {}
         }
@@ -320,10 +339,7 @@ fn tally(tally: &mut Vec<(String, u32)>, done: &relent_core::Completion<HZ, Payr
 }
 
 fn main() {
-    let mut payrail: Dependency<HZ, 10> = match Dependency::new(
-        DependencyConfig::new(D::from_secs(10)).budget(PAYRAIL_BUDGET),
-        T::from_ticks(0),
-    ) {
+    let mut payrail: Dependency<HZ, 10> = match Dependency::new(&PAYRAIL, T::from_ticks(0)) {
         Result::Ok(d) => d,
         Err(e) => panic!("{e}"),
     };

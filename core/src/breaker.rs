@@ -1,0 +1,536 @@
+//! The circuit breaker: stop calling a dependency that is failing, then probe it back.
+//!
+//! Seed 000 ("The Retry Budget"): a retry budget that is spent is a signal, and "the breaker is the
+//! same observation made formally, and the two share a metric". So the breaker's failure-ratio mode
+//! reads the dependency's one [`CallWindow`](crate::CallWindow), the same counts the ratio retry
+//! budget reads. Two other modes keep a little state of their own: the last `size` outcomes as bits
+//! (a count-based window, for dependencies called too rarely for a time window), and a run of
+//! consecutive failures (the simplest breaker, cheap enough for any microcontroller).
+//!
+//! States: **closed** (calls go through and are counted), **open** for `break_for` (every attempt
+//! is refused with `circuit_open` and the instant the break ends), then **half-open**: up to
+//! `probes` attempts are let through; when that many succeed the circuit closes (and its failure
+//! counts start afresh), and one failure re-opens it for another `break_for`. An attempt slower than
+//! the optional slow-call threshold counts as a failure whatever its result: a dependency that
+//! answers in 20 s is down for a caller with a 3 s timeout.
+
+use crate::error::ConfigError;
+use crate::time::Duration;
+use crate::window::Counts;
+
+/// When a closed circuit opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Trip {
+    /// At least `percent` % of the attempts in the dependency's time window failed, with at least
+    /// `min_calls` attempts in it.
+    FailureRatio {
+        /// 1..=100.
+        percent: u8,
+        /// Fewer attempts than this in the window never open the circuit.
+        min_calls: u32,
+    },
+    /// At least `percent` % of the last `size` outcomes (1..=64) failed, with at least `min_calls`
+    /// outcomes recorded.
+    CountWindow {
+        /// Outcomes remembered, 1..=64.
+        size: u8,
+        /// 1..=100.
+        percent: u8,
+        /// Fewer outcomes than this never open the circuit.
+        min_calls: u8,
+    },
+    /// `count` failures in a row.
+    ConsecutiveFailures {
+        /// At least 1.
+        count: u32,
+    },
+}
+
+/// A circuit breaker's configuration. Validated by [`Dependency::new`](crate::Dependency::new).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BreakerConfig<const HZ: u64> {
+    pub(crate) trip: Trip,
+    pub(crate) break_for: Duration<HZ>,
+    pub(crate) probes: u8,
+    pub(crate) slow_call: Option<Duration<HZ>>,
+}
+
+impl<const HZ: u64> BreakerConfig<HZ> {
+    /// Opens when `percent` % of the attempts in the dependency's window failed (with at least
+    /// `min_calls` of them), for `break_for`; one half-open probe.
+    pub const fn failure_ratio(percent: u8, min_calls: u32, break_for: Duration<HZ>) -> Self {
+        Self::new(Trip::FailureRatio { percent, min_calls }, break_for)
+    }
+
+    /// Opens when `percent` % of the last `size` outcomes failed (with at least `min_calls` of
+    /// them), for `break_for`; one half-open probe.
+    pub const fn count_window(
+        size: u8,
+        percent: u8,
+        min_calls: u8,
+        break_for: Duration<HZ>,
+    ) -> Self {
+        Self::new(
+            Trip::CountWindow {
+                size,
+                percent,
+                min_calls,
+            },
+            break_for,
+        )
+    }
+
+    /// Opens after `count` failures in a row, for `break_for`; one half-open probe.
+    pub const fn consecutive_failures(count: u32, break_for: Duration<HZ>) -> Self {
+        Self::new(Trip::ConsecutiveFailures { count }, break_for)
+    }
+
+    const fn new(trip: Trip, break_for: Duration<HZ>) -> Self {
+        Self {
+            trip,
+            break_for,
+            probes: 1,
+            slow_call: None,
+        }
+    }
+
+    /// Lets `probes` attempts through when half-open; that many successes close the circuit.
+    pub const fn probes(mut self, probes: u8) -> Self {
+        self.probes = probes;
+        self
+    }
+
+    /// Counts an attempt that took at least `threshold` as a failure, whatever its result.
+    pub const fn slow_calls(mut self, threshold: Duration<HZ>) -> Self {
+        self.slow_call = Some(threshold);
+        self
+    }
+
+    /// The trip condition.
+    pub const fn trip(&self) -> Trip {
+        self.trip
+    }
+    /// How long the circuit stays open.
+    pub const fn break_for(&self) -> Duration<HZ> {
+        self.break_for
+    }
+    /// Half-open probes.
+    pub const fn probe_count(&self) -> u8 {
+        self.probes
+    }
+
+    pub(crate) const fn validate(&self) -> Result<(), ConfigError> {
+        match self.trip {
+            Trip::FailureRatio { percent, .. } => {
+                if percent == 0 || percent > 100 {
+                    return Err(ConfigError::BreakerPercentOutOfRange);
+                }
+            }
+            Trip::CountWindow {
+                size,
+                percent,
+                min_calls,
+            } => {
+                if size == 0 || size > 64 {
+                    return Err(ConfigError::BreakerCountWindowOutOfRange);
+                }
+                if percent == 0 || percent > 100 {
+                    return Err(ConfigError::BreakerPercentOutOfRange);
+                }
+                if min_calls > size {
+                    return Err(ConfigError::BreakerMinCallsAboveWindow);
+                }
+            }
+            Trip::ConsecutiveFailures { count } => {
+                if count == 0 {
+                    return Err(ConfigError::BreakerZeroConsecutiveFailures);
+                }
+            }
+        }
+        if self.break_for.as_ticks() == 0 {
+            return Err(ConfigError::BreakerZeroBreak);
+        }
+        if self.probes == 0 {
+            return Err(ConfigError::BreakerZeroProbes);
+        }
+        if let Some(t) = self.slow_call {
+            if t.as_ticks() == 0 {
+                return Err(ConfigError::BreakerZeroSlowCall);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The state of a circuit, as events and getters report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CircuitState {
+    /// Calls go through.
+    Closed,
+    /// Calls are refused until the break ends.
+    Open,
+    /// A limited number of probes go through.
+    HalfOpen,
+}
+
+impl CircuitState {
+    /// The stable snake_case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "closed",
+            Self::Open => "open",
+            Self::HalfOpen => "half_open",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum Phase {
+    Closed,
+    Open { until: u64 },
+    HalfOpen { in_flight: u8, successes: u8 },
+}
+
+/// Why the breaker refused an attempt: open until an instant, or half-open with every probe out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub(crate) until: Option<u64>,
+}
+
+/// The breaker's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct Breaker {
+    phase: Phase,
+    consecutive: u32,
+    /// Bit i: whether the outcome in slot i of the count window failed.
+    ring: u64,
+    ring_len: u8,
+    ring_next: u8,
+}
+
+impl Breaker {
+    pub(crate) const fn new() -> Self {
+        Self {
+            phase: Phase::Closed,
+            consecutive: 0,
+            ring: 0,
+            ring_len: 0,
+            ring_next: 0,
+        }
+    }
+
+    pub(crate) const fn state(&self) -> CircuitState {
+        match self.phase {
+            Phase::Closed => CircuitState::Closed,
+            Phase::Open { .. } => CircuitState::Open,
+            Phase::HalfOpen { .. } => CircuitState::HalfOpen,
+        }
+    }
+
+    /// The instant an open circuit's break ends.
+    pub(crate) const fn open_until(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Open { until } => Some(until),
+            _ => None,
+        }
+    }
+
+    /// Whether an attempt may go at `now`, moving an open circuit whose break has ended to
+    /// half-open (returned as a transition). Takes nothing: see [`Breaker::take_probe`].
+    pub(crate) fn check(
+        &mut self,
+        probes: u8,
+        now: u64,
+    ) -> (Result<bool, Refused>, Option<CircuitState>) {
+        let mut transition = None;
+        if let Phase::Open { until } = self.phase {
+            if now < until {
+                return (Err(Refused { until: Some(until) }), None);
+            }
+            self.phase = Phase::HalfOpen {
+                in_flight: 0,
+                successes: 0,
+            };
+            transition = Some(CircuitState::HalfOpen);
+        }
+        let verdict = match self.phase {
+            Phase::Closed => Ok(false),
+            Phase::HalfOpen {
+                in_flight,
+                successes,
+            } => {
+                if in_flight.saturating_add(successes) < probes {
+                    Ok(true)
+                } else {
+                    Err(Refused { until: None })
+                }
+            }
+            Phase::Open { until } => Err(Refused { until: Some(until) }),
+        };
+        (verdict, transition)
+    }
+
+    /// Takes a half-open probe slot (after [`Breaker::check`] said the attempt is a probe).
+    pub(crate) fn take_probe(&mut self) {
+        if let Phase::HalfOpen { in_flight, .. } = &mut self.phase {
+            *in_flight = in_flight.saturating_add(1);
+        }
+    }
+
+    /// Gives back a probe whose attempt was abandoned without an outcome.
+    pub(crate) fn release_probe(&mut self) {
+        if let Phase::HalfOpen { in_flight, .. } = &mut self.phase {
+            *in_flight = in_flight.saturating_sub(1);
+        }
+    }
+
+    /// Records one outcome (`failed` includes slow calls). `window` gives the dependency's time
+    /// window counts for the failure-ratio mode. Returns the transition, if any; on closing, the
+    /// caller clears the window's failure counts so that the circuit starts afresh.
+    pub(crate) fn on_outcome<const HZ: u64>(
+        &mut self,
+        config: &BreakerConfig<HZ>,
+        failed: bool,
+        probe: bool,
+        now: u64,
+        window: impl FnOnce() -> Counts,
+    ) -> Option<CircuitState> {
+        match self.phase {
+            Phase::HalfOpen {
+                in_flight,
+                successes,
+            } if probe => {
+                if failed {
+                    self.open(config, now);
+                    return Some(CircuitState::Open);
+                }
+                let successes = successes.saturating_add(1);
+                if successes >= config.probes {
+                    *self = Self::new();
+                    return Some(CircuitState::Closed);
+                }
+                self.phase = Phase::HalfOpen {
+                    in_flight: in_flight.saturating_sub(1),
+                    successes,
+                };
+                None
+            }
+            // A late outcome of an attempt dispatched before the circuit opened says nothing new.
+            Phase::HalfOpen { .. } | Phase::Open { .. } => None,
+            Phase::Closed => {
+                self.consecutive = if failed {
+                    self.consecutive.saturating_add(1)
+                } else {
+                    0
+                };
+                let trips = match config.trip {
+                    Trip::ConsecutiveFailures { count } => self.consecutive >= count,
+                    Trip::CountWindow {
+                        size,
+                        percent,
+                        min_calls,
+                    } => {
+                        self.push(size, failed);
+                        let mask = u64::MAX
+                            .checked_shr(64u32.saturating_sub(u32::from(size)))
+                            .unwrap_or(0);
+                        let failures = u64::from((self.ring & mask).count_ones());
+                        failed
+                            && self.ring_len >= min_calls
+                            && failures.saturating_mul(100)
+                                >= u64::from(percent).saturating_mul(u64::from(self.ring_len))
+                    }
+                    Trip::FailureRatio { percent, min_calls } => {
+                        let c = window();
+                        failed
+                            && c.calls >= min_calls
+                            && u64::from(c.failures).saturating_mul(100)
+                                >= u64::from(percent).saturating_mul(u64::from(c.calls))
+                    }
+                };
+                if trips {
+                    self.open(config, now);
+                    Some(CircuitState::Open)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, size: u8, failed: bool) {
+        let bit = 1u64.checked_shl(u32::from(self.ring_next)).unwrap_or(0);
+        if failed {
+            self.ring |= bit;
+        } else {
+            self.ring &= !bit;
+        }
+        self.ring_len = self.ring_len.saturating_add(1).min(size);
+        let next = self.ring_next.saturating_add(1);
+        self.ring_next = if next >= size { 0 } else { next };
+    }
+
+    fn open<const HZ: u64>(&mut self, config: &BreakerConfig<HZ>, now: u64) {
+        self.phase = Phase::Open {
+            until: now.saturating_add(config.break_for.as_ticks()),
+        };
+        self.consecutive = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HZ: u64 = 1_000;
+    type D = Duration<HZ>;
+
+    fn outcome(
+        b: &mut Breaker,
+        cfg: &BreakerConfig<HZ>,
+        failed: bool,
+        now: u64,
+    ) -> Option<CircuitState> {
+        let (ok, _) = b.check(cfg.probes, now);
+        let probe = ok.unwrap();
+        if probe {
+            b.take_probe();
+        }
+        b.on_outcome(cfg, failed, probe, now, Counts::default)
+    }
+
+    #[test]
+    fn consecutive_failures_open_then_a_probe_closes() {
+        let cfg = BreakerConfig::consecutive_failures(3, D::from_secs(30));
+        let mut b = Breaker::new();
+        assert_eq!(outcome(&mut b, &cfg, true, 0), None);
+        assert_eq!(
+            outcome(&mut b, &cfg, false, 1),
+            None,
+            "a success resets the run"
+        );
+        assert_eq!(outcome(&mut b, &cfg, true, 2), None);
+        assert_eq!(outcome(&mut b, &cfg, true, 3), None);
+        assert_eq!(outcome(&mut b, &cfg, true, 4), Some(CircuitState::Open));
+        assert_eq!(
+            b.check(1, 30_003),
+            (
+                Err(Refused {
+                    until: Some(30_004)
+                }),
+                None
+            )
+        );
+        assert_eq!(b.check(1, 30_004), (Ok(true), Some(CircuitState::HalfOpen)));
+        b.take_probe();
+        assert_eq!(
+            b.check(1, 30_005).0,
+            Err(Refused { until: None }),
+            "one probe at a time"
+        );
+        assert_eq!(
+            b.on_outcome(&cfg, false, true, 30_010, Counts::default),
+            Some(CircuitState::Closed)
+        );
+    }
+
+    #[test]
+    fn a_failed_probe_reopens_for_another_break() {
+        let cfg = BreakerConfig::consecutive_failures(1, D::from_secs(10)).probes(2);
+        let mut b = Breaker::new();
+        assert_eq!(outcome(&mut b, &cfg, true, 0), Some(CircuitState::Open));
+        assert_eq!(
+            outcome(&mut b, &cfg, false, 10_000),
+            None,
+            "one of two probes succeeded"
+        );
+        assert_eq!(b.state(), CircuitState::HalfOpen);
+        assert_eq!(
+            outcome(&mut b, &cfg, true, 10_001),
+            Some(CircuitState::Open)
+        );
+        assert_eq!(b.open_until(), Some(20_001));
+    }
+
+    #[test]
+    fn the_count_window_remembers_only_the_last_outcomes() {
+        // 50 % of the last 4, with at least 4 recorded.
+        let cfg = BreakerConfig::count_window(4, 50, 4, D::from_secs(10));
+        let mut b = Breaker::new();
+        for (i, failed) in [true, false, false, false, false, true]
+            .into_iter()
+            .enumerate()
+        {
+            assert_eq!(outcome(&mut b, &cfg, failed, i as u64), None, "outcome {i}");
+        }
+        // Last four: false, false, true, true -> 50 %.
+        assert_eq!(outcome(&mut b, &cfg, true, 6), Some(CircuitState::Open));
+    }
+
+    #[test]
+    fn the_failure_ratio_reads_the_window_and_needs_its_minimum_throughput() {
+        let cfg = BreakerConfig::failure_ratio(50, 10, D::from_secs(10));
+        let mut b = Breaker::new();
+        let few = || Counts {
+            calls: 9,
+            retries: 0,
+            failures: 9,
+        };
+        assert_eq!(b.on_outcome(&cfg, true, false, 0, few), None);
+        let enough = || Counts {
+            calls: 10,
+            retries: 0,
+            failures: 5,
+        };
+        assert_eq!(
+            b.on_outcome(&cfg, true, false, 0, enough),
+            Some(CircuitState::Open)
+        );
+    }
+
+    #[test]
+    fn bad_breakers_are_refused_with_their_codes() {
+        let d = D::from_secs(1);
+        assert_eq!(
+            BreakerConfig::failure_ratio(0, 1, d).validate(),
+            Err(ConfigError::BreakerPercentOutOfRange)
+        );
+        assert_eq!(
+            BreakerConfig::failure_ratio(101, 1, d).validate(),
+            Err(ConfigError::BreakerPercentOutOfRange)
+        );
+        assert_eq!(
+            BreakerConfig::count_window(65, 50, 1, d).validate(),
+            Err(ConfigError::BreakerCountWindowOutOfRange)
+        );
+        assert_eq!(
+            BreakerConfig::count_window(8, 50, 9, d).validate(),
+            Err(ConfigError::BreakerMinCallsAboveWindow)
+        );
+        assert_eq!(
+            BreakerConfig::consecutive_failures(0, d).validate(),
+            Err(ConfigError::BreakerZeroConsecutiveFailures)
+        );
+        assert_eq!(
+            BreakerConfig::consecutive_failures(1, d)
+                .probes(0)
+                .validate(),
+            Err(ConfigError::BreakerZeroProbes)
+        );
+        assert_eq!(
+            BreakerConfig::consecutive_failures(1, D::from_ticks(0)).validate(),
+            Err(ConfigError::BreakerZeroBreak)
+        );
+        assert_eq!(
+            BreakerConfig::consecutive_failures(1, d)
+                .slow_calls(D::from_ticks(0))
+                .validate(),
+            Err(ConfigError::BreakerZeroSlowCall)
+        );
+    }
+}

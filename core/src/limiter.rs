@@ -1,0 +1,171 @@
+//! The rate limiter: GCRA (the generic cell rate algorithm) in exact integer ticks.
+//!
+//! Every attempt, retries included, costs a unit (seed 003: "Every retry also costs a rate-limit
+//! unit"), so a retry storm cannot exceed the rate a dependency was promised. GCRA keeps one instant,
+//! the theoretical arrival time (TAT) of the next unit: a unit may go at `now` when
+//! `TAT - tolerance <= now`, and taking it moves the TAT on by one emission interval. With `count`
+//! units per `period` and a `burst`, the interval is `period / count` and the tolerance
+//! `(burst - 1) × interval`, so in any span of `L` ticks at most `burst + L × count / period` units
+//! are admitted.
+//!
+//! The interval is rarely a whole number of ticks (3 per second at 1 kHz is 333.3 ticks), so the
+//! TAT is kept as whole ticks plus a remainder in `1 / count` of a tick and compared in 128-bit
+//! arithmetic: no drift, no rounding, no floats.
+//!
+//! Because GCRA knows when the next unit is due, the limiter can say when to try again, and with a
+//! `max_wait` an attempt may reserve a unit that is due soon and wait for it (holding nothing else)
+//! instead of being refused.
+
+use crate::time::Duration;
+
+/// A rate limit's configuration: `count` units per `period`, bursts of up to `burst`, and how long
+/// an attempt may wait for a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RateLimit<const HZ: u64> {
+    pub(crate) count: u32,
+    pub(crate) period: Duration<HZ>,
+    pub(crate) burst: u32,
+    pub(crate) max_wait: Duration<HZ>,
+}
+
+impl<const HZ: u64> RateLimit<HZ> {
+    /// `count` attempts per `period`, no burst beyond one unit, and no waiting: an attempt with no
+    /// unit available is refused (`rate_limited`) with the instant the next unit is due.
+    pub const fn new(count: u32, period: Duration<HZ>) -> Self {
+        Self {
+            count,
+            period,
+            burst: 1,
+            max_wait: Duration::<HZ>::from_ticks(0),
+        }
+    }
+
+    /// Allows bursts of up to `burst` attempts at once.
+    pub const fn burst(mut self, burst: u32) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// Lets an attempt reserve a unit due within `max_wait` and wait for it instead of being
+    /// refused (the wait must also fit before the operation's deadline).
+    pub const fn max_wait(mut self, max_wait: Duration<HZ>) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// Units per period.
+    pub const fn count(&self) -> u32 {
+        self.count
+    }
+    /// The period.
+    pub const fn period(&self) -> Duration<HZ> {
+        self.period
+    }
+    /// The largest burst.
+    pub const fn burst_size(&self) -> u32 {
+        self.burst
+    }
+}
+
+/// The limiter's state: the TAT as whole ticks plus `frac / count` of a tick.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct Limiter {
+    tat: u64,
+    frac: u32,
+}
+
+impl Limiter {
+    pub(crate) const fn new() -> Self {
+        Self { tat: 0, frac: 0 }
+    }
+
+    fn scaled_tat(&self, count: u32) -> u128 {
+        u128::from(self.tat)
+            .saturating_mul(u128::from(count))
+            .saturating_add(u128::from(self.frac))
+    }
+
+    /// The earliest tick at or after `now` at which a unit may go.
+    pub(crate) fn next_at<const HZ: u64>(&self, limit: &RateLimit<HZ>, now: u64) -> u64 {
+        let count = u128::from(limit.count.max(1));
+        let tolerance = u128::from(limit.burst.saturating_sub(1))
+            .saturating_mul(u128::from(limit.period.as_ticks()));
+        let now_scaled = u128::from(now).saturating_mul(count);
+        let earliest = self
+            .scaled_tat(limit.count.max(1))
+            .saturating_sub(tolerance);
+        if earliest <= now_scaled {
+            return now;
+        }
+        // Round up: a unit is never taken a fraction of a tick early.
+        let ticks = earliest.div_ceil(count);
+        u64::try_from(ticks).unwrap_or(u64::MAX)
+    }
+
+    /// Takes the unit due at `next_at(limit, now)`.
+    pub(crate) fn take<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, now: u64) {
+        let count = limit.count.max(1);
+        let wide = u128::from(count);
+        let base = self
+            .scaled_tat(count)
+            .max(u128::from(now).saturating_mul(wide));
+        let next = base.saturating_add(u128::from(limit.period.as_ticks()));
+        self.tat = u64::try_from(next.checked_div(wide).unwrap_or(0)).unwrap_or(u64::MAX);
+        self.frac = u32::try_from(next.checked_rem(wide).unwrap_or(0)).unwrap_or(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HZ: u64 = 1_000;
+
+    fn admitted_in_first_second(limit: RateLimit<HZ>) -> Vec<u64> {
+        let mut l = Limiter::new();
+        let mut admitted = Vec::new();
+        for t in 0..1_000 {
+            while l.next_at(&limit, t) == t {
+                l.take(&limit, t);
+                admitted.push(t);
+            }
+        }
+        admitted
+    }
+
+    extern crate std;
+    use std::vec::Vec;
+
+    #[test]
+    fn three_per_second_are_spaced_at_least_a_third_of_a_second_apart_in_whole_ticks() {
+        let limit = RateLimit::<HZ>::new(3, Duration::<HZ>::from_secs(1));
+        // The second unit is due at 333.33, so at tick 334 (never early); taken there, the third is
+        // due 333.33 later, at 667.33, so at tick 668.
+        assert_eq!(admitted_in_first_second(limit), [0, 334, 668]);
+    }
+
+    #[test]
+    fn a_burst_is_admitted_at_once_then_the_rate_applies() {
+        let limit = RateLimit::<HZ>::new(2, Duration::<HZ>::from_secs(1)).burst(3);
+        assert_eq!(admitted_in_first_second(limit), [0, 0, 0, 500]);
+    }
+
+    #[test]
+    fn the_limiter_says_when_the_next_unit_is_due() {
+        let limit = RateLimit::<HZ>::new(1, Duration::<HZ>::from_secs(10));
+        let mut l = Limiter::new();
+        l.take(&limit, 5);
+        assert_eq!(l.next_at(&limit, 6), 10_005);
+        assert_eq!(l.next_at(&limit, 20_000), 20_000);
+    }
+
+    #[test]
+    fn the_end_of_time_saturates() {
+        let limit = RateLimit::<HZ>::new(1, Duration::<HZ>::from_secs(10));
+        let mut l = Limiter::new();
+        l.take(&limit, u64::MAX - 1);
+        assert_eq!(l.next_at(&limit, u64::MAX), u64::MAX);
+    }
+}
