@@ -149,6 +149,24 @@ pub enum Event<const HZ: u64> {
     },
 }
 
+impl<const HZ: u64> Event<HZ> {
+    /// The operation the event belongs to (for a dependency's state change: the operation whose
+    /// call caused it).
+    pub const fn operation(&self) -> OperationId {
+        match *self {
+            Self::AttemptDispatched { operation, .. }
+            | Self::AttemptSucceeded { operation, .. }
+            | Self::AttemptFailed { operation, .. }
+            | Self::RetryScheduled { operation, .. }
+            | Self::Refused { operation, .. }
+            | Self::WaitingForRateLimit { operation, .. }
+            | Self::CircuitChanged { operation, .. }
+            | Self::CooldownExtended { operation, .. }
+            | Self::Completed { operation, .. } => operation,
+        }
+    }
+}
+
 /// Receives the core's events.
 pub trait Observer<const HZ: u64> {
     /// Called once per event, in order, inside the core call that made the decision.

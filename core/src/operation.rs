@@ -485,12 +485,12 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             Ending::Succeeded,
             time::since(now, since),
         );
-        self.announce(now, changes, observer);
         observer.on_event(&Event::AttemptSucceeded {
             operation: self.id,
             attempt: attempt.number,
             at: now,
         });
+        self.announce(now, changes, observer);
         self.finish(now, Disposition::Succeeded, None, observer);
     }
 
@@ -519,7 +519,6 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         };
         let changes =
             dependency.complete(self.config, now, ticket, ending, time::since(now, since));
-        self.announce(now, changes, observer);
         self.retry_after = verdict.retry_after();
         self.last_failure = Some(failure);
         let decision = self.decide(now, verdict, dependency, rng);
@@ -535,6 +534,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             verdict,
             then,
         });
+        // The attempt's consequences for the dependency (a circuit that opened, a cooldown that
+        // grew) are reported after the attempt itself.
+        self.announce(now, changes, observer);
         match decision {
             Decision::Retry { delay, source } => {
                 let until = time::add(now, delay);

@@ -93,11 +93,28 @@ pub const TIMEOUT: Failure = Failure {
 pub struct Recorder {
     /// One line per event.
     pub lines: Vec<String>,
+    /// Prefix each line with `op<id>: `, for transcripts of several operations.
+    pub tagged: bool,
+}
+
+impl Recorder {
+    /// A recorder that prefixes each line with its operation's id.
+    pub fn tagged() -> Self {
+        Self {
+            lines: Vec::new(),
+            tagged: true,
+        }
+    }
 }
 
 impl Observer<HZ> for Recorder {
     fn on_event(&mut self, event: &Event<HZ>) {
-        self.lines.push(line(event));
+        let line = line(event);
+        self.lines.push(if self.tagged {
+            format!("op{}: {line}", event.operation().0)
+        } else {
+            line
+        });
     }
 }
 
