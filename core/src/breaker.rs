@@ -66,20 +66,8 @@ impl<const HZ: u64> BreakerConfig<HZ> {
 
     /// Opens when `percent` % of the last `size` outcomes failed (with at least `min_calls` of
     /// them), for `break_for`; one half-open probe.
-    pub const fn count_window(
-        size: u8,
-        percent: u8,
-        min_calls: u8,
-        break_for: Duration<HZ>,
-    ) -> Self {
-        Self::new(
-            Trip::CountWindow {
-                size,
-                percent,
-                min_calls,
-            },
-            break_for,
-        )
+    pub const fn count_window(size: u8, percent: u8, min_calls: u8, break_for: Duration<HZ>) -> Self {
+        Self::new(Trip::CountWindow { size, percent, min_calls }, break_for)
     }
 
     /// Opens after `count` failures in a row, for `break_for`; one half-open probe.
@@ -88,12 +76,7 @@ impl<const HZ: u64> BreakerConfig<HZ> {
     }
 
     const fn new(trip: Trip, break_for: Duration<HZ>) -> Self {
-        Self {
-            trip,
-            break_for,
-            probes: 1,
-            slow_call: None,
-        }
+        Self { trip, break_for, probes: 1, slow_call: None }
     }
 
     /// Lets `probes` attempts through when half-open; that many successes close the circuit.
@@ -128,11 +111,7 @@ impl<const HZ: u64> BreakerConfig<HZ> {
                     return Err(ConfigError::BreakerPercentOutOfRange);
                 }
             }
-            Trip::CountWindow {
-                size,
-                percent,
-                min_calls,
-            } => {
+            Trip::CountWindow { size, percent, min_calls } => {
                 if size == 0 || size > 64 {
                     return Err(ConfigError::BreakerCountWindowOutOfRange);
                 }
@@ -206,6 +185,9 @@ pub(crate) struct Refused {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Breaker {
     phase: Phase,
+    /// Which half-open episode this is: a probe counts only against the episode that admitted it,
+    /// so a probe left over from an earlier one cannot free a place in this one.
+    episode: u16,
     consecutive: u32,
     /// Bit i: whether the outcome in slot i of the count window failed.
     ring: u64,
@@ -215,13 +197,7 @@ pub(crate) struct Breaker {
 
 impl Breaker {
     pub(crate) const fn new() -> Self {
-        Self {
-            phase: Phase::Closed,
-            consecutive: 0,
-            ring: 0,
-            ring_len: 0,
-            ring_next: 0,
-        }
+        Self { phase: Phase::Closed, episode: 0, consecutive: 0, ring: 0, ring_len: 0, ring_next: 0 }
     }
 
     pub(crate) const fn state(&self) -> CircuitState {
@@ -240,32 +216,28 @@ impl Breaker {
         }
     }
 
-    /// Whether an attempt may go at `now`, moving an open circuit whose break has ended to
-    /// half-open (returned as a transition). Takes nothing: see [`Breaker::take_probe`].
+    /// Whether an attempt may go at `now` (as a probe of the returned half-open episode, or not a
+    /// probe), moving an open circuit whose break has ended to half-open (returned as a
+    /// transition). Takes nothing: see [`Breaker::take_probe`].
     pub(crate) fn check(
         &mut self,
         probes: u8,
         now: u64,
-    ) -> (Result<bool, Refused>, Option<CircuitState>) {
+    ) -> (Result<Option<u16>, Refused>, Option<CircuitState>) {
         let mut transition = None;
         if let Phase::Open { until } = self.phase {
             if now < until {
                 return (Err(Refused { until: Some(until) }), None);
             }
-            self.phase = Phase::HalfOpen {
-                in_flight: 0,
-                successes: 0,
-            };
+            self.phase = Phase::HalfOpen { in_flight: 0, successes: 0 };
+            self.episode = self.episode.wrapping_add(1);
             transition = Some(CircuitState::HalfOpen);
         }
         let verdict = match self.phase {
-            Phase::Closed => Ok(false),
-            Phase::HalfOpen {
-                in_flight,
-                successes,
-            } => {
+            Phase::Closed => Ok(None),
+            Phase::HalfOpen { in_flight, successes } => {
                 if in_flight.saturating_add(successes) < probes {
-                    Ok(true)
+                    Ok(Some(self.episode))
                 } else {
                     Err(Refused { until: None })
                 }
@@ -282,8 +254,20 @@ impl Breaker {
         }
     }
 
+    /// Whether `probe` (an episode number from [`Breaker::check`]) is a probe of the current
+    /// half-open episode.
+    const fn is_current(&self, probe: Option<u16>) -> bool {
+        match (self.phase, probe) {
+            (Phase::HalfOpen { .. }, Some(episode)) => episode == self.episode,
+            _ => false,
+        }
+    }
+
     /// Gives back a probe whose attempt was abandoned without an outcome.
-    pub(crate) fn release_probe(&mut self) {
+    pub(crate) fn release_probe(&mut self, probe: Option<u16>) {
+        if !self.is_current(probe) {
+            return;
+        }
         if let Phase::HalfOpen { in_flight, .. } = &mut self.phase {
             *in_flight = in_flight.saturating_sub(1);
         }
@@ -296,49 +280,35 @@ impl Breaker {
         &mut self,
         config: &BreakerConfig<HZ>,
         failed: bool,
-        probe: bool,
+        probe: Option<u16>,
         now: u64,
         window: impl FnOnce() -> Counts,
     ) -> Option<CircuitState> {
+        let probe = self.is_current(probe);
         match self.phase {
-            Phase::HalfOpen {
-                in_flight,
-                successes,
-            } if probe => {
+            Phase::HalfOpen { in_flight, successes } if probe => {
                 if failed {
                     self.open(config, now);
                     return Some(CircuitState::Open);
                 }
                 let successes = successes.saturating_add(1);
                 if successes >= config.probes {
-                    *self = Self::new();
+                    *self = Self { episode: self.episode, ..Self::new() };
                     return Some(CircuitState::Closed);
                 }
-                self.phase = Phase::HalfOpen {
-                    in_flight: in_flight.saturating_sub(1),
-                    successes,
-                };
+                self.phase = Phase::HalfOpen { in_flight: in_flight.saturating_sub(1), successes };
                 None
             }
-            // A late outcome of an attempt dispatched before the circuit opened says nothing new.
+            // A late outcome of an attempt dispatched before the circuit opened, or of a probe of an
+            // earlier episode, says nothing about the dependency now.
             Phase::HalfOpen { .. } | Phase::Open { .. } => None,
             Phase::Closed => {
-                self.consecutive = if failed {
-                    self.consecutive.saturating_add(1)
-                } else {
-                    0
-                };
+                self.consecutive = if failed { self.consecutive.saturating_add(1) } else { 0 };
                 let trips = match config.trip {
                     Trip::ConsecutiveFailures { count } => self.consecutive >= count,
-                    Trip::CountWindow {
-                        size,
-                        percent,
-                        min_calls,
-                    } => {
+                    Trip::CountWindow { size, percent, min_calls } => {
                         self.push(size, failed);
-                        let mask = u64::MAX
-                            .checked_shr(64u32.saturating_sub(u32::from(size)))
-                            .unwrap_or(0);
+                        let mask = u64::MAX.checked_shr(64u32.saturating_sub(u32::from(size))).unwrap_or(0);
                         let failures = u64::from((self.ring & mask).count_ones());
                         failed
                             && self.ring_len >= min_calls
@@ -376,9 +346,7 @@ impl Breaker {
     }
 
     fn open<const HZ: u64>(&mut self, config: &BreakerConfig<HZ>, now: u64) {
-        self.phase = Phase::Open {
-            until: now.saturating_add(config.break_for.as_ticks()),
-        };
+        self.phase = Phase::Open { until: now.saturating_add(config.break_for.as_ticks()) };
         self.consecutive = 0;
     }
 }
@@ -390,15 +358,10 @@ mod tests {
     const HZ: u64 = 1_000;
     type D = Duration<HZ>;
 
-    fn outcome(
-        b: &mut Breaker,
-        cfg: &BreakerConfig<HZ>,
-        failed: bool,
-        now: u64,
-    ) -> Option<CircuitState> {
+    fn outcome(b: &mut Breaker, cfg: &BreakerConfig<HZ>, failed: bool, now: u64) -> Option<CircuitState> {
         let (ok, _) = b.check(cfg.probes, now);
         let probe = ok.unwrap();
-        if probe {
+        if probe.is_some() {
             b.take_probe();
         }
         b.on_outcome(cfg, failed, probe, now, Counts::default)
@@ -409,34 +372,15 @@ mod tests {
         let cfg = BreakerConfig::consecutive_failures(3, D::from_secs(30));
         let mut b = Breaker::new();
         assert_eq!(outcome(&mut b, &cfg, true, 0), None);
-        assert_eq!(
-            outcome(&mut b, &cfg, false, 1),
-            None,
-            "a success resets the run"
-        );
+        assert_eq!(outcome(&mut b, &cfg, false, 1), None, "a success resets the run");
         assert_eq!(outcome(&mut b, &cfg, true, 2), None);
         assert_eq!(outcome(&mut b, &cfg, true, 3), None);
         assert_eq!(outcome(&mut b, &cfg, true, 4), Some(CircuitState::Open));
-        assert_eq!(
-            b.check(1, 30_003),
-            (
-                Err(Refused {
-                    until: Some(30_004)
-                }),
-                None
-            )
-        );
-        assert_eq!(b.check(1, 30_004), (Ok(true), Some(CircuitState::HalfOpen)));
+        assert_eq!(b.check(1, 30_003), (Err(Refused { until: Some(30_004) }), None));
+        assert_eq!(b.check(1, 30_004), (Ok(Some(1)), Some(CircuitState::HalfOpen)));
         b.take_probe();
-        assert_eq!(
-            b.check(1, 30_005).0,
-            Err(Refused { until: None }),
-            "one probe at a time"
-        );
-        assert_eq!(
-            b.on_outcome(&cfg, false, true, 30_010, Counts::default),
-            Some(CircuitState::Closed)
-        );
+        assert_eq!(b.check(1, 30_005).0, Err(Refused { until: None }), "one probe at a time");
+        assert_eq!(b.on_outcome(&cfg, false, Some(1), 30_010, Counts::default), Some(CircuitState::Closed));
     }
 
     #[test]
@@ -444,17 +388,29 @@ mod tests {
         let cfg = BreakerConfig::consecutive_failures(1, D::from_secs(10)).probes(2);
         let mut b = Breaker::new();
         assert_eq!(outcome(&mut b, &cfg, true, 0), Some(CircuitState::Open));
-        assert_eq!(
-            outcome(&mut b, &cfg, false, 10_000),
-            None,
-            "one of two probes succeeded"
-        );
+        assert_eq!(outcome(&mut b, &cfg, false, 10_000), None, "one of two probes succeeded");
         assert_eq!(b.state(), CircuitState::HalfOpen);
-        assert_eq!(
-            outcome(&mut b, &cfg, true, 10_001),
-            Some(CircuitState::Open)
-        );
+        assert_eq!(outcome(&mut b, &cfg, true, 10_001), Some(CircuitState::Open));
         assert_eq!(b.open_until(), Some(20_001));
+    }
+
+    #[test]
+    fn a_probe_of_an_earlier_episode_frees_no_place_in_this_one() {
+        let cfg = BreakerConfig::consecutive_failures(1, D::from_secs(10));
+        let mut b = Breaker::new();
+        assert_eq!(outcome(&mut b, &cfg, true, 0), Some(CircuitState::Open));
+        // Episode 1: a probe goes out and is never reported; the circuit is re-opened meanwhile.
+        let (stale, _) = b.check(1, 10_000);
+        b.take_probe();
+        b.phase = Phase::Open { until: 20_000 };
+        // Episode 2: one probe out, so the circuit is full.
+        let (current, _) = b.check(1, 20_000);
+        assert_eq!(current, Ok(Some(2)));
+        b.take_probe();
+        b.release_probe(stale.unwrap());
+        assert_eq!(b.check(1, 20_001).0, Err(Refused { until: None }), "the stale release freed nothing");
+        b.release_probe(current.unwrap());
+        assert_eq!(b.check(1, 20_002).0, Ok(Some(2)));
     }
 
     #[test]
@@ -462,10 +418,7 @@ mod tests {
         // 50 % of the last 4, with at least 4 recorded.
         let cfg = BreakerConfig::count_window(4, 50, 4, D::from_secs(10));
         let mut b = Breaker::new();
-        for (i, failed) in [true, false, false, false, false, true]
-            .into_iter()
-            .enumerate()
-        {
+        for (i, failed) in [true, false, false, false, false, true].into_iter().enumerate() {
             assert_eq!(outcome(&mut b, &cfg, failed, i as u64), None, "outcome {i}");
         }
         // Last four: false, false, true, true -> 50 %.
@@ -476,21 +429,10 @@ mod tests {
     fn the_failure_ratio_reads_the_window_and_needs_its_minimum_throughput() {
         let cfg = BreakerConfig::failure_ratio(50, 10, D::from_secs(10));
         let mut b = Breaker::new();
-        let few = || Counts {
-            calls: 9,
-            retries: 0,
-            failures: 9,
-        };
-        assert_eq!(b.on_outcome(&cfg, true, false, 0, few), None);
-        let enough = || Counts {
-            calls: 10,
-            retries: 0,
-            failures: 5,
-        };
-        assert_eq!(
-            b.on_outcome(&cfg, true, false, 0, enough),
-            Some(CircuitState::Open)
-        );
+        let few = || Counts { calls: 9, retries: 0, failures: 9 };
+        assert_eq!(b.on_outcome(&cfg, true, None, 0, few), None);
+        let enough = || Counts { calls: 10, retries: 0, failures: 5 };
+        assert_eq!(b.on_outcome(&cfg, true, None, 0, enough), Some(CircuitState::Open));
     }
 
     #[test]
@@ -517,9 +459,7 @@ mod tests {
             Err(ConfigError::BreakerZeroConsecutiveFailures)
         );
         assert_eq!(
-            BreakerConfig::consecutive_failures(1, d)
-                .probes(0)
-                .validate(),
+            BreakerConfig::consecutive_failures(1, d).probes(0).validate(),
             Err(ConfigError::BreakerZeroProbes)
         );
         assert_eq!(
@@ -527,9 +467,7 @@ mod tests {
             Err(ConfigError::BreakerZeroBreak)
         );
         assert_eq!(
-            BreakerConfig::consecutive_failures(1, d)
-                .slow_calls(D::from_ticks(0))
-                .validate(),
+            BreakerConfig::consecutive_failures(1, d).slow_calls(D::from_ticks(0)).validate(),
             Err(ConfigError::BreakerZeroSlowCall)
         );
     }

@@ -70,9 +70,7 @@ impl<const HZ: u64> RetryBudget<HZ> {
         if percent > 100 {
             return Err(ConfigError::BudgetPercentOutOfRange);
         }
-        Ok(Self {
-            kind: BudgetKind::Ratio { percent, floor },
-        })
+        Ok(Self { kind: BudgetKind::Ratio { percent, floor } })
     }
 
     /// A pool of `capacity` tokens, `refill` more every `period`, reservations held for `hold`.
@@ -95,14 +93,7 @@ impl<const HZ: u64> RetryBudget<HZ> {
         if (capacity as u64).checked_mul(period.as_ticks()).is_none() {
             return Err(ConfigError::BudgetTooLargeForTickRate);
         }
-        Ok(Self {
-            kind: BudgetKind::TokenBucket {
-                capacity,
-                refill,
-                period,
-                hold,
-            },
-        })
+        Ok(Self { kind: BudgetKind::TokenBucket { capacity, refill, period, hold } })
     }
 
     /// The budget's shape and numbers.
@@ -123,9 +114,7 @@ impl<const HZ: u64> RetryBudget<HZ> {
 pub(crate) const fn ratio_allows(counts: Counts, percent: u8, floor: u32) -> bool {
     let retries = (counts.retries as u64).saturating_add(1);
     let calls = (counts.calls as u64).saturating_add(1);
-    let allowance = (floor as u64)
-        .saturating_mul(100)
-        .saturating_add((percent as u64).saturating_mul(calls));
+    let allowance = (floor as u64).saturating_mul(100).saturating_add((percent as u64).saturating_mul(calls));
     retries.saturating_mul(100) <= allowance
 }
 
@@ -164,17 +153,9 @@ impl<const HZ: u64> RetryBudget<HZ> {
     /// The token bucket's numbers, or `None` for a ratio budget.
     pub(crate) const fn bucket(&self) -> Option<Bucket> {
         match self.kind {
-            BudgetKind::TokenBucket {
-                capacity,
-                refill,
-                period,
-                hold,
-            } => Some(Bucket {
-                capacity,
-                refill,
-                period: period.as_ticks(),
-                hold: hold.as_ticks(),
-            }),
+            BudgetKind::TokenBucket { capacity, refill, period, hold } => {
+                Some(Bucket { capacity, refill, period: period.as_ticks(), hold: hold.as_ticks() })
+            }
             BudgetKind::Ratio { .. } => None,
         }
     }
@@ -200,22 +181,13 @@ impl TokenBucket {
             Some(b) => (b.capacity as u64).saturating_mul(b.period),
             None => 0,
         };
-        Self {
-            credit,
-            updated: now,
-            lapse_at: 0,
-            reserved: 0,
-            epoch: 0,
-        }
+        Self { credit, updated: now, lapse_at: 0, reserved: 0, epoch: 0 }
     }
 
     fn catch_up(&mut self, b: &Bucket, now: u64) {
         let elapsed = now.saturating_sub(self.updated);
         let full = u64::from(b.capacity).saturating_mul(b.period);
-        self.credit = self
-            .credit
-            .saturating_add(elapsed.saturating_mul(u64::from(b.refill)))
-            .min(full);
+        self.credit = self.credit.saturating_add(elapsed.saturating_mul(u64::from(b.refill))).min(full);
         self.updated = self.updated.max(now);
         if self.reserved > 0 && now >= self.lapse_at {
             // Every outstanding reservation was made with an expiry at or before lapse_at, so all
@@ -229,9 +201,7 @@ impl TokenBucket {
     pub(crate) fn available(&mut self, b: &Bucket, now: u64) -> u32 {
         self.catch_up(b, now);
         let whole = self.credit.checked_div(b.period).unwrap_or(0);
-        u32::try_from(whole)
-            .unwrap_or(u32::MAX)
-            .saturating_sub(self.reserved)
+        u32::try_from(whole).unwrap_or(u32::MAX).saturating_sub(self.reserved)
     }
 
     pub(crate) fn reserve(&mut self, b: &Bucket, now: u64) -> Option<Reservation> {
@@ -260,12 +230,8 @@ mod tests {
     type D = Duration<HZ>;
 
     fn bucket(capacity: u32, refill: u32, period_s: u64, hold_s: u64) -> (Bucket, TokenBucket) {
-        let budget = RetryBudget::<HZ>::token_bucket(
-            capacity,
-            refill,
-            D::from_secs(period_s),
-            D::from_secs(hold_s),
-        );
+        let budget =
+            RetryBudget::<HZ>::token_bucket(capacity, refill, D::from_secs(period_s), D::from_secs(hold_s));
         let b = budget.unwrap().bucket().unwrap();
         (b, TokenBucket::new(Some(b), 0))
     }
@@ -297,11 +263,7 @@ mod tests {
         let (p, mut b) = bucket(1, 1, 60, 10);
         let _lost = b.reserve(&p, 0).unwrap();
         assert_eq!(b.available(&p, 9_999), 0);
-        assert_eq!(
-            b.available(&p, 10_000),
-            1,
-            "the unreported reservation lapsed and its token returned"
-        );
+        assert_eq!(b.available(&p, 10_000), 1, "the unreported reservation lapsed and its token returned");
     }
 
     #[test]
@@ -316,14 +278,8 @@ mod tests {
     #[test]
     fn bad_buckets_are_refused_with_their_codes() {
         let d = D::from_secs(1);
-        assert_eq!(
-            RetryBudget::<HZ>::token_bucket(0, 1, d, d),
-            Err(ConfigError::ZeroBudgetCapacity)
-        );
-        assert_eq!(
-            RetryBudget::<HZ>::token_bucket(1, 0, d, d),
-            Err(ConfigError::ZeroBudgetRefill)
-        );
+        assert_eq!(RetryBudget::<HZ>::token_bucket(0, 1, d, d), Err(ConfigError::ZeroBudgetCapacity));
+        assert_eq!(RetryBudget::<HZ>::token_bucket(1, 0, d, d), Err(ConfigError::ZeroBudgetRefill));
         assert_eq!(
             RetryBudget::<HZ>::token_bucket(1, 1, D::from_ticks(0), d),
             Err(ConfigError::ZeroBudgetPeriod)
@@ -332,19 +288,12 @@ mod tests {
             RetryBudget::<HZ>::token_bucket(u32::MAX, 1, D::from_ticks(u64::MAX / 2), d),
             Err(ConfigError::BudgetTooLargeForTickRate)
         );
-        assert_eq!(
-            RetryBudget::<HZ>::ratio(101, 0),
-            Err(ConfigError::BudgetPercentOutOfRange)
-        );
+        assert_eq!(RetryBudget::<HZ>::ratio(101, 0), Err(ConfigError::BudgetPercentOutOfRange));
     }
 
     #[test]
     fn the_ratio_allows_retries_up_to_its_share_plus_the_floor() {
-        let c = |calls, retries| Counts {
-            calls,
-            retries,
-            failures: 0,
-        };
+        let c = |calls, retries| Counts { calls, retries, failures: 0 };
         // 10 %, no floor: with 89 calls and 8 retries a 9th retry makes 9 of 90: allowed.
         assert!(ratio_allows(c(89, 8), 10, 0));
         // A 10th retry would make 10 of 91: refused.
@@ -357,19 +306,10 @@ mod tests {
 
     #[test]
     fn the_headroom_is_the_number_of_retries_the_ratio_would_admit_in_a_row() {
-        let c = |calls, retries| Counts {
-            calls,
-            retries,
-            failures: 0,
-        };
-        for (calls, retries, percent, floor) in [
-            (89, 8, 10, 0),
-            (90, 9, 10, 0),
-            (1, 0, 10, 2),
-            (1000, 3, 25, 1),
-            (0, 0, 0, 0),
-            (5, 9, 50, 0),
-        ] {
+        let c = |calls, retries| Counts { calls, retries, failures: 0 };
+        for (calls, retries, percent, floor) in
+            [(89, 8, 10, 0), (90, 9, 10, 0), (1, 0, 10, 2), (1000, 3, 25, 1), (0, 0, 0, 0), (5, 9, 50, 0)]
+        {
             let mut counts = c(calls, retries);
             let mut admitted = 0;
             while ratio_allows(counts, percent, floor) {

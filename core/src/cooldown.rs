@@ -22,11 +22,7 @@ impl Cooldown {
 
     /// The instant the cooldown ends, if it is active at `now`.
     pub(crate) const fn active_until(&self, now: u64) -> Option<u64> {
-        if now < self.until {
-            Some(self.until)
-        } else {
-            None
-        }
+        if now < self.until { Some(self.until) } else { None }
     }
 
     /// Extends the cooldown to `now + min(wait, max)`. Returns the new end when it moved later.
@@ -51,21 +47,9 @@ mod tests {
         assert_eq!(c.extend(1_000, 30_000, 60_000), Some(31_000));
         assert_eq!(c.active_until(30_999), Some(31_000));
         assert_eq!(c.active_until(31_000), None);
-        assert_eq!(
-            c.extend(2_000, 5_000, 60_000),
-            None,
-            "a shorter wait does not shorten it"
-        );
+        assert_eq!(c.extend(2_000, 5_000, 60_000), None, "a shorter wait does not shorten it");
         assert_eq!(c.active_until(2_000), Some(31_000));
-        assert_eq!(
-            c.extend(2_000, 86_400_000, 60_000),
-            Some(62_000),
-            "capped at the maximum"
-        );
-        assert_eq!(
-            c.extend(3_000, 0, 60_000),
-            None,
-            "a zero wait is no cooldown"
-        );
+        assert_eq!(c.extend(2_000, 86_400_000, 60_000), Some(62_000), "capped at the maximum");
+        assert_eq!(c.extend(3_000, 0, 60_000), None, "a zero wait is no cooldown");
     }
 }

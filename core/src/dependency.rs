@@ -35,9 +35,7 @@
 //! result, with the last failure kept beside it (seed 003).
 
 use crate::breaker::{Breaker, BreakerConfig, CircuitState};
-use crate::budget::{
-    BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows, ratio_headroom,
-};
+use crate::budget::{BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows, ratio_headroom};
 use crate::bulkhead::Bulkhead;
 use crate::completion::Problem;
 use crate::cooldown::Cooldown;
@@ -62,14 +60,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// A dependency counted over `window` (seed 000: 10 s) with no protections yet. Without a
     /// budget only single-attempt policies can run against it.
     pub const fn new(window: Duration<HZ>) -> Self {
-        Self {
-            window,
-            budget: None,
-            breaker: None,
-            bulkhead: None,
-            rate_limit: None,
-            cooldown: None,
-        }
+        Self { window, budget: None, breaker: None, bulkhead: None, rate_limit: None, cooldown: None }
     }
 
     /// Sets the retry budget all operations against this dependency share.
@@ -178,7 +169,8 @@ pub struct Dependency<const HZ: u64, const N: usize> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Ticket {
     reservation: Option<Reservation>,
-    probe: bool,
+    /// The half-open episode this attempt probes, if it is a probe.
+    probe: Option<u16>,
     slot: bool,
 }
 
@@ -255,11 +247,7 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
     /// How many more retries the budget would allow at `now` if no other call were made: tokens
     /// available for a token bucket, retries left in the window for a ratio budget; `None` without
     /// a budget.
-    pub fn retries_available(
-        &mut self,
-        config: &DependencyConfig<HZ>,
-        now: Instant<HZ>,
-    ) -> Option<u32> {
+    pub fn retries_available(&mut self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Option<u32> {
         let budget = config.budget?;
         match (budget.kind(), budget.bucket()) {
             (_, Some(bucket)) => Some(self.tokens.available(&bucket, now.as_ticks())),
@@ -293,9 +281,7 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
 
     /// The end of the cooldown, if it is active at `now`.
     pub fn cooldown_until(&self, now: Instant<HZ>) -> Option<Instant<HZ>> {
-        self.cooldown
-            .active_until(now.as_ticks())
-            .map(Instant::<HZ>::from_ticks)
+        self.cooldown.active_until(now.as_ticks()).map(Instant::<HZ>::from_ticks)
     }
 
     /// The earliest instant at or after `now` at which the rate limit allows an attempt.
@@ -307,11 +293,7 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
     }
 
     /// Whether the budget would allow a retry at `now`, without taking anything.
-    pub(crate) fn retry_allowed(
-        &mut self,
-        config: &DependencyConfig<HZ>,
-        now: Instant<HZ>,
-    ) -> bool {
+    pub(crate) fn retry_allowed(&mut self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> bool {
         let Some(budget) = config.budget else {
             return false;
         };
@@ -343,7 +325,7 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
                 return refuse(Problem::CooldownActive, Some(until));
             }
         }
-        let mut probe = false;
+        let mut probe = None;
         if let Some(breaker) = &config.breaker {
             let (verdict, transition) = self.breaker.check(breaker.probes, t);
             changes.circuit = transition;
@@ -364,7 +346,9 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
                 if wait > limit.max_wait.as_ticks() || due > latest_start {
                     return refuse(Problem::RateLimited, Some(due));
                 }
-                self.limiter.take(limit, t);
+                // Charged at the tick the attempt will go out, not now: the unit's arrival is
+                // that whole tick, so the rate holds for dispatch times exactly.
+                self.limiter.take(limit, due);
                 return Admission::WaitForUnit(due);
             }
         }
@@ -389,7 +373,7 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
             }
         }
         // Everything allows it: charge.
-        if probe {
+        if probe.is_some() {
             self.breaker.take_probe();
         }
         let slot = config.bulkhead.is_some();
@@ -400,11 +384,7 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
             self.limiter.take(limit, t);
         }
         self.window.record_call(now, retry);
-        Admission::Go(Ticket {
-            reservation,
-            probe,
-            slot,
-        })
+        Admission::Go(Ticket { reservation, probe, slot })
     }
 
     /// Gives back what `ticket` holds and records how its attempt ended, `took` after dispatch.
@@ -421,16 +401,12 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         if ticket.slot {
             self.bulkhead.release();
         }
-        if let (Some(r), Some(bucket)) =
-            (ticket.reservation, config.budget.and_then(|b| b.bucket()))
-        {
+        if let (Some(r), Some(bucket)) = (ticket.reservation, config.budget.and_then(|b| b.bucket())) {
             self.tokens.settle(&bucket, r, t);
         }
         let failed = match ending {
             Ending::Abandoned => {
-                if ticket.probe {
-                    self.breaker.release_probe();
-                }
+                self.breaker.release_probe(ticket.probe);
                 return changes;
             }
             Ending::Succeeded => false,
@@ -451,9 +427,8 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         }
         if let Some(breaker) = &config.breaker {
             let window = &mut self.window;
-            changes.circuit = self
-                .breaker
-                .on_outcome(breaker, failed, ticket.probe, t, || window.totals(now));
+            changes.circuit =
+                self.breaker.on_outcome(breaker, failed, ticket.probe, t, || window.totals(now));
             if changes.circuit == Some(CircuitState::Closed) {
                 self.window.clear_failures();
             }

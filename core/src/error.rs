@@ -143,9 +143,7 @@ impl ConfigError {
             Self::BudgetNeedsAttemptTimeout => {
                 "a token retry budget holds a reservation for the length of an attempt, so the policy needs an attempt timeout ceiling shorter than the hold minus 1 s: set attempt_timeout"
             }
-            Self::ZeroWindow => {
-                "a dependency's counting window must be positive (seed 000 counts over 10 s)"
-            }
+            Self::ZeroWindow => "a dependency's counting window must be positive (seed 000 counts over 10 s)",
             Self::WindowShorterThanBuckets => {
                 "the counting window is shorter than its number of buckets in ticks, so a bucket would be empty: lengthen the window or use fewer buckets"
             }
@@ -173,15 +171,11 @@ impl ConfigError {
             Self::ZeroBulkhead => {
                 "a bulkhead of 0 slots admits no attempt: allow at least 1 attempt in flight, or no bulkhead"
             }
-            Self::ZeroRate => {
-                "a rate limit of 0 attempts per period admits nothing: allow at least 1"
-            }
+            Self::ZeroRate => "a rate limit of 0 attempts per period admits nothing: allow at least 1",
             Self::ZeroRatePeriod => {
                 "a rate limit's period must be positive (for example 100 attempts per 1 s)"
             }
-            Self::ZeroRateBurst => {
-                "a rate limit's burst must be at least 1 (one attempt at a time)"
-            }
+            Self::ZeroRateBurst => "a rate limit's burst must be at least 1 (one attempt at a time)",
         }
     }
 }

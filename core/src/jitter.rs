@@ -73,8 +73,8 @@ pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: u64, hi: u
     let mut offset = 0;
     for _ in 0..MAX_REJECTIONS {
         let wide = u128::from(rng.next_u64()).wrapping_mul(u128::from(range));
-        let [high, low] = [(wide >> 64), wide & u128::from(u64::MAX)]
-            .map(|w| u64::try_from(w).unwrap_or(u64::MAX));
+        let [high, low] =
+            [(wide >> 64), wide & u128::from(u64::MAX)].map(|w| u64::try_from(w).unwrap_or(u64::MAX));
         offset = high;
         if low >= threshold {
             break;

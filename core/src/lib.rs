@@ -4,11 +4,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::float_arithmetic, clippy::float_cmp)]
 #![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
-#![deny(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
+#![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
 #![cfg_attr(
     not(test),
     deny(

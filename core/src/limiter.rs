@@ -33,12 +33,7 @@ impl<const HZ: u64> RateLimit<HZ> {
     /// `count` attempts per `period`, no burst beyond one unit, and no waiting: an attempt with no
     /// unit available is refused (`rate_limited`) with the instant the next unit is due.
     pub const fn new(count: u32, period: Duration<HZ>) -> Self {
-        Self {
-            count,
-            period,
-            burst: 1,
-            max_wait: Duration::<HZ>::from_ticks(0),
-        }
+        Self { count, period, burst: 1, max_wait: Duration::<HZ>::from_ticks(0) }
     }
 
     /// Allows bursts of up to `burst` attempts at once.
@@ -82,20 +77,16 @@ impl Limiter {
     }
 
     fn scaled_tat(&self, count: u32) -> u128 {
-        u128::from(self.tat)
-            .saturating_mul(u128::from(count))
-            .saturating_add(u128::from(self.frac))
+        u128::from(self.tat).saturating_mul(u128::from(count)).saturating_add(u128::from(self.frac))
     }
 
     /// The earliest tick at or after `now` at which a unit may go.
     pub(crate) fn next_at<const HZ: u64>(&self, limit: &RateLimit<HZ>, now: u64) -> u64 {
         let count = u128::from(limit.count.max(1));
-        let tolerance = u128::from(limit.burst.saturating_sub(1))
-            .saturating_mul(u128::from(limit.period.as_ticks()));
+        let tolerance =
+            u128::from(limit.burst.saturating_sub(1)).saturating_mul(u128::from(limit.period.as_ticks()));
         let now_scaled = u128::from(now).saturating_mul(count);
-        let earliest = self
-            .scaled_tat(limit.count.max(1))
-            .saturating_sub(tolerance);
+        let earliest = self.scaled_tat(limit.count.max(1)).saturating_sub(tolerance);
         if earliest <= now_scaled {
             return now;
         }
@@ -108,9 +99,7 @@ impl Limiter {
     pub(crate) fn take<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, now: u64) {
         let count = limit.count.max(1);
         let wide = u128::from(count);
-        let base = self
-            .scaled_tat(count)
-            .max(u128::from(now).saturating_mul(wide));
+        let base = self.scaled_tat(count).max(u128::from(now).saturating_mul(wide));
         let next = base.saturating_add(u128::from(limit.period.as_ticks()));
         self.tat = u64::try_from(next.checked_div(wide).unwrap_or(0)).unwrap_or(u64::MAX);
         self.frac = u32::try_from(next.checked_rem(wide).unwrap_or(0)).unwrap_or(0);

@@ -66,11 +66,7 @@ impl<const HZ: u64> Context<HZ> {
     /// An operation that must end within `deadline` of its start (all attempts and waits
     /// together), with the caller's replay-safety statement.
     pub const fn new(deadline: Duration<HZ>, safety: ReplaySafety<HZ>) -> Self {
-        Self {
-            deadline,
-            safety,
-            id: OperationId(0),
-        }
+        Self { deadline, safety, id: OperationId(0) }
     }
 
     /// Sets the id carried by every event and by the completion.
@@ -241,10 +237,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             started: now,
             deadline: time::add(now, context.deadline),
             latest: now,
-            phase: Phase::Ready {
-                not_before: now,
-                unit_reserved: false,
-            },
+            phase: Phase::Ready { not_before: now, unit_reserved: false },
             dispatched: 0,
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),
@@ -289,41 +282,22 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             Phase::InFlight { ticket, since } => {
                 // An attempt is out and was never reported. It cannot outlive the deadline.
                 if now < self.deadline {
-                    return Action::Wait {
-                        until: self.deadline,
-                    };
+                    return Action::Wait { until: self.deadline };
                 }
-                let changes = dependency.complete(
-                    self.config,
-                    now,
-                    ticket,
-                    Ending::Abandoned,
-                    time::since(now, since),
-                );
+                let changes =
+                    dependency.complete(self.config, now, ticket, Ending::Abandoned, time::since(now, since));
                 self.announce(now, changes, observer);
-                self.finish(
-                    now,
-                    Disposition::Failed,
-                    Some(Problem::DeadlineExceeded),
-                    observer,
-                );
+                self.finish(now, Disposition::Failed, Some(Problem::DeadlineExceeded), observer);
                 return Action::Done;
             }
-            Phase::Ready {
-                not_before,
-                unit_reserved,
-            } => (not_before, unit_reserved),
+            Phase::Ready { not_before, unit_reserved } => (not_before, unit_reserved),
         };
         if now < not_before {
             return Action::Wait { until: not_before };
         }
         let remaining = time::since(self.deadline, now);
         let retry = self.dispatched > 0;
-        let needed = if retry {
-            self.policy.min_remaining().as_ticks().max(1)
-        } else {
-            1
-        };
+        let needed = if retry { self.policy.min_remaining().as_ticks().max(1) } else { 1 };
         let stop = if remaining.as_ticks() < needed {
             Some(Problem::DeadlineExceeded)
         } else if retry && self.safe_until.is_none_or(|until| now >= until) {
@@ -338,28 +312,14 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let number = self.dispatched.saturating_add(1);
         let latest_start = self.deadline.as_ticks().saturating_sub(needed);
         let mut changes = Changes::default();
-        let admission = dependency.admit(
-            self.config,
-            now,
-            retry,
-            unit_reserved,
-            latest_start,
-            &mut changes,
-        );
+        let admission = dependency.admit(self.config, now, retry, unit_reserved, latest_start, &mut changes);
         self.announce(now, changes, observer);
         let ticket = match admission {
             Admission::Go(ticket) => ticket,
             Admission::WaitForUnit(due) => {
                 let until = Instant::<HZ>::from_ticks(due);
-                self.phase = Phase::Ready {
-                    not_before: until,
-                    unit_reserved: true,
-                };
-                observer.on_event(&Event::WaitingForRateLimit {
-                    operation: self.id,
-                    attempt: number,
-                    until,
-                });
+                self.phase = Phase::Ready { not_before: until, unit_reserved: true };
+                observer.on_event(&Event::WaitingForRateLimit { operation: self.id, attempt: number, until });
                 return Action::Wait { until };
             }
             Admission::Refused(refusal) => {
@@ -403,18 +363,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     }
 
     /// Tells the observer about state changes in the dependency that this operation caused.
-    fn announce<O: Observer<HZ> + ?Sized>(
-        &self,
-        now: Instant<HZ>,
-        changes: Changes,
-        observer: &mut O,
-    ) {
+    fn announce<O: Observer<HZ> + ?Sized>(&self, now: Instant<HZ>, changes: Changes, observer: &mut O) {
         if let Some(state) = changes.circuit {
-            observer.on_event(&Event::CircuitChanged {
-                operation: self.id,
-                at: now,
-                state,
-            });
+            observer.on_event(&Event::CircuitChanged { operation: self.id, at: now, state });
         }
         if let Some(until) = changes.cooldown_until {
             observer.on_event(&Event::CooldownExtended {
@@ -439,13 +390,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         match self.phase {
             Phase::Done { .. } | Phase::Taken => return,
             Phase::InFlight { ticket, since } => {
-                let changes = dependency.complete(
-                    self.config,
-                    now,
-                    ticket,
-                    Ending::Abandoned,
-                    time::since(now, since),
-                );
+                let changes =
+                    dependency.complete(self.config, now, ticket, Ending::Abandoned, time::since(now, since));
                 self.announce(now, changes, observer);
             }
             Phase::Ready { .. } => {}
@@ -478,18 +424,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             return;
         };
         let now = self.clamp(now);
-        let changes = dependency.complete(
-            self.config,
-            now,
-            ticket,
-            Ending::Succeeded,
-            time::since(now, since),
-        );
-        observer.on_event(&Event::AttemptSucceeded {
-            operation: self.id,
-            attempt: attempt.number,
-            at: now,
-        });
+        let changes =
+            dependency.complete(self.config, now, ticket, Ending::Succeeded, time::since(now, since));
+        observer.on_event(&Event::AttemptSucceeded { operation: self.id, attempt: attempt.number, at: now });
         self.announce(now, changes, observer);
         self.finish(now, Disposition::Succeeded, None, observer);
     }
@@ -514,11 +451,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         };
         let now = self.clamp(now);
         let verdict = failure.classify();
-        let ending = Ending::Failed {
-            retry_after: verdict.retry_after().map(|d| d.as_ticks()),
-        };
-        let changes =
-            dependency.complete(self.config, now, ticket, ending, time::since(now, since));
+        let ending = Ending::Failed { retry_after: verdict.retry_after().map(|d| d.as_ticks()) };
+        let changes = dependency.complete(self.config, now, ticket, ending, time::since(now, since));
         self.retry_after = verdict.retry_after();
         self.last_failure = Some(failure);
         let decision = self.decide(now, verdict, dependency, rng);
@@ -544,10 +478,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 if let DelaySource::Backoff { .. } = source {
                     self.previous_delay = delay;
                 }
-                self.phase = Phase::Ready {
-                    not_before: until,
-                    unit_reserved: false,
-                };
+                self.phase = Phase::Ready { not_before: until, unit_reserved: false };
                 observer.on_event(&Event::RetryScheduled {
                     operation: self.id,
                     attempt: attempt.number.saturating_add(1),
@@ -557,12 +488,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 });
             }
             Decision::NotRetryable => self.finish(now, Disposition::Failed, None, observer),
-            Decision::Stop {
-                disposition,
-                problem,
-                refused,
-                retry_at,
-            } => {
+            Decision::Stop { disposition, problem, refused, retry_at } => {
                 if refused {
                     observer.on_event(&Event::Refused {
                         operation: self.id,
@@ -588,12 +514,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         dependency: &mut Dependency<HZ, N>,
         rng: &mut R,
     ) -> Decision<HZ> {
-        let stop = |disposition, problem| Decision::Stop {
-            disposition,
-            problem,
-            refused: false,
-            retry_at: None,
-        };
+        let stop =
+            |disposition, problem| Decision::Stop { disposition, problem, refused: false, retry_at: None };
         if !verdict.is_retryable() {
             return Decision::NotRetryable;
         }
@@ -607,23 +529,16 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let (delay, source) = match verdict.retry_after() {
             Some(stated) => {
                 if stated.as_ticks() > policy.max_delay().as_ticks() {
-                    return stop(
-                        Disposition::Deferred,
-                        Problem::RetryAfterExceedsMaximumDelay,
-                    );
+                    return stop(Disposition::Deferred, Problem::RetryAfterExceedsMaximumDelay);
                 }
-                let Some(slack) = remaining
-                    .checked_sub(stated.as_ticks())
-                    .and_then(|r| r.checked_sub(needed))
+                let Some(slack) =
+                    remaining.checked_sub(stated.as_ticks()).and_then(|r| r.checked_sub(needed))
                 else {
                     return stop(Disposition::Deferred, Problem::RetryAfterExceedsDeadline);
                 };
                 let spread = policy.retry_after_spread().as_ticks().min(slack);
                 let extra = crate::jitter::uniform_inclusive(rng, 0, spread);
-                (
-                    stated.as_ticks().saturating_add(extra),
-                    DelaySource::RetryAfter { stated },
-                )
+                (stated.as_ticks().saturating_add(extra), DelaySource::RetryAfter { stated })
             }
             None => {
                 let retry = self.dispatched;
@@ -631,12 +546,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 if delay.saturating_add(needed) > remaining {
                     return stop(Disposition::Failed, Problem::RetryDelayExceedsDeadline);
                 }
-                (
-                    delay,
-                    DelaySource::Backoff {
-                        nominal: policy.nominal_delay(retry),
-                    },
-                )
+                (delay, DelaySource::Backoff { nominal: policy.nominal_delay(retry) })
             }
         };
         let delay = Duration::<HZ>::from_ticks(delay);
@@ -674,11 +584,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         problem: Option<Problem>,
         observer: &mut O,
     ) {
-        self.phase = Phase::Done {
-            disposition,
-            problem,
-            at: now,
-        };
+        self.phase = Phase::Done { disposition, problem, at: now };
         observer.on_event(&Event::Completed {
             operation: self.id,
             disposition,
@@ -691,12 +597,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     /// The completion, once [`poll`](Self::poll) has returned [`Action::Done`]; `None` before that,
     /// and after it has been taken once.
     pub fn take_completion(&mut self) -> Option<Completion<HZ, E>> {
-        let Phase::Done {
-            disposition,
-            problem,
-            at,
-        } = self.phase
-        else {
+        let Phase::Done { disposition, problem, at } = self.phase else {
             return None;
         };
         self.phase = Phase::Taken;

@@ -154,12 +154,7 @@ impl<const HZ: u64> RetryPolicy<HZ> {
     /// The jittered delay before retry number `retry`, given the previous jittered delay (for
     /// [`Jitter::Decorrelated`]; pass the base delay before the first retry). Always within the
     /// bounds of [`Jitter`]'s table, and never above the maximum delay.
-    pub fn delay<R: RngCore + ?Sized>(
-        &self,
-        retry: u8,
-        previous: Duration<HZ>,
-        rng: &mut R,
-    ) -> Duration<HZ> {
+    pub fn delay<R: RngCore + ?Sized>(&self, retry: u8, previous: Duration<HZ>, rng: &mut R) -> Duration<HZ> {
         let d = self.nominal_delay(retry).as_ticks();
         let ticks = match self.jitter {
             Jitter::None => d,
@@ -197,14 +192,8 @@ pub(crate) const fn check_hold<const HZ: u64>(
     hold: Duration<HZ>,
     timeout: Duration<HZ>,
 ) -> Result<(), ConfigError> {
-    let needed = timeout
-        .as_ticks()
-        .saturating_add(crate::time::one_second::<HZ>());
-    if hold.as_ticks() > needed {
-        Ok(())
-    } else {
-        Err(ConfigError::BudgetHoldTooShort)
-    }
+    let needed = timeout.as_ticks().saturating_add(crate::time::one_second::<HZ>());
+    if hold.as_ticks() > needed { Ok(()) } else { Err(ConfigError::BudgetHoldTooShort) }
 }
 
 impl<const HZ: u64> RetryPolicyBuilder<HZ> {
@@ -271,8 +260,7 @@ impl<const HZ: u64> RetryPolicyBuilder<HZ> {
         if p.max_delay.as_ticks() < p.base_delay.as_ticks() {
             return Err(ConfigError::MaxDelayBelowBaseDelay);
         }
-        let grows =
-            matches!(p.backoff, Backoff::Exponential) || matches!(p.jitter, Jitter::Decorrelated);
+        let grows = matches!(p.backoff, Backoff::Exponential) || matches!(p.jitter, Jitter::Decorrelated);
         if grows && p.max_attempts > 1 && p.base_delay.as_ticks() == 0 {
             return Err(ConfigError::ZeroBaseDelay);
         }
@@ -306,10 +294,7 @@ mod tests {
     }
 
     fn policy(jitter: Jitter) -> RetryPolicy<HZ> {
-        RetryPolicy::exponential(8, D::from_millis(100), D::from_secs(2))
-            .jitter(jitter)
-            .build()
-            .unwrap()
+        RetryPolicy::exponential(8, D::from_millis(100), D::from_secs(2)).jitter(jitter).build().unwrap()
     }
 
     #[test]
@@ -328,59 +313,32 @@ mod tests {
     fn full_jitter_spans_zero_to_the_nominal_delay() {
         let p = policy(Jitter::Full);
         assert_eq!(p.delay(3, D::from_ticks(0), &mut Const(0)).as_ticks(), 0);
-        assert_eq!(
-            p.delay(3, D::from_ticks(0), &mut Const(u64::MAX))
-                .as_ticks(),
-            400
-        );
+        assert_eq!(p.delay(3, D::from_ticks(0), &mut Const(u64::MAX)).as_ticks(), 400);
     }
 
     #[test]
     fn equal_jitter_spans_half_to_all_of_the_nominal_delay() {
         let p = policy(Jitter::Equal);
         assert_eq!(p.delay(2, D::from_ticks(0), &mut Const(0)).as_ticks(), 100);
-        assert_eq!(
-            p.delay(2, D::from_ticks(0), &mut Const(u64::MAX))
-                .as_ticks(),
-            200
-        );
+        assert_eq!(p.delay(2, D::from_ticks(0), &mut Const(u64::MAX)).as_ticks(), 200);
     }
 
     #[test]
     fn decorrelated_jitter_spans_base_to_three_times_the_previous_delay_capped() {
         let p = policy(Jitter::Decorrelated);
-        assert_eq!(
-            p.delay(1, D::from_millis(100), &mut Const(0)).as_ticks(),
-            100
-        );
-        assert_eq!(
-            p.delay(1, D::from_millis(100), &mut Const(u64::MAX))
-                .as_ticks(),
-            300
-        );
-        assert_eq!(
-            p.delay(5, D::from_millis(1500), &mut Const(u64::MAX))
-                .as_ticks(),
-            2000
-        );
+        assert_eq!(p.delay(1, D::from_millis(100), &mut Const(0)).as_ticks(), 100);
+        assert_eq!(p.delay(1, D::from_millis(100), &mut Const(u64::MAX)).as_ticks(), 300);
+        assert_eq!(p.delay(5, D::from_millis(1500), &mut Const(u64::MAX)).as_ticks(), 2000);
     }
 
     #[test]
     fn no_jitter_is_the_nominal_delay() {
-        assert_eq!(
-            policy(Jitter::None)
-                .delay(2, D::from_ticks(0), &mut Const(7))
-                .as_ticks(),
-            200
-        );
+        assert_eq!(policy(Jitter::None).delay(2, D::from_ticks(0), &mut Const(7)).as_ticks(), 200);
     }
 
     #[test]
     fn constant_backoff_repeats_its_delay() {
-        let p = RetryPolicy::<HZ>::constant(3, D::from_millis(5))
-            .jitter(Jitter::None)
-            .build()
-            .unwrap();
+        let p = RetryPolicy::<HZ>::constant(3, D::from_millis(5)).jitter(Jitter::None).build().unwrap();
         assert_eq!(p.nominal_delay(1), p.nominal_delay(2));
         assert_eq!(p.max_delay(), D::from_millis(5));
     }
@@ -400,9 +358,7 @@ mod tests {
         assert_eq!(r, Err(ConfigError::MaxDelayBelowBaseDelay));
         let r = RetryPolicy::<HZ>::exponential(3, D::from_ticks(0), D::from_millis(100)).build();
         assert_eq!(r, Err(ConfigError::ZeroBaseDelay));
-        let r = RetryPolicy::<HZ>::constant(3, D::from_millis(5))
-            .attempt_timeout(D::from_ticks(0))
-            .build();
+        let r = RetryPolicy::<HZ>::constant(3, D::from_millis(5)).attempt_timeout(D::from_ticks(0)).build();
         assert_eq!(r, Err(ConfigError::ZeroAttemptTimeout));
         assert_eq!(r.unwrap_err().as_str(), "zero_attempt_timeout");
     }
@@ -415,13 +371,7 @@ mod tests {
 
     #[test]
     fn the_hold_must_exceed_the_attempt_timeout_by_more_than_one_second() {
-        assert_eq!(
-            check_hold::<HZ>(D::from_secs(4), D::from_secs(3)),
-            Err(ConfigError::BudgetHoldTooShort)
-        );
-        assert_eq!(
-            check_hold::<HZ>(D::from_ticks(4001), D::from_secs(3)),
-            Ok(())
-        );
+        assert_eq!(check_hold::<HZ>(D::from_secs(4), D::from_secs(3)), Err(ConfigError::BudgetHoldTooShort));
+        assert_eq!(check_hold::<HZ>(D::from_ticks(4001), D::from_secs(3)), Ok(()));
     }
 }

@@ -24,11 +24,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    const ZERO: Self = Self {
-        calls: 0,
-        retries: 0,
-        failures: 0,
-    };
+    const ZERO: Self = Self { calls: 0, retries: 0, failures: 0 };
 
     fn plus(self, other: Self) -> Self {
         Self {
@@ -64,11 +60,7 @@ impl<const N: usize> CallWindow<N> {
             Some(h) => h,
             None => 0,
         };
-        Self {
-            width,
-            head,
-            buckets: [Counts::ZERO; N],
-        }
+        Self { width, head, buckets: [Counts::ZERO; N] }
     }
 
     /// Ticks per bucket.
@@ -117,9 +109,7 @@ impl<const N: usize> CallWindow<N> {
     /// The counts over the window at `now`.
     pub fn totals<const HZ: u64>(&mut self, now: Instant<HZ>) -> Counts {
         self.advance(now);
-        self.buckets
-            .iter()
-            .fold(Counts::ZERO, |acc, b| acc.plus(*b))
+        self.buckets.iter().fold(Counts::ZERO, |acc, b| acc.plus(*b))
     }
 
     /// Counts one dispatched attempt.
@@ -165,23 +155,9 @@ mod tests {
         w.record_call(I::from_ticks(100), false);
         w.record_call(I::from_ticks(1_500), true);
         w.record_failure(I::from_ticks(1_600));
-        assert_eq!(
-            w.totals(I::from_ticks(3_999)),
-            Counts {
-                calls: 2,
-                retries: 1,
-                failures: 1
-            }
-        );
+        assert_eq!(w.totals(I::from_ticks(3_999)), Counts { calls: 2, retries: 1, failures: 1 });
         // At 4.0 s the bucket [0, 1) has slid out; [1, 2) is still in.
-        assert_eq!(
-            w.totals(I::from_ticks(4_000)),
-            Counts {
-                calls: 1,
-                retries: 1,
-                failures: 1
-            }
-        );
+        assert_eq!(w.totals(I::from_ticks(4_000)), Counts { calls: 1, retries: 1, failures: 1 });
         assert_eq!(w.totals(I::from_ticks(5_000)), Counts::ZERO);
     }
 
@@ -209,14 +185,7 @@ mod tests {
         let mut w: CallWindow<4> = CallWindow::new(1_000, I::from_ticks(u64::MAX - 5_000));
         w.record_call(I::from_ticks(u64::MAX - 10), true);
         w.record_call(I::from_ticks(u64::MAX), false);
-        assert_eq!(
-            w.totals(I::from_ticks(u64::MAX)),
-            Counts {
-                calls: 2,
-                retries: 1,
-                failures: 0
-            }
-        );
+        assert_eq!(w.totals(I::from_ticks(u64::MAX)), Counts { calls: 2, retries: 1, failures: 0 });
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand_core::RngCore;
 use relent_core::{
-    Action, BreakerConfig, Context, Dependency, DependencyConfig, Operation, RateLimit,
-    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    Action, BreakerConfig, Context, Dependency, DependencyConfig, Operation, RateLimit, ReplaySafety,
+    RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::seeded;
 
@@ -37,16 +37,13 @@ const POLICY: RetryPolicy<HZ> = valid(
 const RATIO: DependencyConfig<HZ> =
     DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(100, 0)));
 
-const TOKENS: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10)).budget(valid(
-    RetryBudget::token_bucket(u32::MAX / 4, u32::MAX / 4, D::from_secs(1), D::from_secs(5)),
-));
+const TOKENS: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
+    .budget(valid(RetryBudget::token_bucket(u32::MAX / 4, u32::MAX / 4, D::from_secs(1), D::from_secs(5))));
 
 /// Every protection on, sized so that none refuses: each is consulted and charged on every attempt.
 const PIPELINE: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
     .budget(valid(RetryBudget::ratio(100, 0)))
-    .breaker(
-        BreakerConfig::failure_ratio(90, 1_000_000, D::from_secs(30)).slow_calls(D::from_secs(2)),
-    )
+    .breaker(BreakerConfig::failure_ratio(90, 1_000_000, D::from_secs(30)).slow_calls(D::from_secs(2)))
     .bulkhead(64)
     .rate_limit(RateLimit::new(1_000_000, D::from_secs(1)).burst(1_000))
     .cooldown(D::from_secs(60));
@@ -58,10 +55,7 @@ fn relent(
     rng: &mut impl RngCore,
     clock: &mut u64,
 ) -> u8 {
-    let context = Context::new(
-        D::from_secs(10),
-        ReplaySafety::replayable_read(D::from_secs(3600)),
-    );
+    let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
     let mut now = T::from_ticks(*clock);
     let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, config, context, now).unwrap();
     let mut failed = false;
@@ -73,14 +67,7 @@ fn relent(
                     op.on_success(attempt, now, dep, &mut ());
                 } else {
                     failed = true;
-                    op.on_failure(
-                        attempt,
-                        now,
-                        dep,
-                        rng,
-                        black_box(Verdict::Retryable),
-                        &mut (),
-                    );
+                    op.on_failure(attempt, now, dep, rng, black_box(Verdict::Retryable), &mut ());
                 }
             }
             Action::Wait { until } => now = until,

@@ -6,8 +6,8 @@ use std::vec::Vec;
 
 use relent_core::rand_core::RngCore;
 use relent_core::{
-    Action, AfterFailure, Classify, Completion, Context, DelaySource, Dependency, DependencyConfig,
-    Event, Instant, Observer, Operation, RetryPolicy, Verdict,
+    Action, AfterFailure, Classify, Completion, Context, DelaySource, Dependency, DependencyConfig, Event,
+    Instant, Observer, Operation, RetryPolicy, Verdict,
 };
 
 /// Ticks per second in transcript tests: milliseconds, so transcripts read as seconds with three
@@ -83,10 +83,7 @@ pub enum Step {
 }
 
 /// A retryable timeout, as an adapter reports an attempt that ran past its timeout.
-pub const TIMEOUT: Failure = Failure {
-    name: "timeout",
-    verdict: Verdict::Retryable,
-};
+pub const TIMEOUT: Failure = Failure { name: "timeout", verdict: Verdict::Retryable };
 
 /// Renders events as transcript lines.
 #[derive(Debug, Default)]
@@ -100,21 +97,14 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder that prefixes each line with its operation's id.
     pub fn tagged() -> Self {
-        Self {
-            lines: Vec::new(),
-            tagged: true,
-        }
+        Self { lines: Vec::new(), tagged: true }
     }
 }
 
 impl Observer<HZ> for Recorder {
     fn on_event(&mut self, event: &Event<HZ>) {
         let line = line(event);
-        self.lines.push(if self.tagged {
-            format!("op{}: {line}", event.operation().0)
-        } else {
-            line
-        });
+        self.lines.push(if self.tagged { format!("op{}: {line}", event.operation().0) } else { line });
     }
 }
 
@@ -122,29 +112,13 @@ impl Observer<HZ> for Recorder {
 pub fn line(event: &Event<HZ>) -> String {
     let mut s = String::new();
     let _ = match *event {
-        Event::AttemptDispatched {
-            attempt,
-            timeout,
-            at,
-            ..
-        } => {
-            write!(
-                s,
-                "{} dispatch #{attempt} timeout {}",
-                secs(at.as_ticks()),
-                secs(timeout.as_ticks())
-            )
+        Event::AttemptDispatched { attempt, timeout, at, .. } => {
+            write!(s, "{} dispatch #{attempt} timeout {}", secs(at.as_ticks()), secs(timeout.as_ticks()))
         }
         Event::AttemptSucceeded { attempt, at, .. } => {
             write!(s, "{} #{attempt} succeeded", secs(at.as_ticks()))
         }
-        Event::AttemptFailed {
-            attempt,
-            at,
-            verdict,
-            then,
-            ..
-        } => {
+        Event::AttemptFailed { attempt, at, verdict, then, .. } => {
             let verdict = match verdict {
                 Verdict::Retryable => String::from("retryable"),
                 Verdict::RetryableAfter(d) => format!("retryable after {}", secs(d.as_ticks())),
@@ -155,19 +129,9 @@ pub fn line(event: &Event<HZ>) -> String {
                 AfterFailure::NotRetryable => String::from("returned as it is"),
                 AfterFailure::Stop(p) => format!("stop: {p}"),
             };
-            write!(
-                s,
-                "{} #{attempt} failed ({verdict}): {then}",
-                secs(at.as_ticks())
-            )
+            write!(s, "{} #{attempt} failed ({verdict}): {then}", secs(at.as_ticks()))
         }
-        Event::RetryScheduled {
-            attempt,
-            delay,
-            until,
-            source,
-            ..
-        } => {
+        Event::RetryScheduled { attempt, delay, until, source, .. } => {
             let source = match source {
                 DelaySource::Backoff { nominal } => format!("backoff {}", secs(nominal.as_ticks())),
                 DelaySource::RetryAfter { stated } => {
@@ -181,53 +145,22 @@ pub fn line(event: &Event<HZ>) -> String {
                 secs(until.as_ticks())
             )
         }
-        Event::Refused {
-            attempt,
-            at,
-            problem,
-            retry_at,
-            ..
-        } => {
-            let retry = retry_at
-                .map(|t| format!(" (retry at {})", secs(t.as_ticks())))
-                .unwrap_or_default();
-            write!(
-                s,
-                "{} refused #{attempt}: {problem}{retry}",
-                secs(at.as_ticks())
-            )
+        Event::Refused { attempt, at, problem, retry_at, .. } => {
+            let retry = retry_at.map(|t| format!(" (retry at {})", secs(t.as_ticks()))).unwrap_or_default();
+            write!(s, "{} refused #{attempt}: {problem}{retry}", secs(at.as_ticks()))
         }
         Event::WaitingForRateLimit { attempt, until, .. } => {
-            write!(
-                s,
-                "wait for a rate unit until {} for #{attempt}",
-                secs(until.as_ticks())
-            )
+            write!(s, "wait for a rate unit until {} for #{attempt}", secs(until.as_ticks()))
         }
         Event::CircuitChanged { at, state, .. } => {
             write!(s, "{} circuit {}", secs(at.as_ticks()), state.as_str())
         }
         Event::CooldownExtended { at, until, .. } => {
-            write!(
-                s,
-                "{} cooldown until {}",
-                secs(at.as_ticks()),
-                secs(until.as_ticks())
-            )
+            write!(s, "{} cooldown until {}", secs(at.as_ticks()), secs(until.as_ticks()))
         }
-        Event::Completed {
-            disposition,
-            problem,
-            dispatched,
-            at,
-            ..
-        } => {
+        Event::Completed { disposition, problem, dispatched, at, .. } => {
             let problem = problem.map(|p| format!(", {p}")).unwrap_or_default();
-            write!(
-                s,
-                "{} done: {disposition}{problem} after {dispatched} dispatched",
-                secs(at.as_ticks())
-            )
+            write!(s, "{} done: {disposition}{problem} after {dispatched} dispatched", secs(at.as_ticks()))
         }
     };
     s
@@ -245,10 +178,7 @@ pub fn run<R: RngCore>(
     rng: &mut R,
 ) -> (Vec<String>, Completion<HZ, Failure>) {
     let mut now = T::from_ticks(start);
-    let Dep {
-        config,
-        state: dependency,
-    } = dep;
+    let Dep { config, state: dependency } = dep;
     let mut op = Operation::start(policy, config, context, now).expect("the operation starts");
     let mut rec = Recorder::default();
     let mut steps = script.iter().copied();
@@ -275,15 +205,10 @@ pub fn run<R: RngCore>(
             }
             Action::Wait { until } => now = until,
             Action::Done => {
-                let completion = op
-                    .take_completion()
-                    .expect("a done operation has a completion");
+                let completion = op.take_completion().expect("a done operation has a completion");
                 return (rec.lines, completion);
             }
         }
     }
-    panic!(
-        "the operation did not finish in 1000 steps:\n{}",
-        rec.lines.join("\n")
-    );
+    panic!("the operation did not finish in 1000 steps:\n{}", rec.lines.join("\n"));
 }

@@ -30,12 +30,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
 }
 
 fn jitter() -> impl Strategy<Value = Jitter> {
-    prop_oneof![
-        Just(Jitter::None),
-        Just(Jitter::Full),
-        Just(Jitter::Equal),
-        Just(Jitter::Decorrelated)
-    ]
+    prop_oneof![Just(Jitter::None), Just(Jitter::Full), Just(Jitter::Equal), Just(Jitter::Decorrelated)]
 }
 
 prop_compose! {
@@ -77,10 +72,7 @@ fn budget_for(policy: RetryPolicy<HZ>) -> impl Strategy<Value = RetryBudget<HZ>>
 }
 
 fn start_tick() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        0..1_000_000u64,
-        (0..2_000_000u64).prop_map(|back| u64::MAX - back)
-    ]
+    prop_oneof![0..1_000_000u64, (0..2_000_000u64).prop_map(|back| u64::MAX - back)]
 }
 
 fn safety() -> impl Strategy<Value = ReplaySafety<HZ>> {
@@ -92,16 +84,7 @@ fn safety() -> impl Strategy<Value = ReplaySafety<HZ>> {
 }
 
 fn scenario() -> impl Strategy<
-    Value = (
-        RetryPolicy<HZ>,
-        RetryBudget<HZ>,
-        u64,
-        u64,
-        ReplaySafety<HZ>,
-        Vec<Outcome>,
-        Vec<u64>,
-        u64,
-    ),
+    Value = (RetryPolicy<HZ>, RetryBudget<HZ>, u64, u64, ReplaySafety<HZ>, Vec<Outcome>, Vec<u64>, u64),
 > {
     retry_policy().prop_flat_map(|p| {
         (
@@ -244,37 +227,25 @@ fn simulate(
     fail_percent: u8,
     seed: u64,
 ) -> (Vec<(u64, bool)>, Dependency<HZ, 10>) {
-    const POLICY: RetryPolicy<HZ> =
-        match RetryPolicy::exponential(5, D::from_millis(50), D::from_secs(1))
-            .attempt_timeout(D::from_millis(500))
-            .build()
-        {
-            Ok(p) => p,
-            Err(e) => panic!("{}", e.message()),
-        };
+    const POLICY: RetryPolicy<HZ> = match RetryPolicy::exponential(5, D::from_millis(50), D::from_secs(1))
+        .attempt_timeout(D::from_millis(500))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    };
     let config = DependencyConfig::new(D::from_secs(10)).budget(budget);
     let mut dep: Dependency<HZ, 10> = Dependency::new(&config, T::from_ticks(0)).unwrap();
     let mut rng = seeded(seed);
-    let mut ops: Vec<(
-        u64,
-        Operation<HZ, Failure>,
-        Option<relent_core::Attempt<HZ>>,
-    )> = Vec::new();
-    let context = Context::new(
-        D::from_secs(60),
-        ReplaySafety::replayable_read(D::from_secs(3600)),
-    );
+    let mut ops: Vec<(u64, Operation<HZ, Failure>, Option<relent_core::Attempt<HZ>>)> = Vec::new();
+    let context = Context::new(D::from_secs(60), ReplaySafety::replayable_read(D::from_secs(3600)));
     let mut log = Vec::new();
     let mut pending: Vec<u64> = starts.to_vec();
     pending.sort_unstable();
     let mut pending = pending.into_iter().peekable();
     loop {
         // The next thing to happen: an operation's start, or an operation's next instant.
-        let next_op = ops
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, (t, _, _))| *t)
-            .map(|(i, (t, _, _))| (i, *t));
+        let next_op = ops.iter().enumerate().min_by_key(|(_, (t, _, _))| *t).map(|(i, (t, _, _))| (i, *t));
         let next_start = pending.peek().copied();
         match (next_op, next_start) {
             (None, None) => break,
@@ -287,18 +258,14 @@ fn simulate(
                 let (t, op, out) = &mut ops[i];
                 let at = T::from_ticks(now);
                 if let Some(attempt) = out.take() {
-                    let fails =
-                        (rand_core::RngCore::next_u32(&mut rng) % 100) < u32::from(fail_percent);
+                    let fails = (rand_core::RngCore::next_u32(&mut rng) % 100) < u32::from(fail_percent);
                     if fails {
                         op.on_failure(
                             attempt,
                             at,
                             &mut dep,
                             &mut rng,
-                            Failure {
-                                name: "f",
-                                verdict: Verdict::Retryable,
-                            },
+                            Failure { name: "f", verdict: Verdict::Retryable },
                             &mut (),
                         );
                     } else {

@@ -2,9 +2,9 @@
 //! they interact with retries, on a virtual clock. Lines are tagged with their operation.
 
 use relent_core::{
-    Action, Attempt, BreakerConfig, CircuitState, ConfigError, Context, Dependency,
-    DependencyConfig, Disposition, Instant, Jitter, Operation, Problem, RateLimit, ReplaySafety,
-    RetryBudget, RetryPolicy, Verdict,
+    Action, Attempt, BreakerConfig, CircuitState, ConfigError, Context, Dependency, DependencyConfig,
+    Disposition, Instant, Jitter, Operation, Problem, RateLimit, ReplaySafety, RetryBudget, RetryPolicy,
+    Verdict,
 };
 use relent_tests::rng::Fixed;
 use relent_tests::transcript::{D, Dep, Failure, HZ, Recorder, T, valid};
@@ -16,21 +16,14 @@ const POLICY: RetryPolicy<HZ> = valid(
         .build(),
 );
 
-const REFUSED: Failure = Failure {
-    name: "refused",
-    verdict: Verdict::Retryable,
-};
+const REFUSED: Failure = Failure { name: "refused", verdict: Verdict::Retryable };
 
 fn base() -> DependencyConfig<HZ> {
     DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10)))
 }
 
 fn read(id: u64) -> Context<HZ> {
-    Context::new(
-        D::from_secs(60),
-        ReplaySafety::replayable_read(D::from_secs(3600)),
-    )
-    .id(id)
+    Context::new(D::from_secs(60), ReplaySafety::replayable_read(D::from_secs(3600))).id(id)
 }
 
 fn t(ms: u64) -> Instant<HZ> {
@@ -46,48 +39,24 @@ fn dispatch(
 ) -> Attempt<HZ> {
     match op.poll(t(ms), state, rec) {
         Action::Dispatch(a) => a,
-        other => panic!(
-            "expected a dispatch at {ms} ms, got {other:?}\n{:#?}",
-            rec.lines
-        ),
+        other => panic!("expected a dispatch at {ms} ms, got {other:?}\n{:#?}", rec.lines),
     }
 }
 
 #[track_caller]
-fn done(
-    op: &mut Operation<'_, HZ, Failure>,
-    ms: u64,
-    state: &mut Dependency<HZ, 10>,
-    rec: &mut Recorder,
-) {
+fn done(op: &mut Operation<'_, HZ, Failure>, ms: u64, state: &mut Dependency<HZ, 10>, rec: &mut Recorder) {
     assert_eq!(op.poll(t(ms), state, rec), Action::Done, "{:#?}", rec.lines);
 }
 
 #[test]
-fn a_breaker_that_opens_mid_operation_turns_the_next_retry_into_circuit_open_with_the_last_failure_kept()
- {
-    let mut dep =
-        Dep::new(base().breaker(BreakerConfig::consecutive_failures(2, D::from_secs(30))));
+fn a_breaker_that_opens_mid_operation_turns_the_next_retry_into_circuit_open_with_the_last_failure_kept() {
+    let mut dep = Dep::new(base().breaker(BreakerConfig::consecutive_failures(2, D::from_secs(30))));
     let mut rec = Recorder::tagged();
     let mut a = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
-    a.on_failure(
-        x,
-        t(10),
-        &mut dep.state,
-        &mut Fixed::top(),
-        REFUSED,
-        &mut rec,
-    );
+    a.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
     let x = dispatch(&mut a, 110, &mut dep.state, &mut rec);
-    a.on_failure(
-        x,
-        t(120),
-        &mut dep.state,
-        &mut Fixed::top(),
-        REFUSED,
-        &mut rec,
-    );
+    a.on_failure(x, t(120), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
     done(&mut a, 120, &mut dep.state, &mut rec);
     let completion = a.take_completion().unwrap();
     assert_eq!(completion.disposition, Disposition::Rejected);
@@ -133,19 +102,8 @@ fn a_bulkhead_slot_is_free_during_a_retry_delay_and_refused_while_taken() {
     let mut c = Operation::start(&POLICY, &dep.config, read(3), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
     assert_eq!(dep.state.in_flight(), 1);
-    a.on_failure(
-        x,
-        t(10),
-        &mut dep.state,
-        &mut Fixed::top(),
-        REFUSED,
-        &mut rec,
-    );
-    assert_eq!(
-        dep.state.in_flight(),
-        0,
-        "nothing is held while op1 waits to retry"
-    );
+    a.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    assert_eq!(dep.state.in_flight(), 0, "nothing is held while op1 waits to retry");
     let y = dispatch(&mut b, 50, &mut dep.state, &mut rec);
     done(&mut c, 55, &mut dep.state, &mut rec);
     b.on_success(y, t(60), &mut dep.state, &mut rec);
@@ -178,14 +136,7 @@ fn every_retry_costs_a_rate_limit_unit() {
     let mut a = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
     for (go, fail) in [(0, 10), (110, 120)] {
         let x = dispatch(&mut a, go, &mut dep.state, &mut rec);
-        a.on_failure(
-            x,
-            t(fail),
-            &mut dep.state,
-            &mut Fixed::top(),
-            REFUSED,
-            &mut rec,
-        );
+        a.on_failure(x, t(fail), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
     }
     let x = dispatch(&mut a, 320, &mut dep.state, &mut rec);
     a.on_success(x, t(330), &mut dep.state, &mut rec);
@@ -212,25 +163,14 @@ fn a_rate_unit_due_soon_enough_is_reserved_and_waited_for_holding_nothing_else()
     let mut b = Operation::start(&POLICY, &dep.config, read(2), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
     a.on_success(x, t(5), &mut dep.state, &mut rec);
-    assert_eq!(
-        b.poll(t(100), &mut dep.state, &mut rec),
-        Action::Wait { until: t(1_000) }
-    );
-    assert_eq!(
-        dep.state.in_flight(),
-        0,
-        "no slot is held while waiting for the unit"
-    );
+    assert_eq!(b.poll(t(100), &mut dep.state, &mut rec), Action::Wait { until: t(1_000) });
+    assert_eq!(dep.state.in_flight(), 0, "no slot is held while waiting for the unit");
     // Another operation cannot take the reserved unit: the next one is due at 2.0 s.
     assert_eq!(dep.state.next_rate_unit(&dep.config, t(100)), t(2_000));
     let y = dispatch(&mut b, 1_000, &mut dep.state, &mut rec);
     b.on_success(y, t(1_010), &mut dep.state, &mut rec);
     // A wait that does not fit before the deadline is refused instead.
-    let short = Context::new(
-        D::from_millis(500),
-        ReplaySafety::replayable_read(D::from_secs(3600)),
-    )
-    .id(3);
+    let short = Context::new(D::from_millis(500), ReplaySafety::replayable_read(D::from_secs(3600))).id(3);
     let mut c = Operation::start(&POLICY, &dep.config, short, t(1_100)).unwrap();
     done(&mut c, 1_100, &mut dep.state, &mut rec);
     assert_eq!(
@@ -250,14 +190,10 @@ fn a_rate_unit_due_soon_enough_is_reserved_and_waited_for_holding_nothing_else()
 }
 
 #[test]
-fn a_thirty_second_retry_after_puts_the_dependency_in_cooldown_so_the_next_operation_is_deferred_unsent()
- {
+fn a_thirty_second_retry_after_puts_the_dependency_in_cooldown_so_the_next_operation_is_deferred_unsent() {
     let mut dep = Dep::new(base().cooldown(D::from_secs(60)));
     let mut rec = Recorder::tagged();
-    let busy = Failure {
-        name: "503",
-        verdict: Verdict::RetryableAfter(D::from_secs(30)),
-    };
+    let busy = Failure { name: "503", verdict: Verdict::RetryableAfter(D::from_secs(30)) };
     let mut a = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
     a.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), busy, &mut rec);
@@ -288,10 +224,7 @@ fn a_retry_after_that_is_honoured_ends_exactly_when_the_cooldown_does() {
     // The operation that was told to wait 1 s is not refused by the cooldown its own answer started.
     let mut dep = Dep::new(base().cooldown(D::from_secs(60)));
     let mut rec = Recorder::tagged();
-    let busy = Failure {
-        name: "503",
-        verdict: Verdict::RetryableAfter(D::from_secs(1)),
-    };
+    let busy = Failure { name: "503", verdict: Verdict::RetryableAfter(D::from_secs(1)) };
     let mut a = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
     a.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), busy, &mut rec);
@@ -302,34 +235,21 @@ fn a_retry_after_that_is_honoured_ends_exactly_when_the_cooldown_does() {
 
 #[test]
 fn half_open_admits_only_its_probes_and_their_successes_close_the_circuit() {
-    let mut dep = Dep::new(
-        base().breaker(BreakerConfig::consecutive_failures(1, D::from_secs(10)).probes(2)),
-    );
+    let mut dep =
+        Dep::new(base().breaker(BreakerConfig::consecutive_failures(1, D::from_secs(10)).probes(2)));
     let mut rec = Recorder::tagged();
     let once = valid(RetryPolicy::single_attempt().build());
     let mut a = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
-    a.on_failure(
-        x,
-        t(1),
-        &mut dep.state,
-        &mut Fixed::top(),
-        REFUSED,
-        &mut rec,
-    );
-    let mut probes: Vec<_> = (2..=4)
-        .map(|id| Operation::start(&POLICY, &dep.config, read(id), t(10_001)).unwrap())
-        .collect();
+    a.on_failure(x, t(1), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    let mut probes: Vec<_> =
+        (2..=4).map(|id| Operation::start(&POLICY, &dep.config, read(id), t(10_001)).unwrap()).collect();
     let p1 = dispatch(&mut probes[0], 10_001, &mut dep.state, &mut rec);
     let p2 = dispatch(&mut probes[1], 10_001, &mut dep.state, &mut rec);
     done(&mut probes[2], 10_001, &mut dep.state, &mut rec);
     assert_eq!(dep.state.circuit(t(10_001)), CircuitState::HalfOpen);
     probes[0].on_success(p1, t(10_010), &mut dep.state, &mut rec);
-    assert_eq!(
-        dep.state.circuit(t(10_010)),
-        CircuitState::HalfOpen,
-        "one of two probes succeeded"
-    );
+    assert_eq!(dep.state.circuit(t(10_010)), CircuitState::HalfOpen, "one of two probes succeeded");
     probes[1].on_success(p2, t(10_020), &mut dep.state, &mut rec);
     assert_eq!(dep.state.circuit(t(10_020)), CircuitState::Closed);
     assert_eq!(
@@ -351,8 +271,7 @@ fn half_open_admits_only_its_probes_and_their_successes_close_the_circuit() {
 
 #[test]
 fn a_slow_success_counts_as_a_failure_for_the_breaker() {
-    let breaker =
-        BreakerConfig::consecutive_failures(1, D::from_secs(10)).slow_calls(D::from_millis(500));
+    let breaker = BreakerConfig::consecutive_failures(1, D::from_secs(10)).slow_calls(D::from_millis(500));
     let mut dep = Dep::new(base().breaker(breaker));
     let mut rec = Recorder::tagged();
     let mut a = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
@@ -367,10 +286,7 @@ fn a_slow_success_counts_as_a_failure_for_the_breaker() {
             "op1: 0.600 done: succeeded after 1 dispatched",
         ]
     );
-    assert!(
-        a.take_completion().unwrap().is_success(),
-        "the caller still gets its (slow) success"
-    );
+    assert!(a.take_completion().unwrap().is_success(), "the caller still gets its (slow) success");
 }
 
 #[test]
@@ -383,38 +299,16 @@ fn the_failure_ratio_breaker_reads_the_same_window_as_the_ratio_budget() {
         let mut op = Operation::start(&once, &dep.config, read(id), t(id)).unwrap();
         let x = dispatch(&mut op, id, &mut dep.state, &mut rec);
         if fails {
-            op.on_failure(
-                x,
-                t(id),
-                &mut dep.state,
-                &mut Fixed::top(),
-                REFUSED,
-                &mut rec,
-            );
+            op.on_failure(x, t(id), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
         } else {
             op.on_success(x, t(id), &mut dep.state, &mut rec);
         }
     }
-    assert_eq!(
-        dep.state.circuit(t(3)),
-        CircuitState::Closed,
-        "1 failure of 3 calls"
-    );
+    assert_eq!(dep.state.circuit(t(3)), CircuitState::Closed, "1 failure of 3 calls");
     let mut op = Operation::start(&once, &dep.config, read(4), t(4)).unwrap();
     let x = dispatch(&mut op, 4, &mut dep.state, &mut rec);
-    op.on_failure(
-        x,
-        t(4),
-        &mut dep.state,
-        &mut Fixed::top(),
-        REFUSED,
-        &mut rec,
-    );
-    assert_eq!(
-        dep.state.circuit(t(4)),
-        CircuitState::Open,
-        "2 failures of 4 calls"
-    );
+    op.on_failure(x, t(4), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    assert_eq!(dep.state.circuit(t(4)), CircuitState::Open, "2 failures of 4 calls");
     let counts = dep.state.counts(t(4));
     assert_eq!((counts.calls, counts.failures), (4, 2), "one set of counts");
 }
@@ -435,62 +329,30 @@ fn the_protections_are_consulted_in_their_order_and_a_refusal_takes_nothing() {
     let unit_before = dep.state.next_rate_unit(&dep.config, t(0));
     let mut second = Operation::start(&once, &dep.config, read(2), t(0)).unwrap();
     done(&mut second, 0, &mut dep.state, &mut rec);
-    assert_eq!(
-        second.take_completion().unwrap().problem,
-        Some(Problem::BulkheadFull)
-    );
-    assert_eq!(
-        dep.state.next_rate_unit(&dep.config, t(0)),
-        unit_before,
-        "no unit spent on a refusal"
-    );
+    assert_eq!(second.take_completion().unwrap().problem, Some(Problem::BulkheadFull));
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(0)), unit_before, "no unit spent on a refusal");
     // Op 1 fails with a Retry-After: the circuit opens and the cooldown starts. The cooldown is
     // consulted first.
-    let busy = Failure {
-        name: "503",
-        verdict: Verdict::RetryableAfter(D::from_secs(5)),
-    };
-    holder.on_failure(
-        held,
-        t(10),
-        &mut dep.state,
-        &mut Fixed::top(),
-        busy,
-        &mut rec,
-    );
+    let busy = Failure { name: "503", verdict: Verdict::RetryableAfter(D::from_secs(5)) };
+    holder.on_failure(held, t(10), &mut dep.state, &mut Fixed::top(), busy, &mut rec);
     let mut third = Operation::start(&once, &dep.config, read(3), t(20)).unwrap();
     done(&mut third, 20, &mut dep.state, &mut rec);
-    assert_eq!(
-        third.take_completion().unwrap().problem,
-        Some(Problem::CooldownActive)
-    );
+    assert_eq!(third.take_completion().unwrap().problem, Some(Problem::CooldownActive));
     // After the cooldown, the circuit (open for 10 s) is next.
     let mut fourth = Operation::start(&once, &dep.config, read(4), t(5_010)).unwrap();
     done(&mut fourth, 5_010, &mut dep.state, &mut rec);
-    assert_eq!(
-        fourth.take_completion().unwrap().problem,
-        Some(Problem::CircuitOpen)
-    );
+    assert_eq!(fourth.take_completion().unwrap().problem, Some(Problem::CircuitOpen));
 }
 
 #[test]
 fn abandoning_an_operation_gives_back_its_slot_and_its_probe() {
-    let config = base()
-        .bulkhead(1)
-        .breaker(BreakerConfig::consecutive_failures(1, D::from_secs(1)));
+    let config = base().bulkhead(1).breaker(BreakerConfig::consecutive_failures(1, D::from_secs(1)));
     let mut dep = Dep::new(config);
     let once = valid(RetryPolicy::single_attempt().build());
     let mut rec = Recorder::tagged();
     let mut a = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
-    a.on_failure(
-        x,
-        t(1),
-        &mut dep.state,
-        &mut Fixed::top(),
-        REFUSED,
-        &mut rec,
-    );
+    a.on_failure(x, t(1), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
     // Half-open at 1.001: a probe goes out, then its caller is cancelled.
     let mut b = Operation::start(&once, &dep.config, read(2), t(1_001)).unwrap();
     let lost = dispatch(&mut b, 1_001, &mut dep.state, &mut rec);
@@ -498,10 +360,7 @@ fn abandoning_an_operation_gives_back_its_slot_and_its_probe() {
     assert_eq!(dep.state.in_flight(), 1);
     b.abandon(t(1_002), &mut dep.state, &mut rec);
     assert_eq!(dep.state.in_flight(), 0);
-    assert_eq!(
-        b.take_completion().unwrap().problem,
-        Some(Problem::Cancelled)
-    );
+    assert_eq!(b.take_completion().unwrap().problem, Some(Problem::Cancelled));
     // The probe was given back: another may go.
     let mut c = Operation::start(&once, &dep.config, read(3), t(1_003)).unwrap();
     let _ = dispatch(&mut c, 1_003, &mut dep.state, &mut rec);
@@ -512,18 +371,12 @@ fn bad_protections_are_refused_with_their_codes() {
     let d = D::from_secs(1);
     let check = |config: DependencyConfig<HZ>| Dependency::<HZ, 10>::new(&config, t(0)).map(|_| ());
     assert_eq!(check(base().bulkhead(0)), Err(ConfigError::ZeroBulkhead));
-    assert_eq!(
-        check(base().rate_limit(RateLimit::new(0, d))),
-        Err(ConfigError::ZeroRate)
-    );
+    assert_eq!(check(base().rate_limit(RateLimit::new(0, d))), Err(ConfigError::ZeroRate));
     assert_eq!(
         check(base().rate_limit(RateLimit::new(1, D::from_ticks(0)))),
         Err(ConfigError::ZeroRatePeriod)
     );
-    assert_eq!(
-        check(base().rate_limit(RateLimit::new(1, d).burst(0))),
-        Err(ConfigError::ZeroRateBurst)
-    );
+    assert_eq!(check(base().rate_limit(RateLimit::new(1, d).burst(0))), Err(ConfigError::ZeroRateBurst));
     assert_eq!(
         check(base().breaker(BreakerConfig::failure_ratio(150, 1, d))),
         Err(ConfigError::BreakerPercentOutOfRange)

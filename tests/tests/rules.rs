@@ -1,8 +1,8 @@
 //! One transcript per rule of the operation state machine that the seeds do not already cover.
 
 use relent_core::{
-    Action, Context, DependencyConfig, Disposition, Event, Jitter, Operation, Problem,
-    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    Action, Context, DependencyConfig, Disposition, Event, Jitter, Operation, Problem, ReplaySafety,
+    RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::Fixed;
 use relent_tests::transcript::{D, Dep, Failure, HZ, Recorder, Step, T, TIMEOUT, run, valid};
@@ -15,33 +15,19 @@ const POLICY: RetryPolicy<HZ> = valid(
 );
 
 fn ratio(percent: u8, floor: u32) -> Dep {
-    Dep::new(
-        DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(percent, floor))),
-    )
+    Dep::new(DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(percent, floor))))
 }
 
 fn read(deadline_ms: u64) -> Context<HZ> {
-    Context::new(
-        D::from_millis(deadline_ms),
-        ReplaySafety::replayable_read(D::from_secs(3600)),
-    )
+    Context::new(D::from_millis(deadline_ms), ReplaySafety::replayable_read(D::from_secs(3600)))
 }
 
-const REFUSED: Failure = Failure {
-    name: "refused",
-    verdict: Verdict::Retryable,
-};
+const REFUSED: Failure = Failure { name: "refused", verdict: Verdict::Retryable };
 
 #[test]
 fn a_ratio_budget_with_no_share_and_no_floor_refuses_the_first_retry() {
-    let (lines, done) = run(
-        &POLICY,
-        read(10_000),
-        &mut ratio(0, 0),
-        0,
-        &[Step::Fail(10, REFUSED)],
-        &mut Fixed::top(),
-    );
+    let (lines, done) =
+        run(&POLICY, read(10_000), &mut ratio(0, 0), 0, &[Step::Fail(10, REFUSED)], &mut Fixed::top());
     assert_eq!(
         lines,
         [
@@ -58,36 +44,13 @@ fn a_ratio_budget_with_no_share_and_no_floor_refuses_the_first_retry() {
 fn the_ratio_floor_is_shared_by_every_operation_in_the_window() {
     // Floor 2, no share: two retries per 10 s for the whole dependency.
     let mut dep = ratio(0, 2);
-    let (first, _) = run(
-        &POLICY,
-        read(10_000),
-        &mut dep,
-        0,
-        &[Step::Fail(10, REFUSED)],
-        &mut Fixed::top(),
-    );
-    assert_eq!(
-        first.iter().filter(|l| l.contains(" dispatch #")).count(),
-        3,
-        "{first:#?}"
-    );
-    assert_eq!(
-        first.last().unwrap(),
-        "0.330 done: failed, retry_budget_exhausted after 3 dispatched"
-    );
+    let (first, _) = run(&POLICY, read(10_000), &mut dep, 0, &[Step::Fail(10, REFUSED)], &mut Fixed::top());
+    assert_eq!(first.iter().filter(|l| l.contains(" dispatch #")).count(), 3, "{first:#?}");
+    assert_eq!(first.last().unwrap(), "0.330 done: failed, retry_budget_exhausted after 3 dispatched");
     // A second operation in the same window gets no retry at all.
-    let (second, _) = run(
-        &POLICY,
-        read(10_000),
-        &mut dep,
-        1_000,
-        &[Step::Fail(10, REFUSED)],
-        &mut Fixed::top(),
-    );
-    assert_eq!(
-        second.last().unwrap(),
-        "1.010 done: failed, retry_budget_exhausted after 1 dispatched"
-    );
+    let (second, _) =
+        run(&POLICY, read(10_000), &mut dep, 1_000, &[Step::Fail(10, REFUSED)], &mut Fixed::top());
+    assert_eq!(second.last().unwrap(), "1.010 done: failed, retry_budget_exhausted after 1 dispatched");
     // Once the window has slid past the retries, the floor is there again.
     let (third, _) = run(
         &POLICY,
@@ -97,42 +60,19 @@ fn the_ratio_floor_is_shared_by_every_operation_in_the_window() {
         &[Step::Fail(10, REFUSED), Step::Ok(5)],
         &mut Fixed::top(),
     );
-    assert_eq!(
-        third.last().unwrap(),
-        "11.115 done: succeeded after 2 dispatched"
-    );
+    assert_eq!(third.last().unwrap(), "11.115 done: succeeded after 2 dispatched");
 }
 
 #[test]
 fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
-    let budget = valid(RetryBudget::token_bucket(
-        2,
-        1,
-        D::from_secs(60),
-        D::from_secs(5),
-    ));
+    let budget = valid(RetryBudget::token_bucket(2, 1, D::from_secs(60), D::from_secs(5)));
     let mut dep = Dep::at(DependencyConfig::new(D::from_secs(10)).budget(budget), 0);
-    let (_, done) = run(
-        &POLICY,
-        read(10_000),
-        &mut dep,
-        0,
-        &[Step::Fail(10, REFUSED), Step::Ok(5)],
-        &mut Fixed::top(),
-    );
+    let (_, done) =
+        run(&POLICY, read(10_000), &mut dep, 0, &[Step::Fail(10, REFUSED), Step::Ok(5)], &mut Fixed::top());
     assert!(done.is_success());
-    assert_eq!(
-        dep.state.retries_available(&dep.config, T::from_ticks(200)),
-        Some(1)
-    );
-    let (lines, done) = run(
-        &POLICY,
-        read(10_000),
-        &mut dep,
-        1_000,
-        &[Step::Fail(10, REFUSED)],
-        &mut Fixed::top(),
-    );
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(200)), Some(1));
+    let (lines, done) =
+        run(&POLICY, read(10_000), &mut dep, 1_000, &[Step::Fail(10, REFUSED)], &mut Fixed::top());
     assert_eq!(done.problem, Some(Problem::RetryBudgetExhausted));
     assert_eq!(
         lines[lines.len() - 3..],
@@ -146,18 +86,10 @@ fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
 
 #[test]
 fn a_retry_whose_start_would_fall_after_the_replay_statement_expired_is_not_made() {
-    let context = Context::new(
-        D::from_secs(10),
-        ReplaySafety::provider_idempotent_mutation(D::from_millis(250)),
-    );
-    let (lines, done) = run(
-        &POLICY,
-        context,
-        &mut ratio(10, 10),
-        0,
-        &[Step::Fail(10, REFUSED)],
-        &mut Fixed::top(),
-    );
+    let context =
+        Context::new(D::from_secs(10), ReplaySafety::provider_idempotent_mutation(D::from_millis(250)));
+    let (lines, done) =
+        run(&POLICY, context, &mut ratio(10, 10), 0, &[Step::Fail(10, REFUSED)], &mut Fixed::top());
     assert_eq!(
         lines,
         [
@@ -184,14 +116,8 @@ fn a_retry_that_would_leave_less_than_the_minimum_remaining_time_is_not_made() {
     );
     // Deadline 0.7 s: after the first failure at 0.05 and a 0.1 s wait, 0.55 s would remain (>= 0.5);
     // after the second at 0.2 and a 0.2 s wait, 0.3 s would remain (< 0.5).
-    let (lines, _) = run(
-        &policy,
-        read(700),
-        &mut ratio(10, 10),
-        0,
-        &[Step::Fail(50, REFUSED)],
-        &mut Fixed::top(),
-    );
+    let (lines, _) =
+        run(&policy, read(700), &mut ratio(10, 10), 0, &[Step::Fail(50, REFUSED)], &mut Fixed::top());
     assert_eq!(
         lines,
         [
@@ -213,35 +139,19 @@ fn a_retry_after_spread_adds_on_top_of_the_stated_wait_and_never_below_it() {
             .retry_after_spread(D::from_millis(400))
             .build(),
     );
-    let busy = Failure {
-        name: "busy",
-        verdict: Verdict::RetryableAfter(D::from_secs(2)),
-    };
-    for (rng, expected) in [
-        (Fixed::bottom(), "wait 2.000"),
-        (Fixed::top(), "wait 2.400"),
-    ] {
-        let (lines, _) = run(
-            &policy,
-            read(10_000),
-            &mut ratio(10, 10),
-            0,
-            &[Step::Fail(0, busy), Step::Ok(1)],
-            &mut { rng },
-        );
-        assert!(
-            lines[2].starts_with(&format!("{expected} (retry-after 2.000)")),
-            "{lines:#?}"
-        );
+    let busy = Failure { name: "busy", verdict: Verdict::RetryableAfter(D::from_secs(2)) };
+    for (rng, expected) in [(Fixed::bottom(), "wait 2.000"), (Fixed::top(), "wait 2.400")] {
+        let (lines, _) =
+            run(&policy, read(10_000), &mut ratio(10, 10), 0, &[Step::Fail(0, busy), Step::Ok(1)], &mut {
+                rng
+            });
+        assert!(lines[2].starts_with(&format!("{expected} (retry-after 2.000)")), "{lines:#?}");
     }
 }
 
 #[test]
 fn a_zero_retry_after_retries_at_once() {
-    let now_please = Failure {
-        name: "now",
-        verdict: Verdict::RetryableAfter(D::from_ticks(0)),
-    };
+    let now_please = Failure { name: "now", verdict: Verdict::RetryableAfter(D::from_ticks(0)) };
     let (lines, _) = run(
         &POLICY,
         read(10_000),
@@ -250,10 +160,7 @@ fn a_zero_retry_after_retries_at_once() {
         &[Step::Fail(5, now_please), Step::Ok(5)],
         &mut Fixed::top(),
     );
-    assert_eq!(
-        lines[2],
-        "wait 0.000 (retry-after 0.000) until 0.005 for #2"
-    );
+    assert_eq!(lines[2], "wait 0.000 (retry-after 0.000) until 0.005 for #2");
     assert_eq!(lines[3], "0.005 dispatch #2 timeout 1.000");
 }
 
@@ -262,16 +169,8 @@ fn equal_and_decorrelated_jitter_stay_in_their_windows() {
     for (jitter, rng, waits) in [
         (Jitter::Equal, Fixed::bottom(), ["0.050", "0.100", "0.200"]),
         (Jitter::Equal, Fixed::top(), ["0.100", "0.200", "0.400"]),
-        (
-            Jitter::Decorrelated,
-            Fixed::bottom(),
-            ["0.100", "0.100", "0.100"],
-        ),
-        (
-            Jitter::Decorrelated,
-            Fixed::top(),
-            ["0.300", "0.900", "2.000"],
-        ),
+        (Jitter::Decorrelated, Fixed::bottom(), ["0.100", "0.100", "0.100"]),
+        (Jitter::Decorrelated, Fixed::top(), ["0.300", "0.900", "2.000"]),
     ] {
         let policy = valid(
             RetryPolicy::exponential(4, D::from_millis(100), D::from_secs(2))
@@ -279,19 +178,9 @@ fn equal_and_decorrelated_jitter_stay_in_their_windows() {
                 .attempt_timeout(D::from_secs(1))
                 .build(),
         );
-        let (lines, _) = run(
-            &policy,
-            read(60_000),
-            &mut ratio(10, 10),
-            0,
-            &[Step::Fail(0, REFUSED)],
-            &mut { rng },
-        );
-        let got: Vec<&str> = lines
-            .iter()
-            .filter(|l| l.starts_with("wait"))
-            .map(|l| &l[5..10])
-            .collect();
+        let (lines, _) =
+            run(&policy, read(60_000), &mut ratio(10, 10), 0, &[Step::Fail(0, REFUSED)], &mut { rng });
+        let got: Vec<&str> = lines.iter().filter(|l| l.starts_with("wait")).map(|l| &l[5..10]).collect();
         assert_eq!(got, waits, "{jitter:?} {lines:#?}");
     }
 }
@@ -300,31 +189,16 @@ fn equal_and_decorrelated_jitter_stay_in_their_windows() {
 fn waking_late_past_the_deadline_dispatches_nothing() {
     let mut dep = ratio(10, 10);
     let mut op =
-        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(1_000), T::from_ticks(0))
-            .unwrap();
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(1_000), T::from_ticks(0)).unwrap();
     let mut rec = Recorder::default();
-    let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep.state, &mut rec) else {
-        panic!()
-    };
-    op.on_failure(
-        a,
-        T::from_ticks(100),
-        &mut dep.state,
-        &mut Fixed::top(),
-        REFUSED,
-        &mut rec,
-    );
+    let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep.state, &mut rec) else { panic!() };
+    op.on_failure(a, T::from_ticks(100), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
     // Asked to wait until 0.2 s, the caller oversleeps to 1.5 s.
     assert_eq!(
         op.poll(T::from_ticks(150), &mut dep.state, &mut rec),
-        Action::Wait {
-            until: T::from_ticks(200)
-        }
+        Action::Wait { until: T::from_ticks(200) }
     );
-    assert_eq!(
-        op.poll(T::from_ticks(1_500), &mut dep.state, &mut rec),
-        Action::Done
-    );
+    assert_eq!(op.poll(T::from_ticks(1_500), &mut dep.state, &mut rec), Action::Done);
     let done = op.take_completion().unwrap();
     assert_eq!(done.problem, Some(Problem::DeadlineExceeded));
     assert_eq!(done.last_failure, Some(REFUSED));
@@ -335,43 +209,26 @@ fn waking_late_past_the_deadline_dispatches_nothing() {
 fn an_attempt_never_reported_ends_the_operation_at_its_deadline() {
     let mut dep = ratio(10, 10);
     let mut op =
-        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000), T::from_ticks(0))
-            .unwrap();
-    let Action::Dispatch(lost) = op.poll(T::from_ticks(0), &mut dep.state, &mut ()) else {
-        panic!()
-    };
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000), T::from_ticks(0)).unwrap();
+    let Action::Dispatch(lost) = op.poll(T::from_ticks(0), &mut dep.state, &mut ()) else { panic!() };
     drop(lost);
     assert_eq!(
         op.poll(T::from_ticks(10), &mut dep.state, &mut ()),
-        Action::Wait {
-            until: T::from_ticks(3_000)
-        }
+        Action::Wait { until: T::from_ticks(3_000) }
     );
-    assert_eq!(
-        op.poll(T::from_ticks(3_000), &mut dep.state, &mut ()),
-        Action::Done
-    );
-    assert_eq!(
-        op.take_completion().unwrap().problem,
-        Some(Problem::DeadlineExceeded)
-    );
+    assert_eq!(op.poll(T::from_ticks(3_000), &mut dep.state, &mut ()), Action::Done);
+    assert_eq!(op.take_completion().unwrap().problem, Some(Problem::DeadlineExceeded));
 }
 
 #[test]
 fn a_report_for_an_attempt_the_operation_does_not_have_out_is_ignored() {
     let mut dep = ratio(10, 10);
     let mut a =
-        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000).id(1), T::from_ticks(0))
-            .unwrap();
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000).id(1), T::from_ticks(0)).unwrap();
     let mut b =
-        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000).id(2), T::from_ticks(0))
-            .unwrap();
-    let Action::Dispatch(of_a) = a.poll(T::from_ticks(0), &mut dep.state, &mut ()) else {
-        panic!()
-    };
-    let Action::Dispatch(of_b) = b.poll(T::from_ticks(0), &mut dep.state, &mut ()) else {
-        panic!()
-    };
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(3_000).id(2), T::from_ticks(0)).unwrap();
+    let Action::Dispatch(of_a) = a.poll(T::from_ticks(0), &mut dep.state, &mut ()) else { panic!() };
+    let Action::Dispatch(of_b) = b.poll(T::from_ticks(0), &mut dep.state, &mut ()) else { panic!() };
     // b is handed a's attempt: ignored; b's own attempt is still out.
     b.on_success(of_a, T::from_ticks(5), &mut dep.state, &mut ());
     assert!(!b.is_done());
@@ -383,28 +240,13 @@ fn a_report_for_an_attempt_the_operation_does_not_have_out_is_ignored() {
 #[test]
 fn instants_near_the_end_of_time_saturate_instead_of_panicking() {
     let start = u64::MAX - 150;
-    let mut dep = Dep::at(
-        DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10))),
-        start,
-    );
-    let context = Context::new(
-        D::from_ticks(u64::MAX),
-        ReplaySafety::replayable_read(D::from_ticks(u64::MAX)),
-    );
-    let (lines, done) = run(
-        &POLICY,
-        context,
-        &mut dep,
-        start,
-        &[Step::Fail(10, REFUSED)],
-        &mut Fixed::top(),
-    );
+    let mut dep =
+        Dep::at(DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10))), start);
+    let context =
+        Context::new(D::from_ticks(u64::MAX), ReplaySafety::replayable_read(D::from_ticks(u64::MAX)));
+    let (lines, done) = run(&POLICY, context, &mut dep, start, &[Step::Fail(10, REFUSED)], &mut Fixed::top());
     // The deadline saturated at u64::MAX ticks: 150 ms remain; the second retry's 200 ms wait does not fit.
-    assert_eq!(
-        done.problem,
-        Some(Problem::RetryDelayExceedsDeadline),
-        "{lines:#?}"
-    );
+    assert_eq!(done.problem, Some(Problem::RetryDelayExceedsDeadline), "{lines:#?}");
     assert_eq!(done.summary.dispatched, 2);
 }
 
@@ -413,8 +255,7 @@ fn the_observer_sees_every_event_of_a_run_once_and_in_order() {
     let mut seen: Vec<&'static str> = Vec::new();
     let mut dep = ratio(10, 10);
     let mut op =
-        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(10_000), T::from_ticks(0))
-            .unwrap();
+        Operation::<HZ, Failure>::start(&POLICY, &dep.config, read(10_000), T::from_ticks(0)).unwrap();
     let mut observer = |e: &Event<HZ>| {
         seen.push(match e {
             Event::AttemptDispatched { .. } => "dispatched",
@@ -428,38 +269,11 @@ fn the_observer_sees_every_event_of_a_run_once_and_in_order() {
             Event::Completed { .. } => "completed",
         })
     };
-    let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep.state, &mut observer) else {
-        panic!()
-    };
-    op.on_failure(
-        a,
-        T::from_ticks(1),
-        &mut dep.state,
-        &mut Fixed::top(),
-        TIMEOUT,
-        &mut observer,
-    );
-    let Action::Dispatch(a) = op.poll(T::from_ticks(101), &mut dep.state, &mut observer) else {
-        panic!()
-    };
+    let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep.state, &mut observer) else { panic!() };
+    op.on_failure(a, T::from_ticks(1), &mut dep.state, &mut Fixed::top(), TIMEOUT, &mut observer);
+    let Action::Dispatch(a) = op.poll(T::from_ticks(101), &mut dep.state, &mut observer) else { panic!() };
     op.on_success(a, T::from_ticks(102), &mut dep.state, &mut observer);
-    assert_eq!(
-        op.poll(T::from_ticks(102), &mut dep.state, &mut observer),
-        Action::Done
-    );
-    assert_eq!(
-        seen,
-        [
-            "dispatched",
-            "failed",
-            "scheduled",
-            "dispatched",
-            "succeeded",
-            "completed"
-        ]
-    );
-    assert_eq!(
-        op.take_completion().unwrap().disposition,
-        Disposition::Succeeded
-    );
+    assert_eq!(op.poll(T::from_ticks(102), &mut dep.state, &mut observer), Action::Done);
+    assert_eq!(seen, ["dispatched", "failed", "scheduled", "dispatched", "succeeded", "completed"]);
+    assert_eq!(op.take_completion().unwrap().disposition, Disposition::Succeeded);
 }

@@ -5,8 +5,8 @@
 //! the harness only plays the script.
 
 use relent_core::{
-    ConfigError, Context, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety,
-    RetryBudget, RetryPolicy, StartError, Verdict,
+    ConfigError, Context, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryBudget,
+    RetryPolicy, StartError, Verdict,
 };
 use relent_tests::rng::Fixed;
 use relent_tests::transcript::{D, Dep, Failure, HZ, Step, T, TIMEOUT, run, valid};
@@ -34,14 +34,8 @@ fn seed_000_checkout_cuts_nothing_when_three_attempts_fit_in_ten_seconds() {
     // The checkout's 10 s budget started at 0; the order was placed by 0.1 s, so 9.9 s remain.
     // Payrail hangs on every attempt; full jitter drawn at the top of its window (Fixed::top())
     // waits the nominal 100 ms and 200 ms.
-    let (lines, done) = run(
-        &CHECKOUT,
-        read(D::from_millis(9_900)),
-        &mut payrail(),
-        100,
-        &[Step::Hang],
-        &mut Fixed::top(),
-    );
+    let (lines, done) =
+        run(&CHECKOUT, read(D::from_millis(9_900)), &mut payrail(), 100, &[Step::Hang], &mut Fixed::top());
     assert_eq!(
         lines,
         [
@@ -72,14 +66,8 @@ fn seed_000_checkout_cuts_nothing_when_three_attempts_fit_in_ten_seconds() {
 fn seed_000_checkout_cuts_the_third_attempt_to_what_remains_when_the_seat_hold_ran_long() {
     // "Had the seat hold taken longer ... the third attempt would have been made with less than a
     // second and given less than a second." The seat hold took 2.5 s: 7.5 s remain at the start.
-    let (lines, done) = run(
-        &CHECKOUT,
-        read(D::from_millis(7_500)),
-        &mut payrail(),
-        2_500,
-        &[Step::Hang],
-        &mut Fixed::top(),
-    );
+    let (lines, done) =
+        run(&CHECKOUT, read(D::from_millis(7_500)), &mut payrail(), 2_500, &[Step::Hang], &mut Fixed::top());
     assert_eq!(
         lines,
         [
@@ -106,14 +94,8 @@ fn seed_000_checkout_makes_no_attempt_that_cannot_start_before_the_deadline() {
             .attempt_timeout(D::from_secs(3))
             .build(),
     );
-    let (lines, done) = run(
-        &policy,
-        read(D::from_millis(9_900)),
-        &mut payrail(),
-        100,
-        &[Step::Hang],
-        &mut Fixed::top(),
-    );
+    let (lines, done) =
+        run(&policy, read(D::from_millis(9_900)), &mut payrail(), 100, &[Step::Hang], &mut Fixed::top());
     assert_eq!(
         lines,
         [
@@ -133,20 +115,10 @@ fn seed_000_checkout_makes_no_attempt_that_cannot_start_before_the_deadline() {
 fn seed_000_a_read_timeout_on_a_keyless_post_is_sent_once() {
     // The keyless POST makes no replay statement, so it gets a single-attempt policy; its read
     // timeout is the caller's failure, returned as it is after one attempt.
-    const ONCE: RetryPolicy<HZ> = valid(
-        RetryPolicy::single_attempt()
-            .attempt_timeout(D::from_secs(3))
-            .build(),
-    );
+    const ONCE: RetryPolicy<HZ> =
+        valid(RetryPolicy::single_attempt().attempt_timeout(D::from_secs(3)).build());
     let context = Context::new(D::from_secs(10), ReplaySafety::Unsafe);
-    let (lines, done) = run(
-        &ONCE,
-        context,
-        &mut payrail(),
-        0,
-        &[Step::Hang],
-        &mut Fixed::top(),
-    );
+    let (lines, done) = run(&ONCE, context, &mut payrail(), 0, &[Step::Hang], &mut Fixed::top());
     assert_eq!(
         lines,
         [
@@ -160,10 +132,7 @@ fn seed_000_a_read_timeout_on_a_keyless_post_is_sent_once() {
 
 #[test]
 fn seed_000_a_500_is_returned_as_it_is_without_a_retry() {
-    let error_500 = Failure {
-        name: "500",
-        verdict: Verdict::NotRetryable,
-    };
+    let error_500 = Failure { name: "500", verdict: Verdict::NotRetryable };
     let (lines, done) = run(
         &CHECKOUT,
         read(D::from_secs(10)),
@@ -188,10 +157,7 @@ fn seed_000_a_500_is_returned_as_it_is_without_a_retry() {
 fn seed_000_a_503_with_retry_after_sleeps_exactly_the_stated_wait() {
     // "When the far side sends Retry-After, the wrapper sleeps that many seconds instead of the
     // computed wait." 1 s is within the 2 s maximum delay.
-    let busy = Failure {
-        name: "503",
-        verdict: Verdict::RetryableAfter(D::from_secs(1)),
-    };
+    let busy = Failure { name: "503", verdict: Verdict::RetryableAfter(D::from_secs(1)) };
     let (lines, done) = run(
         &CHECKOUT,
         read(D::from_secs(10)),
@@ -212,31 +178,18 @@ fn seed_000_a_503_with_retry_after_sleeps_exactly_the_stated_wait() {
         ]
     );
     assert!(done.is_success());
-    assert_eq!(
-        done.last_failure,
-        Some(busy),
-        "the failure before the success is kept too"
-    );
+    assert_eq!(done.last_failure, Some(busy), "the failure before the success is kept too");
 }
 
 /// Seed 003's base pipeline: a token budget of 10, refilled 10 per minute, reservations held 10 s
 /// (so attempts may take at most 9 s: the policies below use 3 s).
 fn reqtide_dependency() -> Dep {
-    let budget = valid(RetryBudget::token_bucket(
-        10,
-        10,
-        D::from_secs(60),
-        D::from_secs(10),
-    ));
+    let budget = valid(RetryBudget::token_bucket(10, 10, D::from_secs(60), D::from_secs(10)));
     Dep::new(DependencyConfig::new(D::from_secs(10)).budget(budget))
 }
 
 fn get_order() -> Context<HZ> {
-    Context::new(
-        D::from_secs(30),
-        ReplaySafety::replayable_read(D::from_secs(3600)),
-    )
-    .id(4)
+    Context::new(D::from_secs(30), ReplaySafety::replayable_read(D::from_secs(3600))).id(4)
 }
 
 #[test]
@@ -248,19 +201,10 @@ fn seed_003_example_5_a_retryable_timeout_with_two_attempts_ends_attempts_exhaus
             .attempt_timeout(D::from_secs(3))
             .build(),
     );
-    let upstream_timeout = Failure {
-        name: "UpstreamTimeout",
-        verdict: Verdict::Retryable,
-    };
+    let upstream_timeout = Failure { name: "UpstreamTimeout", verdict: Verdict::Retryable };
     let mut dep = reqtide_dependency();
-    let (lines, done) = run(
-        &policy,
-        get_order(),
-        &mut dep,
-        0,
-        &[Step::Fail(1, upstream_timeout)],
-        &mut Fixed::top(),
-    );
+    let (lines, done) =
+        run(&policy, get_order(), &mut dep, 0, &[Step::Fail(1, upstream_timeout)], &mut Fixed::top());
     assert_eq!(
         lines,
         [
@@ -280,10 +224,7 @@ fn seed_003_example_5_a_retryable_timeout_with_two_attempts_ends_attempts_exhaus
     assert_eq!(done.last_failure.map(|f| f.name), Some("UpstreamTimeout"));
     assert_eq!(done.operation.0, 4);
     // The one retry spent one token.
-    assert_eq!(
-        dep.state.retries_available(&dep.config, T::from_ticks(7)),
-        Some(9)
-    );
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(7)), Some(9));
 }
 
 #[test]
@@ -296,10 +237,7 @@ fn seed_003_example_4_a_retry_after_longer_than_the_maximum_delay_is_deferred_no
             .attempt_timeout(D::from_secs(3))
             .build(),
     );
-    let throttled = Failure {
-        name: "Throttled",
-        verdict: Verdict::RetryableAfter(D::from_secs(60)),
-    };
+    let throttled = Failure { name: "Throttled", verdict: Verdict::RetryableAfter(D::from_secs(60)) };
     let (lines, done) = run(
         &policy,
         get_order(),
@@ -333,10 +271,7 @@ fn seed_003_a_retry_after_that_does_not_fit_the_deadline_is_deferred() {
             .attempt_timeout(D::from_secs(3))
             .build(),
     );
-    let throttled = Failure {
-        name: "Throttled",
-        verdict: Verdict::RetryableAfter(D::from_secs(45)),
-    };
+    let throttled = Failure { name: "Throttled", verdict: Verdict::RetryableAfter(D::from_secs(45)) };
     let (lines, done) = run(
         &policy,
         get_order(),
@@ -359,13 +294,9 @@ fn seed_003_a_retry_after_that_does_not_fit_the_deadline_is_deferred() {
 #[test]
 fn seed_003_retry_without_a_budget_is_refused_before_anything_is_sent() {
     let no_budget = DependencyConfig::<HZ>::new(D::from_secs(10));
-    let err = relent_core::Operation::<HZ, Failure>::start(
-        &CHECKOUT,
-        &no_budget,
-        get_order(),
-        T::from_ticks(0),
-    )
-    .unwrap_err();
+    let err =
+        relent_core::Operation::<HZ, Failure>::start(&CHECKOUT, &no_budget, get_order(), T::from_ticks(0))
+            .unwrap_err();
     assert_eq!(err, StartError::RetryWithoutBudget { max_attempts: 3 });
     assert_eq!(
         err.to_string(),
@@ -395,11 +326,7 @@ fn seed_003_a_retrying_policy_refuses_an_unsafe_operation_before_anything_is_sen
 
 #[test]
 fn seed_003_a_hold_that_does_not_exceed_the_attempt_timeout_by_more_than_a_second_is_refused() {
-    let policy = valid(
-        RetryPolicy::constant(2, D::from_millis(5))
-            .attempt_timeout(D::from_secs(9))
-            .build(),
-    );
+    let policy = valid(RetryPolicy::constant(2, D::from_millis(5)).attempt_timeout(D::from_secs(9)).build());
     let err = relent_core::Operation::<HZ, Failure>::start(
         &policy,
         &reqtide_dependency().config,
@@ -409,25 +336,13 @@ fn seed_003_a_hold_that_does_not_exceed_the_attempt_timeout_by_more_than_a_secon
     .unwrap_err();
     assert_eq!(err, StartError::Budget(ConfigError::BudgetHoldTooShort));
     // The same pair, checked in a const.
-    const POLICY: RetryPolicy<HZ> = valid(
-        RetryPolicy::constant(2, D::from_millis(5))
-            .attempt_timeout(D::from_millis(8_999))
-            .build(),
-    );
-    const CHECKED: Result<(), ConfigError> = POLICY.check_budget(&valid(
-        RetryBudget::token_bucket(10, 10, D::from_secs(60), D::from_secs(10)),
-    ));
+    const POLICY: RetryPolicy<HZ> =
+        valid(RetryPolicy::constant(2, D::from_millis(5)).attempt_timeout(D::from_millis(8_999)).build());
+    const CHECKED: Result<(), ConfigError> =
+        POLICY.check_budget(&valid(RetryBudget::token_bucket(10, 10, D::from_secs(60), D::from_secs(10))));
     assert_eq!(CHECKED, Ok(()));
     // Without an attempt timeout the hold rule cannot hold for every attempt.
     let unbounded = valid(RetryPolicy::constant(2, D::from_millis(5)).build());
-    let budget = valid(RetryBudget::token_bucket(
-        10,
-        10,
-        D::from_secs(60),
-        D::from_secs(10),
-    ));
-    assert_eq!(
-        unbounded.check_budget(&budget),
-        Err(ConfigError::BudgetNeedsAttemptTimeout)
-    );
+    let budget = valid(RetryBudget::token_bucket(10, 10, D::from_secs(60), D::from_secs(10)));
+    assert_eq!(unbounded.check_budget(&budget), Err(ConfigError::BudgetNeedsAttemptTimeout));
 }

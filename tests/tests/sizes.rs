@@ -6,8 +6,8 @@
 use std::mem::size_of;
 
 use relent_core::{
-    Attempt, CallWindow, Completion, Dependency, DependencyConfig, Operation, RetryBudget,
-    RetryPolicy, Verdict,
+    Attempt, CallWindow, Completion, Dependency, DependencyConfig, Operation, RetryBudget, RetryPolicy,
+    Verdict,
 };
 
 const HZ: u64 = 1_000_000;
@@ -28,16 +28,8 @@ fn state_types_stay_small() {
             size_of::<Dependency<HZ, 10>>(),
             232,
         ),
-        (
-            "Operation<'_, HZ, Verdict<HZ>>",
-            size_of::<Operation<'static, HZ, Verdict<HZ>>>(),
-            160,
-        ),
-        (
-            "Operation<'_, HZ, ()> (error type of size 0)",
-            size_of::<Operation<'static, HZ, ()>>(),
-            144,
-        ),
+        ("Operation<'_, HZ, Verdict<HZ>>", size_of::<Operation<'static, HZ, Verdict<HZ>>>(), 160),
+        ("Operation<'_, HZ, ()> (error type of size 0)", size_of::<Operation<'static, HZ, ()>>(), 144),
         ("Attempt<HZ>", size_of::<Attempt<HZ>>(), 40),
         ("Completion<HZ, ()>", size_of::<Completion<HZ, ()>>(), 72),
     ];

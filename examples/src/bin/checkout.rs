@@ -10,8 +10,8 @@
 
 use relent_core::rand_core::SeedableRng as _;
 use relent_core::{
-    Action, Classify, ConfigError, Context, DelaySource, Dependency, DependencyConfig, Disposition,
-    Duration, Event, Instant, Jitter, Operation, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    Action, Classify, ConfigError, Context, DelaySource, Dependency, DependencyConfig, Disposition, Duration,
+    Event, Instant, Jitter, Operation, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 
 /// Milliseconds: the virtual clock's tick.
@@ -27,18 +27,14 @@ const fn ok<V: Copy>(r: Result<V, ConfigError>) -> V {
 }
 
 /// Seed 000's policy for calls to Payrail.
-const PAYRAIL_POLICY: RetryPolicy<HZ> =
-    ok(
-        RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
-            .jitter(Jitter::Full)
-            .attempt_timeout(D::from_secs(3))
-            .build(),
-    );
-
-/// A keyless POST is not safe to repeat: one attempt, whatever happens.
-const ONE_ATTEMPT: RetryPolicy<HZ> = ok(RetryPolicy::single_attempt()
+const PAYRAIL_POLICY: RetryPolicy<HZ> = ok(RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
+    .jitter(Jitter::Full)
     .attempt_timeout(D::from_secs(3))
     .build());
+
+/// A keyless POST is not safe to repeat: one attempt, whatever happens.
+const ONE_ATTEMPT: RetryPolicy<HZ> =
+    ok(RetryPolicy::single_attempt().attempt_timeout(D::from_secs(3)).build());
 
 /// Payrail, as a dependency: counted over 10 s, retries at most 10 % of its calls plus 4 per window
 /// so a quiet service can still retry.
@@ -64,10 +60,7 @@ enum Payrail {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PayrailError {
     ConnectRefused,
-    Status {
-        status: u16,
-        retry_after_s: Option<u64>,
-    },
+    Status { status: u16, retry_after_s: Option<u64> },
     ReadTimeout,
 }
 
@@ -77,14 +70,10 @@ impl Classify<HZ> for PayrailError {
             // The request never arrived: safe to retry.
             Self::ConnectRefused => Verdict::Retryable,
             // "Not now": retry no sooner than the header says.
-            Self::Status {
-                status: 429 | 503,
-                retry_after_s: Some(s),
-            } => Verdict::RetryableAfter(D::from_secs(s)),
-            Self::Status {
-                status: 429 | 503,
-                retry_after_s: None,
-            } => Verdict::Retryable,
+            Self::Status { status: 429 | 503, retry_after_s: Some(s) } => {
+                Verdict::RetryableAfter(D::from_secs(s))
+            }
+            Self::Status { status: 429 | 503, retry_after_s: None } => Verdict::Retryable,
             // 500, 400, 422: the same bytes fail the same way.
             Self::Status { .. } => Verdict::NotRetryable,
             // Only reached on operations that stated they are safe to repeat; the others have a
@@ -98,14 +87,8 @@ impl std::fmt::Display for PayrailError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::ConnectRefused => write!(f, "connection refused"),
-            Self::Status {
-                status,
-                retry_after_s: Some(s),
-            } => write!(f, "{status} with Retry-After: {s}"),
-            Self::Status {
-                status,
-                retry_after_s: None,
-            } => write!(f, "{status}"),
+            Self::Status { status, retry_after_s: Some(s) } => write!(f, "{status} with Retry-After: {s}"),
+            Self::Status { status, retry_after_s: None } => write!(f, "{status}"),
             Self::ReadTimeout => write!(f, "read timeout"),
         }
     }
@@ -125,16 +108,8 @@ fn checkouts() -> Vec<Checkout> {
     let read = ReplaySafety::replayable_read(HOUR);
     let keyed = ReplaySafety::provider_idempotent_mutation(D::from_secs(24 * 3_600));
     vec![
-        Checkout {
-            call: "GET /seats/12",
-            safety: read,
-            script: &[Ok(40)],
-        },
-        Checkout {
-            call: "GET /seats/12, Payrail hangs",
-            safety: read,
-            script: &[Hang, Hang, Hang],
-        },
+        Checkout { call: "GET /seats/12", safety: read, script: &[Ok(40)] },
+        Checkout { call: "GET /seats/12, Payrail hangs", safety: read, script: &[Hang, Hang, Hang] },
         Checkout {
             call: "GET /seats/12 during a node restart",
             safety: read,
@@ -143,37 +118,16 @@ fn checkouts() -> Vec<Checkout> {
         Checkout {
             call: "GET /quote, load shedding",
             safety: read,
-            script: &[
-                Busy {
-                    status: 503,
-                    retry_after_s: 1,
-                },
-                Ok(38),
-            ],
+            script: &[Busy { status: 503, retry_after_s: 1 }, Ok(38)],
         },
         Checkout {
             call: "GET /quote, throttled for a minute",
             safety: read,
-            script: &[Busy {
-                status: 429,
-                retry_after_s: 60,
-            }],
+            script: &[Busy { status: 429, retry_after_s: 60 }],
         },
-        Checkout {
-            call: "POST /orders (Idempotency-Key)",
-            safety: keyed,
-            script: &[Hang, Ok(120)],
-        },
-        Checkout {
-            call: "POST /orders (no key)",
-            safety: ReplaySafety::Unsafe,
-            script: &[Hang],
-        },
-        Checkout {
-            call: "POST /orders (Idempotency-Key), bad card",
-            safety: keyed,
-            script: &[ServerError],
-        },
+        Checkout { call: "POST /orders (Idempotency-Key)", safety: keyed, script: &[Hang, Ok(120)] },
+        Checkout { call: "POST /orders (no key)", safety: ReplaySafety::Unsafe, script: &[Hang] },
+        Checkout { call: "POST /orders (Idempotency-Key), bad card", safety: keyed, script: &[ServerError] },
     ]
 }
 
@@ -190,11 +144,7 @@ fn run_checkout(
     now: &mut T,
     verbose: bool,
 ) -> relent_core::Completion<HZ, PayrailError> {
-    let policy = if checkout.safety == ReplaySafety::Unsafe {
-        &ONE_ATTEMPT
-    } else {
-        &PAYRAIL_POLICY
-    };
+    let policy = if checkout.safety == ReplaySafety::Unsafe { &ONE_ATTEMPT } else { &PAYRAIL_POLICY };
     let context = Context::new(D::from_secs(10), checkout.safety).id(id);
     let mut op = match Operation::<HZ, PayrailError>::start(policy, &PAYRAIL, context, *now) {
         Result::Ok(op) => op,
@@ -207,12 +157,7 @@ fn run_checkout(
             return;
         }
         match *e {
-            Event::AttemptDispatched {
-                attempt,
-                timeout,
-                at,
-                ..
-            } => {
+            Event::AttemptDispatched { attempt, timeout, at, .. } => {
                 print!(
                     "  {:>6}  attempt {attempt} (timeout {} s) ",
                     rel(at.as_ticks()),
@@ -225,10 +170,9 @@ fn run_checkout(
                     DelaySource::Backoff { nominal } => {
                         format!("full jitter of a {} s backoff", secs(nominal.as_ticks()))
                     }
-                    DelaySource::RetryAfter { stated } => format!(
-                        "Retry-After {} s, honoured exactly",
-                        secs(stated.as_ticks())
-                    ),
+                    DelaySource::RetryAfter { stated } => {
+                        format!("Retry-After {} s, honoured exactly", secs(stated.as_ticks()))
+                    }
                 };
                 println!("  {:>6}  wait {} s ({why})", "", secs(delay.as_ticks()));
             }
@@ -239,18 +183,10 @@ fn run_checkout(
                 println!("  {:>6}  Payrail's circuit is now {}", "", state.as_str())
             }
             Event::CooldownExtended { until, .. } => {
-                println!(
-                    "  {:>6}  Payrail in cooldown until {} s",
-                    "",
-                    rel(until.as_ticks())
-                )
+                println!("  {:>6}  Payrail in cooldown until {} s", "", rel(until.as_ticks()))
             }
             Event::WaitingForRateLimit { until, .. } => {
-                println!(
-                    "  {:>6}  wait for a rate-limit unit until {} s",
-                    "",
-                    rel(until.as_ticks())
-                )
+                println!("  {:>6}  wait for a rate-limit unit until {} s", "", rel(until.as_ticks()))
             }
             Event::AttemptFailed { .. } | Event::Completed { .. } => {}
         }
@@ -263,23 +199,12 @@ fn run_checkout(
                 let (took, result) = match script.next().unwrap_or(Payrail::Hang) {
                     Payrail::Ok(ms) => (ms, Result::Ok(())),
                     Payrail::Refused(ms) => (ms, Err(PayrailError::ConnectRefused)),
-                    Payrail::Busy {
-                        status,
-                        retry_after_s,
-                    } => (
-                        25,
-                        Err(PayrailError::Status {
-                            status,
-                            retry_after_s: Some(retry_after_s),
-                        }),
-                    ),
-                    Payrail::ServerError => (
-                        60,
-                        Err(PayrailError::Status {
-                            status: 500,
-                            retry_after_s: None,
-                        }),
-                    ),
+                    Payrail::Busy { status, retry_after_s } => {
+                        (25, Err(PayrailError::Status { status, retry_after_s: Some(retry_after_s) }))
+                    }
+                    Payrail::ServerError => {
+                        (60, Err(PayrailError::Status { status: 500, retry_after_s: None }))
+                    }
                     Payrail::Hang => (timeout, Err(PayrailError::ReadTimeout)),
                 };
                 *now = T::from_ticks(now.as_ticks() + took.min(timeout));
@@ -298,9 +223,7 @@ fn run_checkout(
             Action::Done => break,
         }
     }
-    let Some(done) = op.take_completion() else {
-        unreachable!("poll said done")
-    };
+    let Some(done) = op.take_completion() else { unreachable!("poll said done") };
     if verbose {
         print!(
             "  done: {}; {} attempt(s), waited {} s, took {} s",
@@ -360,31 +283,13 @@ fn main() {
         // Two seconds of ordinary traffic: these calls are what the 10 % retry budget is a share of.
         let slot_end = now.as_ticks() + 2_000;
         while now.as_ticks() < slot_end {
-            let done = run_checkout(
-                ids.next().unwrap_or(0),
-                &background,
-                &mut payrail,
-                &mut rng,
-                &mut now,
-                false,
-            );
+            let done =
+                run_checkout(ids.next().unwrap_or(0), &background, &mut payrail, &mut rng, &mut now, false);
             tally(&mut outcomes, &done);
             now = T::from_ticks(now.as_ticks() + 20);
         }
-        println!(
-            "checkout {}: {} ({})",
-            n + 1,
-            checkout.call,
-            checkout.safety.as_str()
-        );
-        let done = run_checkout(
-            ids.next().unwrap_or(0),
-            checkout,
-            &mut payrail,
-            &mut rng,
-            &mut now,
-            true,
-        );
+        println!("checkout {}: {} ({})", n + 1, checkout.call, checkout.safety.as_str());
+        let done = run_checkout(ids.next().unwrap_or(0), checkout, &mut payrail, &mut rng, &mut now, true);
         tally(&mut outcomes, &done);
     }
 
@@ -399,14 +304,7 @@ fn main() {
     let (mut calls, mut retries) = (0u32, 0u32);
     let outage_start = now;
     for _ in 0..200 {
-        let done = run_checkout(
-            ids.next().unwrap_or(0),
-            &outage,
-            &mut payrail,
-            &mut rng,
-            &mut now,
-            false,
-        );
+        let done = run_checkout(ids.next().unwrap_or(0), &outage, &mut payrail, &mut rng, &mut now, false);
         calls += u32::from(done.summary.dispatched);
         retries += u32::from(done.summary.retries);
         tally(&mut outage_tally, &done);

@@ -1,0 +1,311 @@
+//! Properties of the protections under random configurations, arrivals and outcomes, with many
+//! operations interleaved on one dependency and one virtual clock.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use relent_core::{
+    Action, Attempt, BreakerConfig, CircuitState, Context, Dependency, DependencyConfig, Event, Operation,
+    Problem, RateLimit, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+};
+use relent_tests::rng::seeded;
+use relent_tests::transcript::{D, Failure, HZ, T};
+
+/// What the script does with one dispatched attempt.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    Succeed(u64),
+    Fail(u64),
+    FailAfter(u64, u64),
+    /// The caller is cancelled after this long: `abandon`.
+    Cancel(u64),
+    /// The caller drops the attempt and never reports it: the operation cleans up at its deadline.
+    Lose,
+}
+
+fn fate() -> impl Strategy<Value = Fate> {
+    prop_oneof![
+        4 => (0..800u64).prop_map(Fate::Succeed),
+        4 => (0..800u64).prop_map(Fate::Fail),
+        1 => (0..100u64, 0..20_000u64).prop_map(|(t, w)| Fate::FailAfter(t, w)),
+        1 => (0..800u64).prop_map(Fate::Cancel),
+        1 => Just(Fate::Lose),
+    ]
+}
+
+prop_compose! {
+    fn config()(
+        bulkhead in 1..5u16,
+        threshold in 1..4u32,
+        break_ms in 1..5_000u64,
+        probes in 1..4u8,
+        slow in proptest::option::of(100..900u64),
+        count in 1..20u32,
+        period in 100..5_000u64,
+        burst in 1..5u32,
+        max_wait in prop_oneof![Just(0u64), 0..2_000u64],
+        cooldown in 1..30_000u64,
+    ) -> DependencyConfig<HZ> {
+        let mut breaker = BreakerConfig::consecutive_failures(threshold, D::from_ticks(break_ms)).probes(probes);
+        if let Some(s) = slow {
+            breaker = breaker.slow_calls(D::from_ticks(s));
+        }
+        DependencyConfig::new(D::from_secs(10))
+            .budget(RetryBudget::ratio(20, 2).unwrap())
+            .breaker(breaker)
+            .bulkhead(bulkhead)
+            .rate_limit(RateLimit::new(count, D::from_ticks(period)).burst(burst).max_wait(D::from_ticks(max_wait)))
+            .cooldown(D::from_ticks(cooldown))
+    }
+}
+
+const POLICY: RetryPolicy<HZ> = match RetryPolicy::exponential(4, D::from_millis(50), D::from_secs(1))
+    .attempt_timeout(D::from_secs(1))
+    .build()
+{
+    Ok(p) => p,
+    Err(e) => panic!("{}", e.message()),
+};
+
+enum Slot<'a> {
+    /// Poll at this tick.
+    Poll(Operation<'a, HZ, Failure>),
+    /// Report this attempt's fate at this tick.
+    Out(Operation<'a, HZ, Failure>, Attempt<HZ>, Fate),
+}
+
+/// Everything the simulation saw.
+struct Run {
+    events: Vec<Event<HZ>>,
+    dispatches: Vec<u64>,
+    max_in_flight: u16,
+    in_flight_at_end: u16,
+    unfinished: usize,
+}
+
+fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed: u64) -> Run {
+    let mut dep: Dependency<HZ, 10> = Dependency::new(config, T::from_ticks(0)).unwrap();
+    let mut rng = seeded(seed);
+    let mut fates = fates.iter().copied().cycle();
+    let context = Context::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_secs(3600)));
+    // (tick, sequence) -> what happens then; the sequence keeps equal ticks in arrival order.
+    let mut queue: BTreeMap<(u64, usize), Slot> = BTreeMap::new();
+    for (i, &s) in starts.iter().enumerate() {
+        let op = Operation::start(&POLICY, config, context.id(i as u64), T::from_ticks(s)).unwrap();
+        queue.insert((s, i), Slot::Poll(op));
+    }
+    let mut seq = starts.len();
+    let mut run = Run {
+        events: Vec::new(),
+        dispatches: Vec::new(),
+        max_in_flight: 0,
+        in_flight_at_end: 0,
+        unfinished: 0,
+    };
+    let mut steps = 0;
+    while let Some(((now, _), slot)) = queue.pop_first() {
+        steps += 1;
+        if steps > 100_000 {
+            run.unfinished = queue.len() + 1;
+            break;
+        }
+        let at = T::from_ticks(now);
+        let mut record = |e: &Event<HZ>| run.events.push(*e);
+        let next = match slot {
+            Slot::Poll(mut op) => match op.poll(at, &mut dep, &mut record) {
+                Action::Dispatch(attempt) => {
+                    run.dispatches.push(now);
+                    let fate = fates.next().unwrap();
+                    let timeout = attempt.timeout().as_ticks();
+                    let when = match fate {
+                        Fate::Succeed(t) | Fate::Fail(t) | Fate::FailAfter(t, _) | Fate::Cancel(t) => {
+                            now + t.min(timeout)
+                        }
+                        Fate::Lose => now,
+                    };
+                    Some((when, Slot::Out(op, attempt, fate)))
+                }
+                Action::Wait { until } => Some((until.as_ticks(), Slot::Poll(op))),
+                Action::Done => None,
+            },
+            Slot::Out(mut op, attempt, fate) => {
+                match fate {
+                    Fate::Succeed(_) => op.on_success(attempt, at, &mut dep, &mut record),
+                    Fate::Fail(_) => {
+                        let f = Failure { name: "f", verdict: Verdict::Retryable };
+                        op.on_failure(attempt, at, &mut dep, &mut rng, f, &mut record);
+                    }
+                    Fate::FailAfter(_, w) => {
+                        let f = Failure { name: "busy", verdict: Verdict::RetryableAfter(D::from_ticks(w)) };
+                        op.on_failure(attempt, at, &mut dep, &mut rng, f, &mut record);
+                    }
+                    Fate::Cancel(_) => op.abandon(at, &mut dep, &mut record),
+                    Fate::Lose => drop(attempt),
+                }
+                Some((now, Slot::Poll(op)))
+            }
+        };
+        run.max_in_flight = run.max_in_flight.max(dep.in_flight());
+        if let Some((when, slot)) = next {
+            seq += 1;
+            queue.insert((when, seq), slot);
+        }
+    }
+    run.in_flight_at_end = dep.in_flight();
+    run
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Permits in flight never exceed the bulkhead and never leak, whatever happens to attempts
+    /// (reported, cancelled, or dropped and never reported).
+    #[test]
+    fn permits_never_exceed_the_bulkhead_and_never_leak(
+        config in config(),
+        starts in proptest::collection::vec(0..20_000u64, 1..60),
+        fates in proptest::collection::vec(fate(), 1..40),
+        seed in any::<u64>(),
+    ) {
+        let run = simulate(&config, &starts, &fates, seed);
+        prop_assert_eq!(run.unfinished, 0);
+        prop_assert!(run.max_in_flight <= config.bulkhead_slots().unwrap());
+        prop_assert_eq!(run.in_flight_at_end, 0, "a permit leaked");
+        let completed = run.events.iter().filter(|e| matches!(e, Event::Completed { .. })).count();
+        prop_assert_eq!(completed, starts.len(), "every operation ends exactly once");
+    }
+
+    /// While the circuit is half-open, the attempts dispatched never exceed its probe count (a
+    /// cancelled or lost probe gives its place back).
+    #[test]
+    fn half_open_never_admits_more_than_its_probes(
+        config in config(),
+        starts in proptest::collection::vec(0..20_000u64, 1..60),
+        fates in proptest::collection::vec(fate(), 1..40),
+        seed in any::<u64>(),
+    ) {
+        let run = simulate(&config, &starts, &fates, seed);
+        let probes = usize::from(config.circuit_breaker().unwrap().probe_count());
+        let mut half_open = false;
+        let (mut admitted, mut given_back) = (0usize, 0usize);
+        // Which operations hold a probe, to count the ones given back.
+        let mut holders = std::collections::BTreeSet::new();
+        for e in &run.events {
+            match *e {
+                Event::CircuitChanged { state, .. } => {
+                    half_open = state == CircuitState::HalfOpen;
+                    admitted = 0;
+                    given_back = 0;
+                    holders.clear();
+                }
+                Event::AttemptDispatched { operation, .. } if half_open => {
+                    admitted += 1;
+                    holders.insert(operation);
+                    prop_assert!(admitted - given_back <= probes, "{} probes out of {}", admitted - given_back, probes);
+                }
+                Event::Completed { operation, problem: Some(Problem::Cancelled | Problem::DeadlineExceeded), .. }
+                    if half_open && holders.remove(&operation) =>
+                {
+                    given_back += 1;
+                }
+                Event::AttemptSucceeded { operation, .. } | Event::AttemptFailed { operation, .. } => {
+                    holders.remove(&operation);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// In any span [t1, t2], the attempts dispatched number at most
+    /// `burst + (t2 - t1) × count / period`, retries included.
+    #[test]
+    fn the_limiter_never_admits_more_than_its_rate_plus_burst_in_any_window(
+        config in config(),
+        starts in proptest::collection::vec(0..20_000u64, 1..80),
+        fates in proptest::collection::vec(fate(), 1..40),
+        seed in any::<u64>(),
+    ) {
+        let run = simulate(&config, &starts, &fates, seed);
+        let limit = config.rate().unwrap();
+        let (count, period, burst) = (u128::from(limit.count()), u128::from(limit.period().as_ticks()), u128::from(limit.burst_size()));
+        let d = &run.dispatches;
+        for i in 0..d.len() {
+            for j in i..d.len() {
+                let n = (j - i + 1) as u128;
+                let span = u128::from(d[j] - d[i]);
+                prop_assert!(
+                    n.saturating_sub(burst) * period <= span * count,
+                    "{} attempts in [{}, {}] with {} per {} and a burst of {}", n, d[i], d[j], count, period, burst
+                );
+            }
+        }
+    }
+
+    /// The cooldown's end only ever moves later.
+    #[test]
+    fn the_cooldown_never_moves_earlier(
+        config in config(),
+        starts in proptest::collection::vec(0..20_000u64, 1..60),
+        fates in proptest::collection::vec(fate(), 1..40),
+        seed in any::<u64>(),
+    ) {
+        let run = simulate(&config, &starts, &fates, seed);
+        let mut last = 0;
+        for e in &run.events {
+            if let Event::CooldownExtended { until, .. } = *e {
+                prop_assert!(until.as_ticks() > last, "the cooldown moved from {} to {}", last, until.as_ticks());
+                last = until.as_ticks();
+            }
+            if let Event::AttemptDispatched { at, .. } = *e {
+                prop_assert!(at.as_ticks() >= last, "an attempt went at {} during a cooldown until {}", at.as_ticks(), last);
+            }
+        }
+    }
+}
+
+/// The properties above are only as good as the situations the simulation reaches: this checks,
+/// over fixed seeds, that it reaches every one of them.
+#[test]
+fn the_simulation_reaches_every_protection() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for _ in 0..200 {
+        let config = config().new_tree(&mut runner).unwrap().current();
+        let starts = proptest::collection::vec(0..20_000u64, 1..60).new_tree(&mut runner).unwrap().current();
+        let fates = proptest::collection::vec(fate(), 1..40).new_tree(&mut runner).unwrap().current();
+        let run = simulate(&config, &starts, &fates, 7);
+        for e in &run.events {
+            let key = match e {
+                Event::CircuitChanged { state: CircuitState::HalfOpen, .. } => "half_open",
+                Event::CircuitChanged { state: CircuitState::Closed, .. } => "closed_again",
+                Event::WaitingForRateLimit { .. } => "rate_wait",
+                Event::CooldownExtended { .. } => "cooldown",
+                Event::Refused { problem, .. } => problem.as_str(),
+                Event::Completed { problem: Some(Problem::DeadlineExceeded), .. } => "lost_attempt_reclaimed",
+                Event::Completed { problem: Some(Problem::Cancelled), .. } => "cancelled",
+                Event::AttemptDispatched { .. } => "dispatched",
+                _ => continue,
+            };
+            *seen.entry(key).or_default() += 1;
+        }
+    }
+    for key in [
+        "dispatched",
+        "half_open",
+        "closed_again",
+        "rate_wait",
+        "cooldown",
+        "circuit_open",
+        "bulkhead_full",
+        "rate_limited",
+        "cooldown_active",
+        "retry_budget_exhausted",
+        "lost_attempt_reclaimed",
+        "cancelled",
+    ] {
+        assert!(seen.get(key).copied().unwrap_or(0) > 0, "the simulation never reached {key}: {seen:?}");
+    }
+    println!("{seen:?}");
+}
