@@ -100,6 +100,13 @@ impl<const HZ: u64> RetryPolicy<HZ> {
         RetryPolicyBuilder::new(1, Backoff::Constant, zero, zero)
     }
 
+    /// The same policy with a single attempt: what an operation that is not safe to repeat gets
+    /// (seed 000: a keyless POST is sent once, whatever the retry policy says), keeping the
+    /// attempt timeout. Needs no replay-safety statement and no budget.
+    pub const fn without_retries(&self) -> Self {
+        Self { max_attempts: 1, ..*self }
+    }
+
     /// Attempts allowed, the first call included.
     pub const fn max_attempts(&self) -> u8 {
         self.max_attempts
@@ -361,6 +368,16 @@ mod tests {
         let r = RetryPolicy::<HZ>::constant(3, D::from_millis(5)).attempt_timeout(D::from_ticks(0)).build();
         assert_eq!(r, Err(ConfigError::ZeroAttemptTimeout));
         assert_eq!(r.unwrap_err().as_str(), "zero_attempt_timeout");
+    }
+
+    #[test]
+    fn without_retries_keeps_the_attempt_timeout_and_allows_one_attempt() {
+        let p = RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
+            .attempt_timeout(D::from_secs(3))
+            .build()
+            .unwrap()
+            .without_retries();
+        assert_eq!((p.max_attempts(), p.attempt_timeout()), (1, Some(D::from_secs(3))));
     }
 
     #[test]
