@@ -75,6 +75,11 @@ impl<const HZ: u64> Context<HZ> {
         self
     }
 
+    /// The operation's id (0 unless set with [`Context::id`]).
+    pub const fn operation_id(&self) -> OperationId {
+        self.id
+    }
+
     /// The overall deadline, from the operation's start.
     pub const fn deadline(&self) -> Duration<HZ> {
         self.deadline

@@ -1,0 +1,85 @@
+//! The clock: `tokio::time::Instant` mapped onto the core's integer ticks.
+//!
+//! relent-tokio runs the core at [`HZ`] = 1 MHz: one tick is a microsecond, fine enough for any
+//! network timeout and coarse enough that `u64` ticks last 584 000 years. Each [`Dependency`]
+//! anchors tick 0 at the `tokio::time::Instant` it was created, so everything follows tokio's
+//! clock, including paused time in tests (`#[tokio::test(start_paused = true)]`), where sleeps
+//! complete instantly and deterministically.
+//!
+//! Conversions from `std::time::Duration` round *up* to the next microsecond, so a deadline or a
+//! Retry-After never ends early; conversions back are exact.
+//!
+//! [`Dependency`]: crate::Dependency
+
+/// Ticks per second in relent-tokio: microseconds.
+pub const HZ: u64 = 1_000_000;
+
+/// A duration in relent-tokio's ticks (microseconds).
+pub type Duration = relent_core::Duration<HZ>;
+
+/// An instant in relent-tokio's ticks (microseconds since the dependency's anchor).
+pub type Instant = relent_core::Instant<HZ>;
+
+/// `d` in ticks, rounded up to a whole microsecond, saturating.
+pub fn ticks(d: std::time::Duration) -> Duration {
+    let micros = d.as_nanos().div_ceil(1_000);
+    Duration::from_ticks(u64::try_from(micros).unwrap_or(u64::MAX))
+}
+
+/// Ticks as a `std::time::Duration`.
+pub fn std_duration(d: Duration) -> std::time::Duration {
+    std::time::Duration::from_micros(d.as_ticks())
+}
+
+/// Maps tokio's clock onto ticks from an anchor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    anchor: tokio::time::Instant,
+}
+
+impl Clock {
+    pub(crate) fn starting_now() -> Self {
+        Self { anchor: tokio::time::Instant::now() }
+    }
+
+    /// Now, in ticks since the anchor.
+    pub(crate) fn now(&self) -> Instant {
+        self.at(tokio::time::Instant::now())
+    }
+
+    /// A tokio instant in ticks since the anchor (0 before it).
+    pub(crate) fn at(&self, t: tokio::time::Instant) -> Instant {
+        Instant::from_ticks(ticks(t.saturating_duration_since(self.anchor)).as_ticks())
+    }
+
+    /// A tick as a tokio instant. Ticks too far away for tokio's clock map to a point 30 years
+    /// out, which no timer reaches.
+    pub(crate) fn instant(&self, t: Instant) -> tokio::time::Instant {
+        let far = std::time::Duration::from_secs(30 * 365 * 24 * 3600);
+        let d = std_duration(Duration::from_ticks(t.as_ticks())).min(far);
+        self.anchor.checked_add(d).unwrap_or(self.anchor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_round_up_to_the_next_microsecond() {
+        assert_eq!(ticks(std::time::Duration::from_nanos(1)).as_ticks(), 1);
+        assert_eq!(ticks(std::time::Duration::from_nanos(1_000)).as_ticks(), 1);
+        assert_eq!(ticks(std::time::Duration::from_millis(3)).as_ticks(), 3_000);
+        assert_eq!(ticks(std::time::Duration::MAX).as_ticks(), u64::MAX);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_clock_follows_tokio_time_and_maps_back_exactly() {
+        let clock = Clock::starting_now();
+        tokio::time::advance(std::time::Duration::from_millis(1_500)).await;
+        let now = clock.now();
+        assert_eq!(now.as_ticks(), 1_500_000);
+        assert_eq!(clock.instant(now), tokio::time::Instant::now());
+        assert!(clock.instant(Instant::from_ticks(u64::MAX)) > tokio::time::Instant::now());
+    }
+}

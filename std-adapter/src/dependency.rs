@@ -1,0 +1,141 @@
+//! A dependency shared by every task that calls it: its configuration, and its state behind its own
+//! lock.
+//!
+//! One `std::sync::Mutex` per dependency, never one for the process: a slow or failing payment
+//! provider must not serialise the calls to the fraud service. The lock is held for one call into
+//! the core at a time (microseconds), never across an await, so a plain blocking mutex is the right
+//! tool on a multi-threaded runtime.
+//!
+//! Jitter comes from a fast PRNG (xoshiro256++) kept beside the state, seeded from OS entropy once
+//! per process and mixed with the dependency's name. Never a fixed seed in production: a fleet of
+//! processes with the same seed draws the same "random" delays and retries in step, which is the
+//! synchronised wave jitter exists to prevent (seed 000, "Jitter"). Tests pass an explicit seed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use rand_core::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use relent_core::{ConfigError, DependencyConfig};
+
+use crate::clock::{Clock, HZ, Instant};
+
+/// Buckets in a dependency's window of counts.
+pub const BUCKETS: usize = 10;
+
+/// The core's state for one dependency at relent-tokio's tick rate.
+pub type State = relent_core::Dependency<HZ, BUCKETS>;
+
+pub(crate) struct Locked {
+    pub(crate) state: State,
+    pub(crate) rng: Xoshiro256PlusPlus,
+}
+
+pub(crate) struct Inner {
+    pub(crate) name: Arc<str>,
+    pub(crate) config: DependencyConfig<HZ>,
+    pub(crate) clock: Clock,
+    locked: Mutex<Locked>,
+    next_id: AtomicU64,
+}
+
+/// One downstream dependency, shared by every task that calls it. Cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct Dependency {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Dependency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dependency").field("name", &self.inner.name).finish_non_exhaustive()
+    }
+}
+
+/// One random word per process, from the OS. Should the OS refuse, the time and the address of a
+/// stack variable stand in: a poor seed, but a different one per process, never a constant.
+fn process_seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        getrandom::u64().unwrap_or_else(|_| {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let here = 0u8;
+            nanos
+                ^ (std::ptr::from_ref(&here) as usize as u64).rotate_left(32)
+                ^ u64::from(std::process::id())
+        })
+    })
+}
+
+/// FNV-1a: spreads the name over the seed so that dependencies of one process differ.
+fn mix(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+impl Dependency {
+    /// A dependency named `name` (it appears in every log line), configured by `config`, with its
+    /// jitter seeded from OS entropy. Its clock starts now.
+    pub fn new(name: impl Into<Arc<str>>, config: DependencyConfig<HZ>) -> Result<Self, ConfigError> {
+        let name = name.into();
+        let seed = process_seed() ^ mix(&name);
+        Self::build(name, config, seed)
+    }
+
+    /// As [`Dependency::new`], with an explicit jitter seed: for tests and simulations only.
+    pub fn with_seed(
+        name: impl Into<Arc<str>>,
+        config: DependencyConfig<HZ>,
+        seed: u64,
+    ) -> Result<Self, ConfigError> {
+        Self::build(name.into(), config, seed)
+    }
+
+    fn build(name: Arc<str>, config: DependencyConfig<HZ>, seed: u64) -> Result<Self, ConfigError> {
+        let state = State::new(&config, Instant::from_ticks(0))?;
+        let locked = Locked { state, rng: Xoshiro256PlusPlus::seed_from_u64(seed) };
+        let inner = Inner {
+            name,
+            config,
+            clock: Clock::starting_now(),
+            locked: Mutex::new(locked),
+            next_id: AtomicU64::new(1),
+        };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// The dependency's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &DependencyConfig<HZ> {
+        &self.inner.config
+    }
+
+    /// Reads the shared state at the current time, under the lock: counts, circuit, slots in
+    /// flight, cooldown, budget. For dashboards and tests; keep `f` short.
+    pub fn inspect<R>(&self, f: impl FnOnce(&mut State, &DependencyConfig<HZ>, Instant) -> R) -> R {
+        let mut locked = self.inner.lock();
+        let now = self.inner.clock.now();
+        f(&mut locked.state, &self.inner.config, now)
+    }
+
+    /// The current time on this dependency's clock.
+    pub fn now(&self) -> Instant {
+        self.inner.clock.now()
+    }
+}
+
+impl Inner {
+    /// The lock. The core never panics, so a poisoned lock (a panic in a caller's observer) still
+    /// guards consistent state: carry on.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Locked> {
+        self.locked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,145 @@
+//! `execute`: one operation through a dependency's pipeline, on tokio's clock.
+//!
+//! The loop is the house style's and nothing more: take the dependency's lock, ask the core what to
+//! do at `now`, release the lock, act (run the attempt under its timeout, or sleep until an
+//! instant), take the lock again to report. No retry rule lives here. An attempt that runs past its
+//! timeout is dropped (its future is cancelled) and reported as [`AttemptError::TimedOut`]. If the
+//! future returned by `execute` is itself dropped, a guard gives back what the attempt in flight
+//! holds (its bulkhead slot, its half-open probe) through `Operation::abandon`.
+
+use std::future::Future;
+
+use relent_core::{Action, Attempt, Classify, Context, Operation, OperationId, RetryPolicy};
+
+use crate::clock::{HZ, std_duration};
+use crate::dependency::{Dependency, Inner};
+use crate::error::{AttemptError, Detailed, Error};
+use crate::trace::Trace;
+
+/// What an attempt is told, so it can set its own socket timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptInfo {
+    /// 1 for the first attempt.
+    pub number: u8,
+    /// How long this attempt may run; it is dropped after that.
+    pub timeout: std::time::Duration,
+    /// When its timeout expires.
+    pub expires: tokio::time::Instant,
+    /// The operation's overall deadline.
+    pub deadline: tokio::time::Instant,
+    /// The operation's id, as in the logs.
+    pub operation: OperationId,
+}
+
+/// Abandons the operation if the future running it is dropped before it ends.
+struct Running<'a, E> {
+    op: Operation<'a, HZ, AttemptError<E>>,
+    inner: &'a Inner,
+}
+
+impl<E> Drop for Running<'_, E> {
+    fn drop(&mut self) {
+        if !self.op.is_done() {
+            let mut locked = self.inner.lock();
+            let now = self.inner.clock.now();
+            self.op.abandon(now, &mut locked.state, &mut Trace { dependency: &self.inner.name });
+        }
+    }
+}
+
+impl Dependency {
+    /// Runs `operation` through this dependency's pipeline under `policy`, and returns its value, or
+    /// an [`Error`] with the completion. `operation` is called once per attempt with the attempt's
+    /// [`AttemptInfo`]. A context whose id is 0 gets the next id of this dependency.
+    pub async fn execute<T, E, F, Fut>(
+        &self,
+        policy: &RetryPolicy<HZ>,
+        context: Context<HZ>,
+        operation: F,
+    ) -> Result<T, Error<E>>
+    where
+        F: FnMut(AttemptInfo) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify<HZ>,
+    {
+        match self.execute_detailed(policy, context, operation).await {
+            Ok(detailed) => detailed.into_result(self.inner.name.clone()),
+            Err(e) => Err(Error::Start(e)),
+        }
+    }
+
+    /// As [`Dependency::execute`], returning the value with the whole completion (disposition,
+    /// problem code, attempts, time waited and used, last failure), as seed 003's
+    /// `executeDetailed`. Refuses, before anything is sent, a policy and context that cannot run
+    /// together (see `Operation::start`).
+    pub async fn execute_detailed<T, E, F, Fut>(
+        &self,
+        policy: &RetryPolicy<HZ>,
+        context: Context<HZ>,
+        mut operation: F,
+    ) -> Result<Detailed<T, E>, relent_core::StartError>
+    where
+        F: FnMut(AttemptInfo) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify<HZ>,
+    {
+        let inner = &*self.inner;
+        let context = if context.operation_id().0 == 0 { context.id(inner.next_id()) } else { context };
+        let trace = &mut Trace { dependency: &inner.name };
+        let op = Operation::start(policy, &inner.config, context, inner.clock.now())?;
+        let mut running = Running { op, inner };
+        let mut value = None;
+        loop {
+            let action = {
+                let mut locked = inner.lock();
+                running.op.poll(inner.clock.now(), &mut locked.state, trace)
+            };
+            match action {
+                Action::Dispatch(attempt) => {
+                    let info = info(inner, &attempt, running.op.id());
+                    let result = tokio::time::timeout_at(info.expires, operation(info)).await;
+                    let mut locked = inner.lock();
+                    let now = inner.clock.now();
+                    let locked = &mut *locked;
+                    match result {
+                        Ok(Ok(v)) => {
+                            value = Some(v);
+                            running.op.on_success(attempt, now, &mut locked.state, trace);
+                        }
+                        Ok(Err(e)) => running.op.on_failure(
+                            attempt,
+                            now,
+                            &mut locked.state,
+                            &mut locked.rng,
+                            AttemptError::Failed(e),
+                            trace,
+                        ),
+                        Err(_elapsed) => running.op.on_failure(
+                            attempt,
+                            now,
+                            &mut locked.state,
+                            &mut locked.rng,
+                            AttemptError::TimedOut { after: info.timeout },
+                            trace,
+                        ),
+                    }
+                }
+                // Holding nothing: the lock was released above.
+                Action::Wait { until } => tokio::time::sleep_until(inner.clock.instant(until)).await,
+                Action::Done => break,
+            }
+        }
+        let completion = running.op.take_completion().expect("the core has a completion once poll says Done");
+        Ok(Detailed { value, completion })
+    }
+}
+
+fn info(inner: &Inner, attempt: &Attempt<HZ>, operation: OperationId) -> AttemptInfo {
+    AttemptInfo {
+        number: attempt.number(),
+        timeout: std_duration(attempt.timeout()),
+        expires: inner.clock.instant(attempt.expires()),
+        deadline: inner.clock.instant(attempt.deadline()),
+        operation,
+    }
+}

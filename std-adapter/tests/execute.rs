@@ -1,0 +1,337 @@
+//! The adapter's mapping onto tokio: clock, timers, timeouts, cancellation, locks and logs. The
+//! rules themselves are the core's and are tested there; these tests check that the adapter
+//! carries them out exactly, on tokio's paused clock.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration as Std;
+
+use relent_tokio::core::{
+    Classify, Context, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryBudget,
+    RetryPolicy, Verdict,
+};
+use relent_tokio::{AttemptError, Dependency, Duration, Error, HZ};
+use tokio::time::Instant;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PayrailError {
+    Refused,
+    Busy(u64),
+    BadRequest,
+}
+
+impl Classify<HZ> for PayrailError {
+    fn classify(&self) -> Verdict<HZ> {
+        match self {
+            Self::Refused => Verdict::Retryable,
+            Self::Busy(s) => Verdict::RetryableAfter(Duration::from_secs(*s)),
+            Self::BadRequest => Verdict::NotRetryable,
+        }
+    }
+}
+
+impl std::fmt::Display for PayrailError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for PayrailError {}
+
+const fn valid<V: Copy>(r: Result<V, relent_tokio::core::ConfigError>) -> V {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{}", e.message()),
+    }
+}
+
+/// Seed 000's checkout policy, without jitter so that delays are exact.
+const CHECKOUT: RetryPolicy<HZ> = valid(
+    RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+        .jitter(Jitter::None)
+        .attempt_timeout(Duration::from_secs(3))
+        .build(),
+);
+
+fn payrail(config: DependencyConfig<HZ>) -> Dependency {
+    Dependency::with_seed("payrail", config, 7).unwrap()
+}
+
+fn budgeted() -> DependencyConfig<HZ> {
+    DependencyConfig::new(Duration::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10)))
+}
+
+fn read(deadline: Std) -> Context<HZ> {
+    Context::new(relent_tokio::ticks(deadline), ReplaySafety::replayable_read(Duration::from_secs(3600)))
+}
+
+/// (start of the attempt from t0, its timeout, whether its future was dropped before it ended)
+type Log = Arc<Mutex<Vec<(Std, Std, bool)>>>;
+
+/// Sets a flag when dropped: proves a timed-out attempt's future was cancelled.
+struct DroppedFlag(Log, usize);
+
+impl Drop for DroppedFlag {
+    fn drop(&mut self) {
+        self.0.lock().unwrap()[self.1].2 = true;
+    }
+}
+
+async fn hang(log: Log, t0: Instant, info: relent_tokio::AttemptInfo) -> Result<(), PayrailError> {
+    let index = {
+        let mut log = log.lock().unwrap();
+        log.push((t0.elapsed(), info.timeout, false));
+        log.len() - 1
+    };
+    let _flag = DroppedFlag(log, index);
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_000_checkout_hanging_attempts_are_cut_at_their_timeouts_and_dropped() {
+    let dep = payrail(budgeted());
+    let log: Log = Arc::default();
+    let t0 = Instant::now();
+    let done = dep
+        .execute_detailed(&CHECKOUT, read(Std::from_millis(9_900)), |info| hang(log.clone(), t0, info))
+        .await
+        .unwrap();
+    let ms = |v: u64| Std::from_millis(v);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [(ms(0), ms(3_000), true), (ms(3_100), ms(3_000), true), (ms(6_300), ms(3_000), true)],
+        "attempt starts, timeouts, and each hanging future dropped"
+    );
+    assert_eq!(t0.elapsed(), ms(9_300));
+    assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
+    assert_eq!(done.completion.last_failure, Some(AttemptError::TimedOut { after: ms(3_000) }));
+    assert_eq!(done.completion.summary.waited, Duration::from_millis(300));
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_000_checkout_the_third_attempt_gets_what_remains_of_the_deadline() {
+    let dep = payrail(budgeted());
+    let log: Log = Arc::default();
+    let t0 = Instant::now();
+    let _ = dep
+        .execute_detailed(&CHECKOUT, read(Std::from_millis(7_500)), |info| hang(log.clone(), t0, info))
+        .await;
+    let ms = |v: u64| Std::from_millis(v);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [(ms(0), ms(3_000), true), (ms(3_100), ms(3_000), true), (ms(6_300), ms(1_200), true)]
+    );
+    assert_eq!(t0.elapsed(), ms(7_500), "the operation ends at its deadline, not later");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_is_slept_exactly_and_the_value_is_returned() {
+    let dep = payrail(budgeted());
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let t0 = Instant::now();
+    let value = dep
+        .execute(&CHECKOUT, read(Std::from_secs(10)), |info| {
+            starts.lock().unwrap().push(t0.elapsed());
+            async move {
+                tokio::time::sleep(Std::from_millis(20)).await;
+                if info.number == 1 { Err(PayrailError::Busy(1)) } else { Ok("seat 12") }
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(value, "seat 12");
+    assert_eq!(*starts.lock().unwrap(), [Std::ZERO, Std::from_millis(1_020)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failure_that_is_not_retryable_comes_back_as_it_is_after_one_attempt() {
+    let dep = payrail(budgeted());
+    let calls = AtomicUsize::new(0);
+    let err = dep
+        .execute(&CHECKOUT, read(Std::from_secs(10)), |_| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            async { Err::<(), _>(PayrailError::BadRequest) }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+    assert_eq!(err.code(), "");
+    assert_eq!(err.to_string(), "payrail: failed after 1 attempt(s); last failure: BadRequest");
+    assert_eq!(err.into_last_failure(), Some(PayrailError::BadRequest));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unsafe_operation_with_a_retrying_policy_is_refused_before_anything_is_sent() {
+    let dep = payrail(budgeted());
+    let calls = AtomicUsize::new(0);
+    let unsafe_op = Context::new(Duration::from_secs(10), ReplaySafety::Unsafe);
+    let err = dep
+        .execute(&CHECKOUT, unsafe_op, |_| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            async { Ok::<_, PayrailError>(()) }
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Start(_)));
+    assert_eq!(err.code(), "unsafe_with_retries");
+    assert_eq!(calls.load(Ordering::Relaxed), 0);
+    // The same call with the policy's single-attempt form runs, once.
+    let once = CHECKOUT.without_retries();
+    let r = dep
+        .execute(&once, unsafe_op, |_| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            async { Err::<(), _>(PayrailError::Refused) }
+        })
+        .await;
+    assert_eq!(r.unwrap_err().code(), "attempts_exhausted");
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_execute_future_mid_attempt_gives_back_its_bulkhead_slot() {
+    let dep = payrail(budgeted().bulkhead(1));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let task = {
+        let (dep, started) = (dep.clone(), started.clone());
+        tokio::spawn(async move {
+            dep.execute(&CHECKOUT, read(Std::from_secs(10)), |_| {
+                started.notify_one();
+                std::future::pending::<Result<(), PayrailError>>()
+            })
+            .await
+        })
+    };
+    started.notified().await;
+    assert_eq!(dep.inspect(|s, _, _| s.in_flight()), 1);
+    task.abort();
+    let _ = task.await;
+    assert_eq!(dep.inspect(|s, _, _| s.in_flight()), 0, "the slot came back");
+    // And the next operation gets it.
+    let r = dep.execute(&CHECKOUT, read(Std::from_secs(10)), |_| async { Ok::<_, PayrailError>(1) }).await;
+    assert_eq!(r.unwrap(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_circuit_refuses_without_calling_the_operation() {
+    let breaker = relent_tokio::core::BreakerConfig::consecutive_failures(1, Duration::from_secs(30));
+    let dep = payrail(budgeted().breaker(breaker));
+    let once = CHECKOUT.without_retries();
+    let _ =
+        dep.execute(&once, read(Std::from_secs(10)), |_| async { Err::<(), _>(PayrailError::Refused) }).await;
+    let calls = AtomicUsize::new(0);
+    let err = dep
+        .execute(&once, read(Std::from_secs(10)), |_| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            async { Ok::<_, PayrailError>(()) }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(calls.load(Ordering::Relaxed), 0);
+    let completion = err.completion().unwrap();
+    assert_eq!(
+        (completion.disposition, completion.problem),
+        (Disposition::Rejected, Some(Problem::CircuitOpen))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_on_a_multi_threaded_runtime_share_one_dependency() {
+    let dep = payrail(budgeted().bulkhead(4));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for n in 0..400u32 {
+        let (dep, peak) = (dep.clone(), peak.clone());
+        tasks.push(tokio::spawn(async move {
+            let detailed = dep
+                .execute_detailed(&CHECKOUT, read(Std::from_secs(10)), |info| {
+                    let (dep, peak) = (dep.clone(), peak.clone());
+                    async move {
+                        peak.fetch_max(usize::from(dep.inspect(|s, _, _| s.in_flight())), Ordering::Relaxed);
+                        tokio::task::yield_now().await;
+                        if (n + u32::from(info.number)) % 5 == 0 {
+                            Err(PayrailError::Refused)
+                        } else {
+                            Ok(())
+                        }
+                    }
+                })
+                .await
+                .unwrap();
+            (
+                detailed.completion.disposition,
+                detailed.completion.problem,
+                detailed.completion.summary.dispatched,
+            )
+        }));
+    }
+    let mut dispatched = 0u32;
+    let mut rejected = 0;
+    for t in tasks {
+        let (disposition, problem, n) = t.await.unwrap();
+        dispatched += u32::from(n);
+        if disposition == Disposition::Rejected {
+            assert_eq!(problem, Some(Problem::BulkheadFull));
+            rejected += 1;
+        }
+    }
+    assert!(peak.load(Ordering::Relaxed) <= 4, "the bulkhead held");
+    assert_eq!(dep.inspect(|s, _, _| s.in_flight()), 0, "no slot leaked");
+    let counts = dep.inspect(|s, _, now| s.counts(now));
+    assert_eq!(counts.calls, dispatched, "one set of counts, agreeing with every completion");
+    assert!(dispatched > 0 && rejected > 0, "{dispatched} dispatched, {rejected} rejected");
+}
+
+/// A writer the test subscriber appends to.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Self;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_decision_is_a_tracing_event_with_the_dependency_and_the_operation() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .without_time()
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let dep = payrail(budgeted());
+    let _ = dep
+        .execute(&CHECKOUT, read(Std::from_secs(10)).id(42), |info| async move {
+            if info.number == 1 { Err(PayrailError::Busy(1)) } else { Ok(()) }
+        })
+        .await;
+    let out = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> =
+        out.lines().map(|l| l.split_once("relent_tokio::trace: ").map_or(l, |(_, r)| r)).collect();
+    assert_eq!(
+        lines,
+        [
+            "relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=1 timeout_us=3000000",
+            "relent: attempt failed dependency=\"payrail\" operation=42 attempt=1 then=\"retry\"",
+            "relent: retry scheduled dependency=\"payrail\" operation=42 attempt=2 delay_us=1000000 source=\"retry_after\" stated_us=1000000",
+            "relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=2 timeout_us=3000000",
+            "relent: attempt succeeded dependency=\"payrail\" operation=42 attempt=2",
+            "relent: operation succeeded dependency=\"payrail\" operation=42 dispatched=2",
+        ],
+        "{out}"
+    );
+}
