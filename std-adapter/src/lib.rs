@@ -6,12 +6,15 @@ mod clock;
 mod dependency;
 mod error;
 mod execute;
+pub mod http;
+mod layer;
 mod trace;
 
 pub use clock::{Duration, HZ, Instant, std_duration, ticks};
 pub use dependency::{BUCKETS, Dependency, State};
 pub use error::{AttemptError, Detailed, Error};
 pub use execute::AttemptInfo;
+pub use layer::{HttpError, Retry, RetryLayer, RetryReport, SingleAttempt};
 
 /// The core, re-exported: policies, configurations, verdicts and completions are its types.
 pub use relent_core as core;

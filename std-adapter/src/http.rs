@@ -1,0 +1,278 @@
+//! HTTP helpers: which requests may be repeated, how a response or a transport error is
+//! classified, and `Retry-After`.
+//!
+//! Seed 000 ("What Is Safe to Retry") is the source of every default here:
+//!
+//! - a request is replayable when its method is idempotent (GET, HEAD, OPTIONS, PUT, DELETE) or it
+//!   carries an `Idempotency-Key` the provider deduplicates; any other request gets exactly one
+//!   attempt, whatever the policy says (a read timeout on a keyless POST is never retried);
+//! - a connection refused or a connect timeout means the request never arrived: retryable;
+//! - 429 and 503 are the far side saying "not now": retryable, no sooner than their `Retry-After`
+//!   (delta-seconds or an HTTP-date);
+//! - 500 is a failure of the far side and counts against it (the circuit breaker sees it), but is
+//!   not retried; 400, 422 and the other 4xx are the caller's own request being wrong: the exchange
+//!   worked, the response goes back to the caller as it is, and nothing counts against the
+//!   dependency.
+//!
+//! Every default can be overridden per dependency with [`StatusClassifier`]'s rules, or replaced
+//! by implementing [`HttpClassifier`].
+
+use std::time::SystemTime;
+
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use relent_core::Verdict;
+
+use crate::clock::{HZ, ticks};
+
+/// The header that makes a non-idempotent request replayable.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// Whether `method` is idempotent in the sense of seed 000: repeating it leaves the far side where
+/// one request would.
+pub fn is_idempotent(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE)
+}
+
+/// Whether `request` may be sent more than once: an idempotent method, or an `Idempotency-Key`.
+pub fn is_replayable<B>(request: &Request<B>) -> bool {
+    is_idempotent(request.method()) || request.headers().contains_key(IDEMPOTENCY_KEY)
+}
+
+/// A `Retry-After` value as a wait from `now`: delta-seconds, or an HTTP-date (a date in the past
+/// is a wait of zero). `None` when the value is neither.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<std::time::Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // More seconds than u64 holds is "a very long time", not garbage.
+        return Some(std::time::Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX)));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or_default())
+}
+
+/// The `Retry-After` of a set of headers, if present and valid.
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<std::time::Duration> {
+    let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?;
+    parse_retry_after(value, now)
+}
+
+/// How one HTTP exchange went, for the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exchange {
+    /// The far side answered and is healthy; the response goes to the caller.
+    Success,
+    /// A failure of the far side, with the verdict on retrying it.
+    Failure(Verdict<HZ>),
+}
+
+/// Classifies responses and transport errors of one dependency.
+pub trait HttpClassifier<RB, E>: Send + Sync + 'static {
+    /// A response.
+    fn response(&self, response: &Response<RB>) -> Exchange;
+    /// An error of the inner service (no response).
+    fn error(&self, error: &E) -> Verdict<HZ>;
+}
+
+/// What a status code means, in a [`StatusClassifier`] rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusRule {
+    /// The exchange worked; return the response.
+    Success,
+    /// A failure that is retried (after `Retry-After` if the response has one).
+    Retry,
+    /// A failure that is not retried.
+    Fail,
+}
+
+/// The default classifier (see the module doc), with per-status overrides.
+///
+/// ```
+/// use http::StatusCode;
+/// use relent_tokio::http::{StatusClassifier, StatusRule};
+/// // This provider's 502s are its load balancer restarting a node: retry them.
+/// let classifier = StatusClassifier::default().rule(StatusCode::BAD_GATEWAY, StatusRule::Retry);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct StatusClassifier {
+    rules: Vec<(StatusCode, StatusRule)>,
+}
+
+impl StatusClassifier {
+    /// Overrides the default for `status`.
+    pub fn rule(mut self, status: StatusCode, rule: StatusRule) -> Self {
+        self.rules.retain(|(s, _)| *s != status);
+        self.rules.push((status, rule));
+        self
+    }
+
+    /// The rule for `status`: an override, or the default.
+    pub fn rule_for(&self, status: StatusCode) -> StatusRule {
+        if let Some((_, rule)) = self.rules.iter().find(|(s, _)| *s == status) {
+            return *rule;
+        }
+        match status {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => StatusRule::Retry,
+            s if s.is_server_error() => StatusRule::Fail,
+            _ => StatusRule::Success,
+        }
+    }
+}
+
+impl<RB, E: std::error::Error + 'static> HttpClassifier<RB, E> for StatusClassifier {
+    fn response(&self, response: &Response<RB>) -> Exchange {
+        match self.rule_for(response.status()) {
+            StatusRule::Success => Exchange::Success,
+            StatusRule::Fail => Exchange::Failure(Verdict::NotRetryable),
+            StatusRule::Retry => match retry_after(response.headers(), SystemTime::now()) {
+                Some(wait) => Exchange::Failure(Verdict::RetryableAfter(ticks(wait))),
+                None => Exchange::Failure(Verdict::Retryable),
+            },
+        }
+    }
+
+    fn error(&self, error: &E) -> Verdict<HZ> {
+        if never_arrived(error) { Verdict::Retryable } else { Verdict::NotRetryable }
+    }
+}
+
+/// Whether an error says the request never reached the far side: a connection refused, or a
+/// connect timeout, anywhere in its chain of sources.
+pub fn never_arrived(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// A request body that can be sent again. Implemented for the owned body types; a body that
+/// cannot be replayed (a stream) returns `None`, and its request gets one attempt.
+pub trait ReplayBody: Sized {
+    /// Another copy of the body, if it can be made.
+    fn try_clone(&self) -> Option<Self>;
+}
+
+impl ReplayBody for () {
+    fn try_clone(&self) -> Option<Self> {
+        Some(())
+    }
+}
+impl ReplayBody for String {
+    fn try_clone(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+}
+impl ReplayBody for Vec<u8> {
+    fn try_clone(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+}
+impl ReplayBody for bytes::Bytes {
+    fn try_clone(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+}
+impl<D: Clone> ReplayBody for http_body_util::Full<D> {
+    fn try_clone(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+}
+impl<D> ReplayBody for http_body_util::Empty<D> {
+    fn try_clone(&self) -> Option<Self> {
+        Some(Self::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn retry_after_is_delta_seconds_or_an_http_date() {
+        let now = httpdate::parse_http_date("Sun, 29 Nov 2026 23:00:00 GMT").unwrap();
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("Sun, 29 Nov 2026 23:01:30 GMT", now), Some(Duration::from_secs(90)));
+        assert_eq!(
+            parse_retry_after("Sun, 29 Nov 2026 22:59:00 GMT", now),
+            Some(Duration::ZERO),
+            "a past date"
+        );
+        assert_eq!(parse_retry_after("99999999999999999999999", now), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-5", now), None);
+        assert_eq!(parse_retry_after("", now), None);
+    }
+
+    #[test]
+    fn idempotent_methods_and_keyed_posts_are_replayable() {
+        let req = |m: Method| Request::builder().method(m).body(()).unwrap();
+        for m in [Method::GET, Method::HEAD, Method::OPTIONS, Method::PUT, Method::DELETE] {
+            assert!(is_replayable(&req(m)));
+        }
+        assert!(!is_replayable(&req(Method::POST)));
+        assert!(!is_replayable(&req(Method::PATCH)));
+        let keyed = Request::post("/orders").header("Idempotency-Key", "k1").body(()).unwrap();
+        assert!(is_replayable(&keyed));
+    }
+
+    #[test]
+    fn statuses_are_classified_as_seed_000_says_and_can_be_overridden() {
+        let c = StatusClassifier::default();
+        let response = |code: u16, retry_after: Option<&str>| {
+            let mut r = Response::builder().status(code);
+            if let Some(v) = retry_after {
+                r = r.header("retry-after", v);
+            }
+            r.body(()).unwrap()
+        };
+        let classify =
+            |c: &StatusClassifier, r: &Response<()>| HttpClassifier::<(), std::io::Error>::response(c, r);
+        assert_eq!(classify(&c, &response(200, None)), Exchange::Success);
+        assert_eq!(classify(&c, &response(400, None)), Exchange::Success, "the caller's own mistake");
+        assert_eq!(classify(&c, &response(422, None)), Exchange::Success);
+        assert_eq!(classify(&c, &response(500, None)), Exchange::Failure(Verdict::NotRetryable));
+        assert_eq!(classify(&c, &response(503, None)), Exchange::Failure(Verdict::Retryable));
+        assert_eq!(
+            classify(&c, &response(429, Some("2"))),
+            Exchange::Failure(Verdict::RetryableAfter(crate::Duration::from_secs(2)))
+        );
+        let c = c
+            .rule(StatusCode::INTERNAL_SERVER_ERROR, StatusRule::Retry)
+            .rule(StatusCode::CONFLICT, StatusRule::Fail);
+        assert_eq!(classify(&c, &response(500, None)), Exchange::Failure(Verdict::Retryable));
+        assert_eq!(classify(&c, &response(409, None)), Exchange::Failure(Verdict::NotRetryable));
+    }
+
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("client error")
+        }
+    }
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_refused_or_timed_out_connection_anywhere_in_the_chain_is_retryable() {
+        let c = StatusClassifier::default();
+        let refused = Wrapped(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let reset = Wrapped(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(HttpClassifier::<(), Wrapped>::error(&c, &refused), Verdict::Retryable);
+        assert_eq!(
+            HttpClassifier::<(), Wrapped>::error(&c, &reset),
+            Verdict::NotRetryable,
+            "a reset may come after the request arrived"
+        );
+    }
+}

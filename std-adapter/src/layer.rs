@@ -1,0 +1,349 @@
+//! A tower `Layer` that runs every request of an HTTP client service through one dependency's
+//! pipeline.
+//!
+//! - A request is replayable when its method is idempotent or it carries an `Idempotency-Key`
+//!   (seed 000); any other request gets exactly one attempt, whatever the policy says. A replayable
+//!   request is cloned for each attempt; one whose body cannot be replayed (a stream) also gets one
+//!   attempt. Either way the [`RetryReport`] says so.
+//! - `poll_ready` is always ready: the inner service's readiness is awaited inside each attempt, so
+//!   an open circuit (or a full bulkhead, or a cooldown) fails fast in `call` instead of holding
+//!   `poll_ready`, and one broken dependency does not stall a shared client (tower's load-shed
+//!   pattern).
+//! - Responses go back to the caller as responses, whatever their status: the last 503 after the
+//!   attempts ran out, or the 429 whose Retry-After was too long to wait, with the [`RetryReport`] in
+//!   the response's extensions. Only what has no response is an error: a transport error, a timeout,
+//!   or a refusal before anything was sent.
+//!
+//! Each call's future is boxed (one allocation per request); relent's own `execute` allocates
+//! nothing.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use http::{Request, Response};
+use relent_core::{
+    Classify, Completion, Context, Disposition, Problem, ReplaySafety, RetryPolicy, StartError, Verdict,
+};
+use tower::{Layer, Service, ServiceExt};
+
+use crate::clock::{HZ, std_duration, ticks};
+use crate::dependency::Dependency;
+use crate::error::{AttemptError, Detailed};
+use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_idempotent, is_replayable};
+
+/// Why a request got a single attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SingleAttempt {
+    /// Neither an idempotent method nor an `Idempotency-Key`: repeating it could repeat its effect.
+    NotIdempotent,
+    /// Replayable in principle, but its body cannot be sent twice.
+    BodyNotReplayable,
+}
+
+/// How a request went through the pipeline: in the response's extensions, or in the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryReport {
+    /// The operation's id, as in the logs.
+    pub operation: u64,
+    /// Succeeded, failed, deferred or rejected.
+    pub disposition: Disposition,
+    /// The problem code, if any.
+    pub problem: Option<Problem>,
+    /// Attempts sent.
+    pub dispatched: u8,
+    /// Time spent waiting between attempts.
+    pub waited: std::time::Duration,
+    /// Time from the first attempt to the end.
+    pub elapsed: std::time::Duration,
+    /// The far side's last stated wait.
+    pub retry_after: Option<std::time::Duration>,
+    /// Set when the request was only ever going to get one attempt, and why.
+    pub single_attempt: Option<SingleAttempt>,
+}
+
+impl RetryReport {
+    fn new<E>(completion: &Completion<HZ, E>, single_attempt: Option<SingleAttempt>) -> Self {
+        Self {
+            operation: completion.operation.0,
+            disposition: completion.disposition,
+            problem: completion.problem,
+            dispatched: completion.summary.dispatched,
+            waited: std_duration(completion.summary.waited),
+            elapsed: std_duration(completion.summary.elapsed),
+            retry_after: completion.retry_after.map(std_duration),
+            single_attempt,
+        }
+    }
+}
+
+/// A request that produced no response to return.
+#[derive(Debug)]
+pub enum HttpError<E> {
+    /// The inner service failed (connection refused, reset, ...), on the last attempt.
+    Transport {
+        /// The inner service's error.
+        error: E,
+        /// How the request went.
+        report: RetryReport,
+    },
+    /// The last attempt ran past its timeout.
+    TimedOut {
+        /// How the request went.
+        report: RetryReport,
+    },
+    /// A protection refused the request before anything was sent (circuit open, bulkhead full,
+    /// rate limited, cooldown), or the retry budget or deadline ended it with no response kept.
+    Refused {
+        /// How the request went.
+        report: RetryReport,
+    },
+    /// The request's body could not be copied for a retry (a [`ReplayBody`] whose `try_clone`
+    /// gave up after the first attempt); the last attempt's response is lost with it.
+    BodyNotReplayable {
+        /// How the request went.
+        report: RetryReport,
+    },
+    /// The layer's policy cannot run this request; nothing was sent.
+    Start(StartError),
+}
+
+impl<E> HttpError<E> {
+    /// The report, unless nothing started.
+    pub fn report(&self) -> Option<&RetryReport> {
+        match self {
+            Self::Transport { report, .. }
+            | Self::TimedOut { report }
+            | Self::Refused { report }
+            | Self::BodyNotReplayable { report } => Some(report),
+            Self::Start(_) => None,
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for HttpError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let code = |r: &RetryReport| r.problem.map_or("", |p| p.as_str());
+        match self {
+            Self::Transport { error, report } => {
+                write!(
+                    f,
+                    "{} {} after {} attempt(s): {error}",
+                    report.disposition,
+                    code(report),
+                    report.dispatched
+                )
+            }
+            Self::TimedOut { report } => {
+                write!(f, "timed out after {} attempt(s) ({})", report.dispatched, code(report))
+            }
+            Self::Refused { report } => {
+                write!(f, "{}: {} after {} attempt(s)", report.disposition, code(report), report.dispatched)
+            }
+            Self::BodyNotReplayable { report } => {
+                write!(
+                    f,
+                    "the request body could not be copied for attempt {}",
+                    report.dispatched.saturating_add(1)
+                )
+            }
+            Self::Start(e) => write!(f, "request not started: {e}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for HttpError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Transport { error, .. } => Some(error),
+            Self::Start(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// One attempt's failure, with the classifier's verdict.
+enum Failed<RB, E> {
+    Response(Response<RB>, Verdict<HZ>),
+    Transport(E, Verdict<HZ>),
+    /// The body said it could be replayed, then could not produce another copy.
+    NoBody,
+}
+
+impl<RB, E> Classify<HZ> for Failed<RB, E> {
+    fn classify(&self) -> Verdict<HZ> {
+        match self {
+            Self::Response(_, v) | Self::Transport(_, v) => *v,
+            Self::NoBody => Verdict::NotRetryable,
+        }
+    }
+}
+
+/// Applies a dependency's pipeline to an HTTP client service.
+#[derive(Debug, Clone)]
+pub struct RetryLayer<C = StatusClassifier> {
+    dependency: Dependency,
+    policy: RetryPolicy<HZ>,
+    deadline: std::time::Duration,
+    replay_valid_for: std::time::Duration,
+    classifier: C,
+}
+
+impl RetryLayer<StatusClassifier> {
+    /// Every request through `dependency` under `policy`, each within `deadline` (all attempts and
+    /// waits together), classified by the default [`StatusClassifier`].
+    pub fn new(dependency: Dependency, policy: RetryPolicy<HZ>, deadline: std::time::Duration) -> Self {
+        Self {
+            dependency,
+            policy,
+            deadline,
+            replay_valid_for: std::time::Duration::from_secs(24 * 3600),
+            classifier: StatusClassifier::default(),
+        }
+    }
+}
+
+impl<C> RetryLayer<C> {
+    /// Replaces the classifier.
+    pub fn classifier<C2>(self, classifier: C2) -> RetryLayer<C2> {
+        RetryLayer {
+            dependency: self.dependency,
+            policy: self.policy,
+            deadline: self.deadline,
+            replay_valid_for: self.replay_valid_for,
+            classifier,
+        }
+    }
+
+    /// How long a replayable request stays safe to repeat (default 24 h, a common idempotency-key
+    /// retention).
+    pub fn replay_valid_for(mut self, valid_for: std::time::Duration) -> Self {
+        self.replay_valid_for = valid_for;
+        self
+    }
+}
+
+impl<S, C: Clone> Layer<S> for RetryLayer<C> {
+    type Service = Retry<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Retry { inner, shared: Arc::new(self.clone()) }
+    }
+}
+
+/// The service [`RetryLayer`] wraps around an HTTP client.
+#[derive(Debug)]
+pub struct Retry<S, C = StatusClassifier> {
+    inner: S,
+    shared: Arc<RetryLayer<C>>,
+}
+
+impl<S: Clone, C> Clone for Retry<S, C> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone(), shared: self.shared.clone() }
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, RB, C> Service<Request<B>> for Retry<S, C>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send + 'static,
+    B: ReplayBody + Send + 'static,
+    RB: Send + 'static,
+    C: HttpClassifier<RB, S::Error>,
+{
+    type Response = Response<RB>;
+    type Error = HttpError<S::Error>;
+    type Future = BoxFuture<Result<Response<RB>, HttpError<S::Error>>>;
+
+    fn poll_ready(&mut self, _cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let inner = self.inner.clone();
+        let shared = self.shared.clone();
+        Box::pin(async move { run(&shared, inner, request).await })
+    }
+}
+
+async fn run<S, B, RB, C>(
+    shared: &RetryLayer<C>,
+    inner: S,
+    request: Request<B>,
+) -> Result<Response<RB>, HttpError<S::Error>>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone,
+    B: ReplayBody,
+    C: HttpClassifier<RB, S::Error>,
+{
+    let single = if !is_replayable(&request) {
+        Some(SingleAttempt::NotIdempotent)
+    } else if request.body().try_clone().is_none() {
+        Some(SingleAttempt::BodyNotReplayable)
+    } else {
+        None
+    };
+    let valid_for = ticks(shared.replay_valid_for);
+    let (policy, safety) = match single {
+        Some(_) => (shared.policy.without_retries(), ReplaySafety::Unsafe),
+        None if is_idempotent(request.method()) => (shared.policy, ReplaySafety::replayable_read(valid_for)),
+        None => (shared.policy, ReplaySafety::provider_idempotent_mutation(valid_for)),
+    };
+    let (parts, body) = request.into_parts();
+    let mut body = Some(body);
+    let context = Context::new(ticks(shared.deadline), safety);
+    let classifier = &shared.classifier;
+    let detailed = shared
+        .dependency
+        .execute_detailed(&policy, context, move |_info| {
+            // A replayable body is cloned for every attempt; a single attempt takes the original.
+            let attempt_body = match single {
+                None => body.as_ref().and_then(ReplayBody::try_clone),
+                Some(_) => body.take(),
+            };
+            let request = attempt_body.map(|b| Request::from_parts(parts.clone(), b));
+            let mut service = inner.clone();
+            async move {
+                let Some(request) = request else {
+                    return Err(Failed::NoBody);
+                };
+                let result = match service.ready().await {
+                    Ok(ready) => ready.call(request).await,
+                    Err(e) => Err(e),
+                };
+                match result {
+                    Ok(response) => match classifier.response(&response) {
+                        Exchange::Success => Ok(response),
+                        Exchange::Failure(verdict) => Err(Failed::Response(response, verdict)),
+                    },
+                    Err(e) => {
+                        let verdict = classifier.error(&e);
+                        Err(Failed::Transport(e, verdict))
+                    }
+                }
+            }
+        })
+        .await;
+    let Detailed { value, completion } = detailed.map_err(HttpError::Start)?;
+    let report = RetryReport::new(&completion, single);
+    let with_report = |mut response: Response<RB>| {
+        response.extensions_mut().insert(report);
+        response
+    };
+    match (value, completion.last_failure) {
+        (Some(response), _) => Ok(with_report(response)),
+        (None, Some(AttemptError::Failed(Failed::Response(response, _)))) => Ok(with_report(response)),
+        (None, Some(AttemptError::Failed(Failed::Transport(error, _)))) => {
+            Err(HttpError::Transport { error, report })
+        }
+        (None, Some(AttemptError::TimedOut { .. })) => Err(HttpError::TimedOut { report }),
+        (None, Some(AttemptError::Failed(Failed::NoBody))) => Err(HttpError::BodyNotReplayable { report }),
+        (None, None) => Err(HttpError::Refused { report }),
+    }
+}

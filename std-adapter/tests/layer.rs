@@ -1,0 +1,181 @@
+//! The tower layer over a scripted in-process service, on tokio's paused clock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration as Std;
+
+use http::{Method, Request, Response, StatusCode};
+use relent_tokio::core::{
+    BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, RetryBudget, RetryPolicy,
+};
+use relent_tokio::{Dependency, Duration, HZ, HttpError, RetryLayer, RetryReport, SingleAttempt};
+use tower::{Layer, Service, ServiceExt};
+
+/// What the scripted provider does with the n-th request for a path.
+#[derive(Debug, Clone, Copy)]
+enum Reply {
+    Status(u16),
+    StatusAfter(u16, &'static str),
+    Hang,
+    Refuse,
+}
+
+#[derive(Clone, Default)]
+struct Provider {
+    scripts: Arc<Mutex<HashMap<String, Vec<Reply>>>>,
+    seen: Arc<Mutex<HashMap<String, Vec<Std>>>>,
+}
+
+impl Provider {
+    fn script(&self, path: &str, replies: &[Reply]) {
+        self.scripts.lock().unwrap().insert(path.into(), replies.to_vec());
+    }
+    fn attempts(&self, path: &str) -> Vec<Std> {
+        self.seen.lock().unwrap().get(path).cloned().unwrap_or_default()
+    }
+    fn service(
+        &self,
+        t0: tokio::time::Instant,
+    ) -> impl Service<Request<String>, Response = Response<String>, Error = std::io::Error, Future: Send>
+    + Clone
+    + Send
+    + 'static {
+        let this = self.clone();
+        tower::service_fn(move |req: Request<String>| {
+            let this = this.clone();
+            async move {
+                let path = req.uri().path().to_string();
+                let n = {
+                    let mut seen = this.seen.lock().unwrap();
+                    let v = seen.entry(path.clone()).or_default();
+                    v.push(t0.elapsed());
+                    v.len() - 1
+                };
+                let reply =
+                    this.scripts.lock().unwrap().get(&path).and_then(|s| s.get(n.min(s.len() - 1)).copied());
+                match reply.unwrap_or(Reply::Status(200)) {
+                    Reply::Status(code) => Ok(Response::builder().status(code).body(String::new()).unwrap()),
+                    Reply::StatusAfter(code, after) => Ok(Response::builder()
+                        .status(code)
+                        .header("retry-after", after)
+                        .body(String::new())
+                        .unwrap()),
+                    Reply::Hang => std::future::pending().await,
+                    Reply::Refuse => Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+                }
+            }
+        })
+    }
+}
+
+const POLICY: RetryPolicy<HZ> =
+    match RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+        .jitter(Jitter::None)
+        .attempt_timeout(Duration::from_secs(1))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    };
+
+fn layer(config: DependencyConfig<HZ>) -> RetryLayer {
+    let dep = Dependency::with_seed("payrail", config, 1).unwrap();
+    RetryLayer::new(dep, POLICY, Std::from_secs(10))
+}
+
+fn budgeted() -> DependencyConfig<HZ> {
+    DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 20).unwrap())
+}
+
+fn request(method: Method, path: &str, key: Option<&str>) -> Request<String> {
+    let mut r = Request::builder().method(method).uri(path);
+    if let Some(k) = key {
+        r = r.header("idempotency-key", k);
+    }
+    r.body("{}".to_string()).unwrap()
+}
+
+fn ms(v: u64) -> Std {
+    Std::from_millis(v)
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_fault_gets_the_attempts_seed_000_says() {
+    let provider = Provider::default();
+    provider.script("/refused", &[Reply::Refuse, Reply::Status(200)]);
+    provider.script("/busy", &[Reply::StatusAfter(503, "1"), Reply::Status(200)]);
+    provider.script("/throttled", &[Reply::StatusAfter(429, "2"), Reply::Status(200)]);
+    provider.script("/broken", &[Reply::Status(500)]);
+    provider.script("/invalid", &[Reply::Status(422)]);
+    provider.script("/hangs", &[Reply::Hang]);
+    let t0 = tokio::time::Instant::now();
+    let mut svc = layer(budgeted()).layer(provider.service(t0));
+    for path in ["/refused", "/busy", "/throttled", "/broken", "/invalid", "/hangs"] {
+        let start = t0.elapsed();
+        let _ = svc.ready().await.unwrap().call(request(Method::GET, path, None)).await;
+        let attempts: Vec<Std> = provider.attempts(path).iter().map(|t| *t - start).collect();
+        let expected: &[Std] = match path {
+            "/refused" => &[ms(0), ms(100)],
+            "/busy" => &[ms(0), ms(1_000)],
+            "/throttled" => &[ms(0), ms(2_000)],
+            "/broken" | "/invalid" => &[ms(0)],
+            // Three attempts cut at 1 s each, 100 and 200 ms apart.
+            _ => &[ms(0), ms(1_100), ms(2_300)],
+        };
+        assert_eq!(attempts, expected, "{path}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyless_post_that_times_out_is_sent_once_and_a_keyed_one_is_retried() {
+    let provider = Provider::default();
+    provider.script("/orders", &[Reply::Hang]);
+    provider.script("/keyed", &[Reply::Hang, Reply::Status(201)]);
+    let t0 = tokio::time::Instant::now();
+    let mut svc = layer(budgeted()).layer(provider.service(t0));
+    let err = svc.ready().await.unwrap().call(request(Method::POST, "/orders", None)).await.unwrap_err();
+    assert!(matches!(err, HttpError::TimedOut { .. }), "{err}");
+    let report = err.report().unwrap();
+    assert_eq!((report.dispatched, report.single_attempt), (1, Some(SingleAttempt::NotIdempotent)));
+    assert_eq!(provider.attempts("/orders").len(), 1);
+    let response =
+        svc.ready().await.unwrap().call(request(Method::POST, "/keyed", Some("k-1"))).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!(
+        (report.dispatched, report.single_attempt, report.disposition),
+        (2, None, Disposition::Succeeded)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_beyond_the_maximum_delay_comes_back_deferred_with_its_response() {
+    let provider = Provider::default();
+    provider.script("/slow-down", &[Reply::StatusAfter(429, "60")]);
+    let mut svc = layer(budgeted()).layer(provider.service(tokio::time::Instant::now()));
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/slow-down", None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!(report.disposition, Disposition::Deferred);
+    assert_eq!(report.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
+    assert_eq!(report.retry_after, Some(Std::from_secs(60)));
+    assert_eq!(provider.attempts("/slow-down").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_circuit_fails_fast_in_call_without_touching_the_inner_service() {
+    let provider = Provider::default();
+    provider.script("/down", &[Reply::Status(500)]);
+    let config = budgeted().breaker(BreakerConfig::consecutive_failures(1, Duration::from_secs(30)));
+    let mut svc = layer(config).layer(provider.service(tokio::time::Instant::now()));
+    let first = svc.ready().await.unwrap().call(request(Method::GET, "/down", None)).await.unwrap();
+    assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR, "the 500 goes back as a response");
+    // poll_ready does not hold the caller back; call refuses at once.
+    let err = svc.ready().await.unwrap().call(request(Method::GET, "/down", None)).await.unwrap_err();
+    let report = err.report().unwrap();
+    assert_eq!(
+        (report.disposition, report.problem, report.dispatched),
+        (Disposition::Rejected, Some(Problem::CircuitOpen), 0)
+    );
+    assert_eq!(provider.attempts("/down").len(), 1, "no second request reached the provider");
+}
