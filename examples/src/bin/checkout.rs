@@ -1,337 +1,291 @@
-//! Seed 000's checkout, run through relent-core against a simulated, flaky payment provider
-//! ("Payrail") on a virtual clock: every attempt, wait and outcome is printed, and nothing sleeps.
+//! The main example: a checkout service calling a flaky payment provider through Relent.
 //!
-//! The policy is the chapter's: 3 attempts, 100 ms doubling to 2 s with full jitter, 3 s per
-//! attempt, inside the checkout's 10 s deadline, with retries at most 10 % of calls to Payrail
-//! over 10 s. Reads and keyed POSTs state that they are safe to repeat; a keyless POST does not, and
-//! gets one attempt.
+//! It starts "Payrail", a real HTTP server on 127.0.0.1 that misbehaves on a timeline (a node
+//! restart that refuses connections, load shedding with 503 + Retry-After, throttling with 429, a
+//! slow node that hangs past the attempt timeout, a bug that answers 500) and records every order
+//! it places. Then it drives 3,000 checkouts at 150 a second through hyper's pooled client wrapped
+//! in relent-tokio's `RetryLayer`: each checkout reads a quote (GET, safe to retry) and places an
+//! order (POST; most with an Idempotency-Key, some without, which are never resent).
 //!
-//! Run it with `cargo run -p relent-examples --bin checkout`.
+//! Run it with `cargo run -p relent-examples --bin checkout`. It ends with a table and exits
+//! non-zero if the provider performed any order twice.
 
-use relent_core::rand_core::SeedableRng as _;
-use relent_core::{
-    Action, Classify, ConfigError, Context, DelaySource, Dependency, DependencyConfig, Disposition, Duration,
-    Event, Instant, Jitter, Operation, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration as Std, Instant};
+
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use relent_examples::provider::{Fault, Phase, Provider, Script};
+use relent_tokio::core::{
+    BreakerConfig, ConfigError, DependencyConfig, Disposition, RateLimit, RetryBudget, RetryPolicy,
 };
+use relent_tokio::{Dependency, Duration, HZ, HttpError, RetryLayer, RetryReport};
+use tower::{Layer, Service, ServiceExt};
 
-/// Milliseconds: the virtual clock's tick.
-const HZ: u64 = 1_000;
-type D = Duration<HZ>;
-type T = Instant<HZ>;
-
-const fn ok<V: Copy>(r: Result<V, ConfigError>) -> V {
+const fn valid<V: Copy>(r: Result<V, ConfigError>) -> V {
     match r {
         Ok(v) => v,
         Err(e) => panic!("{}", e.message()),
     }
 }
 
-/// Seed 000's policy for calls to Payrail.
-const PAYRAIL_POLICY: RetryPolicy<HZ> = ok(RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
-    .jitter(Jitter::Full)
-    .attempt_timeout(D::from_secs(3))
-    .build());
+/// Seed 000's shape: 3 attempts, backoff from 100 ms to 1 s with full jitter, 500 ms per attempt.
+const POLICY: RetryPolicy<HZ> = valid(
+    RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1))
+        .attempt_timeout(Duration::from_millis(500))
+        .build(),
+);
 
-/// A keyless POST is not safe to repeat: one attempt, whatever happens.
-const ONE_ATTEMPT: RetryPolicy<HZ> =
-    ok(RetryPolicy::single_attempt().attempt_timeout(D::from_secs(3)).build());
+/// Payrail as a dependency: retries at most 10 % of calls over 10 s (plus 20 per window); the
+/// circuit opens when half of the last 50 outcomes failed (a time window of 10 s would barely
+/// notice a 1.5 s outage), for 1 s, and one successful probe closes it;
+/// 64 attempts in flight at most; 400 attempts a second. No cooldown: Payrail sheds a fraction of
+/// requests with Retry-After, and a cooldown would turn each of those into a pause for every
+/// caller; it suits a provider that throttles the whole account instead.
+const PAYRAIL: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(10))
+    .budget(valid(RetryBudget::ratio(10, 20)))
+    .breaker(BreakerConfig::count_window(50, 50, 20, Duration::from_secs(1)))
+    .bulkhead(64)
+    .rate_limit(RateLimit::new(400, Duration::from_secs(1)).burst(50));
 
-/// Payrail, as a dependency: counted over 10 s, retries at most 10 % of its calls plus 4 per window
-/// so a quiet service can still retry.
-const PAYRAIL: DependencyConfig<HZ> =
-    DependencyConfig::new(D::from_secs(10)).budget(ok(RetryBudget::ratio(10, 4)));
+const CHECKOUTS: u64 = 3_000;
+const PER_SECOND: u64 = 150;
 
-/// What Payrail does with one request, in the simulation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Payrail {
-    /// 200 after this many ms.
-    Ok(u64),
-    /// Connection refused after this many ms: the request never arrived.
-    Refused(u64),
-    /// 503 or 429 with `Retry-After: s`.
-    Busy { status: u16, retry_after_s: u64 },
-    /// 500.
-    ServerError,
-    /// No answer: the attempt runs into its timeout.
-    Hang,
-}
-
-/// The caller's own error type, classified the way seed 000's `transient()` does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PayrailError {
-    ConnectRefused,
-    Status { status: u16, retry_after_s: Option<u64> },
-    ReadTimeout,
-}
-
-impl Classify<HZ> for PayrailError {
-    fn classify(&self) -> Verdict<HZ> {
-        match *self {
-            // The request never arrived: safe to retry.
-            Self::ConnectRefused => Verdict::Retryable,
-            // "Not now": retry no sooner than the header says.
-            Self::Status { status: 429 | 503, retry_after_s: Some(s) } => {
-                Verdict::RetryableAfter(D::from_secs(s))
-            }
-            Self::Status { status: 429 | 503, retry_after_s: None } => Verdict::Retryable,
-            // 500, 400, 422: the same bytes fail the same way.
-            Self::Status { .. } => Verdict::NotRetryable,
-            // Only reached on operations that stated they are safe to repeat; the others have a
-            // one-attempt policy.
-            Self::ReadTimeout => Verdict::Retryable,
-        }
-    }
-}
-
-impl std::fmt::Display for PayrailError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::ConnectRefused => write!(f, "connection refused"),
-            Self::Status { status, retry_after_s: Some(s) } => write!(f, "{status} with Retry-After: {s}"),
-            Self::Status { status, retry_after_s: None } => write!(f, "{status}"),
-            Self::ReadTimeout => write!(f, "read timeout"),
-        }
-    }
-}
-
-struct Checkout {
-    call: &'static str,
-    safety: ReplaySafety<HZ>,
-    /// What Payrail does with each attempt, in order.
-    script: &'static [Payrail],
-}
-
-const HOUR: D = D::from_secs(3_600);
-
-fn checkouts() -> Vec<Checkout> {
-    use Payrail::*;
-    let read = ReplaySafety::replayable_read(HOUR);
-    let keyed = ReplaySafety::provider_idempotent_mutation(D::from_secs(24 * 3_600));
+fn timeline() -> Vec<Phase> {
+    let phase = |s: u64, name, faults| Phase { from: Std::from_secs(s), name, latency_ms: 5, faults };
     vec![
-        Checkout { call: "GET /seats/12", safety: read, script: &[Ok(40)] },
-        Checkout { call: "GET /seats/12, Payrail hangs", safety: read, script: &[Hang, Hang, Hang] },
-        Checkout {
-            call: "GET /seats/12 during a node restart",
-            safety: read,
-            script: &[Refused(2), Refused(3), Ok(45)],
-        },
-        Checkout {
-            call: "GET /quote, load shedding",
-            safety: read,
-            script: &[Busy { status: 503, retry_after_s: 1 }, Ok(38)],
-        },
-        Checkout {
-            call: "GET /quote, throttled for a minute",
-            safety: read,
-            script: &[Busy { status: 429, retry_after_s: 60 }],
-        },
-        Checkout { call: "POST /orders (Idempotency-Key)", safety: keyed, script: &[Hang, Ok(120)] },
-        Checkout { call: "POST /orders (no key)", safety: ReplaySafety::Unsafe, script: &[Hang] },
-        Checkout { call: "POST /orders (Idempotency-Key), bad card", safety: keyed, script: &[ServerError] },
+        phase(0, "healthy", vec![]),
+        phase(3, "node restart: connections refused", vec![]),
+        phase(5, "load shedding: 25% 503 Retry-After 1", vec![(Fault::Unavailable(1), 250)]),
+        phase(
+            8,
+            "throttling: 15% 429 Retry-After 1, 2% Retry-After 30",
+            vec![(Fault::Throttled(1), 150), (Fault::Throttled(30), 20)],
+        ),
+        phase(11, "slow node: 8% hang 1.5 s", vec![(Fault::Hang(1_500), 80)]),
+        phase(14, "bug: 15% 500", vec![(Fault::Broken, 150)]),
+        phase(16, "healthy", vec![]),
     ]
 }
 
-fn secs(ticks: u64) -> String {
-    format!("{}.{:03}", ticks / 1_000, ticks % 1_000)
+/// One request's fate, as the caller sees it.
+#[derive(Debug, Clone, Copy)]
+struct Fate {
+    outcome: &'static str,
+    dispatched: u8,
+    ok: bool,
 }
 
-/// Runs one checkout to completion on the virtual clock, printing each step when `verbose`.
-fn run_checkout(
-    id: u64,
-    checkout: &Checkout,
-    payrail: &mut Dependency<HZ, 10>,
-    rng: &mut rand_xoshiro::Xoshiro256PlusPlus,
-    now: &mut T,
-    verbose: bool,
-) -> relent_core::Completion<HZ, PayrailError> {
-    let policy = if checkout.safety == ReplaySafety::Unsafe { &ONE_ATTEMPT } else { &PAYRAIL_POLICY };
-    let context = Context::new(D::from_secs(10), checkout.safety).id(id);
-    let mut op = match Operation::<HZ, PayrailError>::start(policy, &PAYRAIL, context, *now) {
-        Result::Ok(op) => op,
-        Err(e) => panic!("{e}"),
+fn fate(
+    result: &Result<(http::StatusCode, RetryReport), HttpError<hyper_util::client::legacy::Error>>,
+) -> Fate {
+    let (report, status) = match result {
+        Ok((status, report)) => (Some(*report), Some(*status)),
+        Err(e) => (e.report().copied(), None),
     };
-    let t0 = now.as_ticks();
-    let rel = |t: u64| secs(t - t0);
-    let mut print = |e: &Event<HZ>| {
-        if !verbose {
-            return;
-        }
-        match *e {
-            Event::AttemptDispatched { attempt, timeout, at, .. } => {
-                print!(
-                    "  {:>6}  attempt {attempt} (timeout {} s) ",
-                    rel(at.as_ticks()),
-                    secs(timeout.as_ticks())
-                )
-            }
-            Event::AttemptSucceeded { at, .. } => println!("-> 200 OK at {}", rel(at.as_ticks())),
-            Event::RetryScheduled { delay, source, .. } => {
-                let why = match source {
-                    DelaySource::Backoff { nominal } => {
-                        format!("full jitter of a {} s backoff", secs(nominal.as_ticks()))
-                    }
-                    DelaySource::RetryAfter { stated } => {
-                        format!("Retry-After {} s, honoured exactly", secs(stated.as_ticks()))
-                    }
-                };
-                println!("  {:>6}  wait {} s ({why})", "", secs(delay.as_ticks()));
-            }
-            Event::Refused { problem, .. } => {
-                println!("  {:>6}  next attempt refused: {problem}", "")
-            }
-            Event::CircuitChanged { state, .. } => {
-                println!("  {:>6}  Payrail's circuit is now {}", "", state.as_str())
-            }
-            Event::CooldownExtended { until, .. } => {
-                println!("  {:>6}  Payrail in cooldown until {} s", "", rel(until.as_ticks()))
-            }
-            Event::WaitingForRateLimit { until, .. } => {
-                println!("  {:>6}  wait for a rate-limit unit until {} s", "", rel(until.as_ticks()))
-            }
-            Event::AttemptFailed { .. } | Event::Completed { .. } => {}
-        }
+    let Some(report) = report else {
+        return Fate { outcome: "not started", dispatched: 0, ok: false };
     };
-    let mut script = checkout.script.iter().copied();
-    loop {
-        match op.poll(*now, payrail, &mut print) {
-            Action::Dispatch(attempt) => {
-                let timeout = attempt.timeout().as_ticks();
-                let (took, result) = match script.next().unwrap_or(Payrail::Hang) {
-                    Payrail::Ok(ms) => (ms, Result::Ok(())),
-                    Payrail::Refused(ms) => (ms, Err(PayrailError::ConnectRefused)),
-                    Payrail::Busy { status, retry_after_s } => {
-                        (25, Err(PayrailError::Status { status, retry_after_s: Some(retry_after_s) }))
-                    }
-                    Payrail::ServerError => {
-                        (60, Err(PayrailError::Status { status: 500, retry_after_s: None }))
-                    }
-                    Payrail::Hang => (timeout, Err(PayrailError::ReadTimeout)),
-                };
-                *now = T::from_ticks(now.as_ticks() + took.min(timeout));
-                match result {
-                    Result::Ok(()) => op.on_success(attempt, *now, payrail, &mut print),
-                    Err(e) => {
-                        if verbose {
-                            println!("-> {e} at {}", rel(now.as_ticks()));
-                        }
-                        op.on_failure(attempt, *now, payrail, rng, e, &mut print);
-                    }
-                }
-            }
-            // A real adapter sleeps here, holding nothing; the virtual clock just jumps.
-            Action::Wait { until } => *now = until,
-            Action::Done => break,
-        }
-    }
-    let Some(done) = op.take_completion() else { unreachable!("poll said done") };
-    if verbose {
-        print!(
-            "  done: {}; {} attempt(s), waited {} s, took {} s",
-            outcome(&done),
-            done.summary.dispatched,
-            secs(done.summary.waited.as_ticks()),
-            secs(done.summary.elapsed.as_ticks())
-        );
-        match done.not_before {
-            Some(t) => println!("; try again at {} s\n", rel(t.as_ticks())),
-            None => println!("\n"),
-        }
-    }
-    done
+    let outcome = match (report.disposition, report.problem) {
+        (Disposition::Succeeded, _) => "succeeded",
+        (_, Some(p)) => match p.as_str() {
+            "attempts_exhausted" => "failed: attempts_exhausted",
+            "retry_budget_exhausted" => "failed: retry_budget_exhausted",
+            "retry_delay_exceeds_deadline" => "failed: retry_delay_exceeds_deadline",
+            "retry_after_exceeds_maximum_delay" => "deferred: retry_after_exceeds_maximum_delay",
+            "retry_after_exceeds_deadline" => "deferred: retry_after_exceeds_deadline",
+            "cooldown_active" => "deferred: cooldown_active",
+            "circuit_open" => "rejected: circuit_open",
+            "bulkhead_full" => "rejected: bulkhead_full",
+            "rate_limited" => "rejected: rate_limited",
+            "deadline_exceeded" => "failed: deadline_exceeded",
+            _ => "other",
+        },
+        (Disposition::Failed, None) => match status {
+            Some(s) if s.is_server_error() => "failed: 500, not retried",
+            _ => "failed: transport error, not retried",
+        },
+        (_, None) => "other",
+    };
+    Fate { outcome, dispatched: report.dispatched, ok: report.disposition == Disposition::Succeeded }
 }
 
-fn outcome(done: &relent_core::Completion<HZ, PayrailError>) -> String {
-    match (done.disposition, done.problem) {
-        (d, Some(p)) => format!("{d}, {p}"),
-        (Disposition::Failed, None) => {
-            format!(
-                "failed, not retryable ({})",
-                done.last_failure.map(|e| e.to_string()).unwrap_or_default()
-            )
-        }
-        (d, None) => d.to_string(),
-    }
+type Svc = relent_tokio::Retry<Client<HttpConnector, Full<Bytes>>>;
+
+async fn send(
+    mut svc: Svc,
+    req: Request<Full<Bytes>>,
+) -> Result<(http::StatusCode, RetryReport), HttpError<hyper_util::client::legacy::Error>> {
+    let response = svc.ready().await?.call(req).await?;
+    let report =
+        response.extensions().get::<RetryReport>().copied().expect("the layer reports every response");
+    Ok((response.status(), report))
 }
 
-fn tally(tally: &mut Vec<(String, u32)>, done: &relent_core::Completion<HZ, PayrailError>) {
-    let code = outcome(done);
-    match tally.iter_mut().find(|(c, _)| *c == code) {
-        Some((_, count)) => *count += 1,
-        None => tally.push((code, 1)),
-    }
+struct Checkout {
+    quote: Fate,
+    order: Option<Fate>,
+    keyed: bool,
+    latency: Std,
 }
 
-fn main() {
-    let mut payrail: Dependency<HZ, 10> = match Dependency::new(&PAYRAIL, T::from_ticks(0)) {
-        Result::Ok(d) => d,
-        Err(e) => panic!("{e}"),
-    };
-    // Production seeds from OS entropy once per process; a fixed seed keeps this output stable.
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0x5eed);
-    let mut now = T::from_ticks(0);
-    let mut ids = 0..;
-    let mut outcomes: Vec<(String, u32)> = Vec::new();
-    let background = Checkout {
-        call: "GET /seats",
-        safety: ReplaySafety::replayable_read(HOUR),
-        script: &[Payrail::Ok(5)],
-    };
-
-    println!("Seed 000's checkout policy against a simulated Payrail, on a virtual clock.");
-    println!("Between the checkouts shown, Payrail serves 40 other reads a second that succeed.\n");
-    for (n, checkout) in checkouts().iter().enumerate() {
-        // Two seconds of ordinary traffic: these calls are what the 10 % retry budget is a share of.
-        let slot_end = now.as_ticks() + 2_000;
-        while now.as_ticks() < slot_end {
-            let done =
-                run_checkout(ids.next().unwrap_or(0), &background, &mut payrail, &mut rng, &mut now, false);
-            tally(&mut outcomes, &done);
-            now = T::from_ticks(now.as_ticks() + 20);
+async fn checkout(svc: Svc, provider: &Provider, n: u64) -> Checkout {
+    let started = Instant::now();
+    let id = format!("checkout-{n}");
+    let quote = Request::builder()
+        .uri(provider.url("/quote"))
+        .body(Full::new(Bytes::new()))
+        .expect("a valid request");
+    let quote = fate(&send(svc.clone(), quote).await);
+    // One checkout in five is an old client that sends no Idempotency-Key: never resent.
+    let keyed = n % 5 != 0;
+    let order = if quote.ok {
+        let mut req =
+            Request::builder().method(Method::POST).uri(provider.url("/orders")).header("x-checkout-id", &id);
+        if keyed {
+            req = req.header("idempotency-key", format!("order-{id}"));
         }
-        println!("checkout {}: {} ({})", n + 1, checkout.call, checkout.safety.as_str());
-        let done = run_checkout(ids.next().unwrap_or(0), checkout, &mut payrail, &mut rng, &mut now, true);
-        tally(&mut outcomes, &done);
-    }
-
-    // An outage: every call is refused while 200 checkouts arrive. Without a budget each would make
-    // 3 calls; the budget holds retries to 10 % of calls in the window (plus the floor of 4).
-    let outage = Checkout {
-        call: "GET /seats",
-        safety: ReplaySafety::replayable_read(HOUR),
-        script: &[Payrail::Refused(1); 3],
+        let req = req.body(Full::new(Bytes::from_static(b"{\"amount\":4200}"))).expect("a valid request");
+        Some(fate(&send(svc, req).await))
+    } else {
+        None
     };
-    let mut outage_tally = Vec::new();
-    let (mut calls, mut retries) = (0u32, 0u32);
-    let outage_start = now;
-    for _ in 0..200 {
-        let done = run_checkout(ids.next().unwrap_or(0), &outage, &mut payrail, &mut rng, &mut now, false);
-        calls += u32::from(done.summary.dispatched);
-        retries += u32::from(done.summary.retries);
-        tally(&mut outage_tally, &done);
-        tally(&mut outcomes, &done);
-        now = T::from_ticks(now.as_ticks() + 5);
+    Checkout { quote, order, keyed, latency: started.elapsed() }
+}
+
+fn percentile(sorted: &[Std], p: f64) -> Std {
+    if sorted.is_empty() {
+        return Std::ZERO;
     }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() {
+    let provider =
+        Arc::new(Provider::start(Script::Timeline(timeline())).await.expect("a free port on 127.0.0.1"));
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Std::from_millis(250)));
+    let client = Client::builder(TokioExecutor::new()).build(connector);
+    let payrail = Dependency::new("payrail", PAYRAIL).expect("a valid configuration");
+    let svc: Svc = RetryLayer::new(payrail.clone(), POLICY, Std::from_secs(5)).layer(client);
+
     println!(
-        "Outage: Payrail refuses every connection while 200 checkouts arrive over {} s.",
-        secs(now.as_ticks() - outage_start.as_ticks())
+        "Payrail listens on {}; {CHECKOUTS} checkouts at {PER_SECOND}/s through relent-tokio.",
+        provider.addr()
     );
-    println!(
-        "  {calls} calls for 200 checkouts ({retries} retries): {:.2} calls per checkout, not 3",
-        f64::from(calls) / 200.0
-    );
-    for (code, count) in &outage_tally {
-        println!("  {count:>4}  {code}");
+    let started = Instant::now();
+    let done = Arc::new(AtomicU64::new(0));
+    let ok = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::with_capacity(CHECKOUTS as usize);
+    let mut tick = tokio::time::interval(Std::from_micros(1_000_000 / PER_SECOND));
+    let mut restarted = false;
+    let mut next_progress = Std::from_secs(1);
+    for n in 0..CHECKOUTS {
+        tick.tick().await;
+        let elapsed = started.elapsed();
+        if !restarted && elapsed >= Std::from_secs(3) {
+            provider.restart_for(Std::from_millis(1_500));
+            restarted = true;
+        }
+        if elapsed >= next_progress {
+            next_progress += Std::from_secs(1);
+            print!(
+                "\r[{:>4.1} s] {:>4}/{CHECKOUTS} checkouts done, {:>4} ok | {:<60}",
+                elapsed.as_secs_f64(),
+                done.load(Ordering::Relaxed),
+                ok.load(Ordering::Relaxed),
+                provider.phase_at(elapsed)
+            );
+            let _ = std::io::stdout().flush();
+        }
+        let (svc, provider, done, ok) = (svc.clone(), provider.clone(), done.clone(), ok.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = checkout(svc, &provider, n).await;
+            done.fetch_add(1, Ordering::Relaxed);
+            if c.order.is_some_and(|o| o.ok) {
+                ok.fetch_add(1, Ordering::Relaxed);
+            }
+            c
+        }));
     }
-    let counts = payrail.counts(now);
+    let mut checkouts = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        checkouts.push(t.await.expect("a checkout task"));
+    }
     println!(
-        "\nPayrail's window (last 10 s): {} calls, {} retries ({:.1} %), {} failures",
+        "\r{:<110}",
+        format!("[{:>4.1} s] all {CHECKOUTS} checkouts done", started.elapsed().as_secs_f64())
+    );
+    report(&checkouts, &provider, &payrail);
+}
+
+fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency) {
+    let requests: Vec<Fate> =
+        checkouts.iter().flat_map(|c| std::iter::once(c.quote).chain(c.order)).collect();
+    println!("\nOutcomes of {} requests (quotes and orders):", requests.len());
+    let mut by_outcome: Vec<(&str, usize)> = Vec::new();
+    for r in &requests {
+        match by_outcome.iter_mut().find(|(o, _)| *o == r.outcome) {
+            Some((_, n)) => *n += 1,
+            None => by_outcome.push((r.outcome, 1)),
+        }
+    }
+    by_outcome.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for (outcome, n) in &by_outcome {
+        println!("  {n:>6}  {outcome}");
+    }
+
+    println!("\nAttempts per request:");
+    for attempts in 0..=3u8 {
+        let n = requests.iter().filter(|r| r.dispatched == attempts).count();
+        let note =
+            if attempts == 0 { " (refused before sending: circuit, bulkhead, rate, cooldown)" } else { "" };
+        println!("  {attempts} attempt(s): {n:>6}{note}");
+    }
+    let sent: u64 = requests.iter().map(|r| u64::from(r.dispatched)).sum();
+    let first: u64 = requests.iter().filter(|r| r.dispatched > 0).count() as u64;
+    println!(
+        "\nAmplification: {sent} calls for {first} first attempts = {:.3} calls per first attempt (policy allows 3)",
+        sent as f64 / first.max(1) as f64
+    );
+
+    let mut latencies: Vec<Std> =
+        checkouts.iter().filter(|c| c.order.is_some_and(|o| o.ok)).map(|c| c.latency).collect();
+    latencies.sort();
+    println!(
+        "\nCheckout latency, {} completed checkouts: p50 {:?}  p90 {:?}  p99 {:?}  max {:?}",
+        latencies.len(),
+        percentile(&latencies, 0.50),
+        percentile(&latencies, 0.90),
+        percentile(&latencies, 0.99),
+        latencies.last().copied().unwrap_or_default()
+    );
+
+    let effects = provider.effects();
+    let keyless = checkouts.iter().filter(|c| !c.keyed && c.order.is_some()).count();
+    println!(
+        "\nPayrail saw {} requests and placed {} orders ({keyless} of the order requests had no Idempotency-Key).",
+        effects.requests, effects.performed
+    );
+    println!("Duplicate side effects (orders placed twice for one checkout): {}", effects.duplicates);
+    let counts = payrail.inspect(|s, _, now| s.counts(now));
+    println!(
+        "Payrail's window now: {} calls, {} retries, {} failures; circuit {}",
         counts.calls,
         counts.retries,
-        100.0 * f64::from(counts.retries) / f64::from(counts.calls.max(1)),
-        counts.failures
+        counts.failures,
+        payrail.inspect(|s, _, now| s.circuit(now)).as_str()
     );
-    println!("All {} checkouts by outcome:", ids.next().unwrap_or(0));
-    for (code, count) in outcomes {
-        println!("  {count:>4}  {code}");
+    if effects.duplicates > 0 {
+        eprintln!("error: {} orders were placed twice", effects.duplicates);
+        std::process::exit(1);
     }
 }
