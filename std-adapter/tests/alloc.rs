@@ -1,0 +1,63 @@
+//! An operation whose own future does not allocate goes through `execute`, with a retry and its
+//! backoff sleep, without a single heap allocation: the state lives in the dependency (allocated
+//! once, when it is built) and in the operation's own future.
+//!
+//! Counted with `allocation-counter`, on the test's own thread, around a current-thread runtime
+//! with paused time. One operation runs first, uncounted: tokio's timer and tracing's callsite
+//! registry set themselves up on first use.
+
+use relent_tokio::core::{
+    Classify, Context, DependencyConfig, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+};
+use relent_tokio::{Dependency, Duration, HZ};
+
+#[derive(Debug)]
+struct Refused;
+
+impl Classify<HZ> for Refused {
+    fn classify(&self) -> Verdict<HZ> {
+        Verdict::Retryable
+    }
+}
+
+const POLICY: RetryPolicy<HZ> =
+    match RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+        .attempt_timeout(Duration::from_secs(3))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    };
+
+#[test]
+fn execute_with_a_retry_does_not_allocate() {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(100, 0).unwrap());
+    let dep = runtime.block_on(async { Dependency::with_seed("payrail", config, 1).unwrap() });
+    let context =
+        Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));
+    let one =
+        || async {
+            dep.execute(&POLICY, context, |info| async move {
+                if info.number == 1 { Err(Refused) } else { Ok(7u32) }
+            })
+            .await
+        };
+    // Warm-up: first use of the timer wheel and of tracing's callsites.
+    assert_eq!(runtime.block_on(one()).unwrap(), 7);
+    let mut total = 0;
+    let counted = allocation_counter::measure(|| {
+        runtime.block_on(async {
+            for _ in 0..100 {
+                total += one().await.unwrap();
+            }
+        })
+    });
+    assert_eq!(total, 700);
+    // The counter does count: one box is one allocation.
+    let control = allocation_counter::measure(|| drop(std::hint::black_box(Box::new(1u64))));
+    assert_eq!(control.count_total, 1);
+    assert_eq!(counted.count_total, 0, "allocations in 100 operations with a retry each: {counted:?}");
+    assert_eq!(dep.inspect(|s, _, now| s.counts(now)).calls, 202, "each operation really made two attempts");
+}
