@@ -179,3 +179,32 @@ async fn an_open_circuit_fails_fast_in_call_without_touching_the_inner_service()
     );
     assert_eq!(provider.attempts("/down").len(), 1, "no second request reached the provider");
 }
+
+/// A body that cannot be sent twice, like a stream.
+#[derive(Debug)]
+struct Stream;
+
+impl relent_tokio::http::ReplayBody for Stream {
+    fn try_clone(&self) -> Option<Self> {
+        None
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replayable_request_whose_body_cannot_be_replayed_gets_one_attempt_and_says_so() {
+    let calls = Arc::new(Mutex::new(0));
+    let inner = {
+        let calls = calls.clone();
+        tower::service_fn(move |_req: Request<Stream>| {
+            *calls.lock().unwrap() += 1;
+            async { Ok::<_, std::io::Error>(Response::builder().status(503).body(String::new()).unwrap()) }
+        })
+    };
+    let mut svc = layer(budgeted()).layer(inner);
+    let request = Request::put("/uploads/1").body(Stream).unwrap();
+    let response = svc.ready().await.unwrap().call(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.dispatched, report.single_attempt), (1, Some(SingleAttempt::BodyNotReplayable)));
+    assert_eq!(*calls.lock().unwrap(), 1);
+}
