@@ -65,3 +65,58 @@ impl<const HZ: u64> Classify<HZ> for Verdict<HZ> {
         *self
     }
 }
+
+/// One attempt's failure as an adapter reports it: the attempt ran past its timeout and was dropped,
+/// or the operation returned the caller's own error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AttemptError<const HZ: u64, E> {
+    /// The attempt ran past its timeout; its future was dropped.
+    TimedOut {
+        /// The timeout it was given.
+        after: Duration<HZ>,
+    },
+    /// The operation returned this error.
+    Failed(E),
+}
+
+impl<const HZ: u64, E> AttemptError<HZ, E> {
+    /// The operation's own error, if that is what this is.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            Self::Failed(e) => Some(e),
+            Self::TimedOut { .. } => None,
+        }
+    }
+}
+
+/// A timeout is retryable: the attempt may or may not have reached the far side, and the
+/// operation's replay-safety statement, not the classifier, decides whether repeating it is safe.
+impl<const HZ: u64, E: Classify<HZ>> Classify<HZ> for AttemptError<HZ, E> {
+    fn classify(&self) -> Verdict<HZ> {
+        match self {
+            Self::TimedOut { .. } => Verdict::Retryable,
+            Self::Failed(e) => e.classify(),
+        }
+    }
+}
+
+impl<const HZ: u64, E: core::fmt::Display> core::fmt::Display for AttemptError<HZ, E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::TimedOut { after } => {
+                write!(f, "attempt timed out after {} ticks at {HZ} Hz", after.as_ticks())
+            }
+            Self::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for AttemptError<HZ, E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Self::TimedOut { .. } => None,
+            Self::Failed(e) => Some(e),
+        }
+    }
+}

@@ -3,61 +3,13 @@
 use std::fmt;
 use std::sync::Arc;
 
-use relent_core::{Classify, Completion, Disposition, StartError, Verdict};
+use relent_core::{Completion, Disposition, StartError};
 
 use crate::clock::HZ;
 
-/// One attempt's failure: the operation's own error, or the attempt ran past its timeout and was
-/// dropped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AttemptError<E> {
-    /// The attempt ran past its timeout; its future was dropped.
-    TimedOut {
-        /// The timeout it was given.
-        after: std::time::Duration,
-    },
-    /// The operation returned this error.
-    Failed(E),
-}
-
-impl<E> AttemptError<E> {
-    /// The operation's own error, if that is what this is.
-    pub fn into_inner(self) -> Option<E> {
-        match self {
-            Self::Failed(e) => Some(e),
-            Self::TimedOut { .. } => None,
-        }
-    }
-}
-
-/// A timeout is retryable: the attempt may not have reached the far side, or may have; the
-/// operation's replay-safety statement (not the classifier) decides whether repeating it is safe.
-impl<E: Classify<HZ>> Classify<HZ> for AttemptError<E> {
-    fn classify(&self) -> Verdict<HZ> {
-        match self {
-            Self::TimedOut { .. } => Verdict::Retryable,
-            Self::Failed(e) => e.classify(),
-        }
-    }
-}
-
-impl<E: fmt::Display> fmt::Display for AttemptError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TimedOut { after } => write!(f, "attempt timed out after {after:?}"),
-            Self::Failed(e) => e.fmt(f),
-        }
-    }
-}
-
-impl<E: std::error::Error + 'static> std::error::Error for AttemptError<E> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::TimedOut { .. } => None,
-            Self::Failed(e) => Some(e),
-        }
-    }
-}
+/// One attempt's failure at relent-tokio's tick rate (the core's type): the operation's own error,
+/// or the attempt ran past its timeout and was dropped.
+pub type AttemptError<E> = relent_core::AttemptError<HZ, E>;
 
 /// The operation did not produce a value: it could not start, or it ended failed, deferred or
 /// rejected. `?`-friendly; [`Error::completion`] has the details.
@@ -114,8 +66,14 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 if let Some(t) = completion.retry_after {
                     write!(f, "; the far side asked to wait {:?}", crate::clock::std_duration(t))?;
                 }
-                if let Some(e) = &completion.last_failure {
-                    write!(f, "; last failure: {e}")?;
+                match &completion.last_failure {
+                    Some(relent_core::AttemptError::TimedOut { after }) => write!(
+                        f,
+                        "; last failure: attempt timed out after {:?}",
+                        crate::clock::std_duration(*after)
+                    )?,
+                    Some(relent_core::AttemptError::Failed(e)) => write!(f, "; last failure: {e}")?,
+                    None => {}
                 }
                 Ok(())
             }

@@ -97,6 +97,7 @@ impl Dependency {
             match action {
                 Action::Dispatch(attempt) => {
                     let info = info(inner, &attempt, running.op.id());
+                    let attempt_timeout = attempt.timeout();
                     let result = tokio::time::timeout_at(info.expires, operation(info)).await;
                     let mut locked = inner.lock();
                     let now = inner.clock.now();
@@ -119,7 +120,7 @@ impl Dependency {
                             now,
                             &mut locked.state,
                             &mut locked.rng,
-                            AttemptError::TimedOut { after: info.timeout },
+                            AttemptError::TimedOut { after: attempt_timeout },
                             trace,
                         ),
                     }

@@ -105,7 +105,7 @@ async fn seed_000_checkout_hanging_attempts_are_cut_at_their_timeouts_and_droppe
     );
     assert_eq!(t0.elapsed(), ms(9_300));
     assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
-    assert_eq!(done.completion.last_failure, Some(AttemptError::TimedOut { after: ms(3_000) }));
+    assert_eq!(done.completion.last_failure, Some(AttemptError::TimedOut { after: Duration::from_secs(3) }));
     assert_eq!(done.completion.summary.waited, Duration::from_millis(300));
 }
 
