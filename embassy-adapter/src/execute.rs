@@ -1,0 +1,148 @@
+//! `execute`: one operation through a dependency's pipeline with embassy-time's timers.
+//!
+//! The house-style loop: lock, ask the core at `now`, unlock, act (run the attempt under
+//! `with_deadline`, or `Timer::at` the instant the core names), lock again to report. An attempt
+//! that runs past its timeout is dropped and reported as [`AttemptError::TimedOut`]. If the future
+//! of `execute` is dropped, a guard gives back the attempt's bulkhead slot and half-open probe.
+//!
+//! Jitter draws from the caller's `rand_core::RngCore`: the hardware RNG, or a PRNG seeded from it
+//! or from a unique device id. Never the same fixed seed on every device: a fleet that draws the
+//! same "random" delays retries in step, the synchronised wave jitter exists to break (seed 000).
+
+use core::future::Future;
+
+use embassy_sync::blocking_mutex::raw::RawMutex;
+use rand_core::RngCore;
+use relent_core::{Action, Classify, Completion, Context, Observer, Operation, RetryPolicy, StartError};
+
+use crate::log::{Both, Log};
+use crate::shared::SharedDependency;
+use crate::{AttemptError, HZ, now, to_embassy};
+
+/// What an attempt is told, so it can set its own radio or modem timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AttemptInfo {
+    /// 1 for the first attempt.
+    pub number: u8,
+    /// How long this attempt may run; it is dropped after that.
+    pub timeout: embassy_time::Duration,
+    /// When its timeout expires.
+    pub expires: embassy_time::Instant,
+    /// The operation's overall deadline.
+    pub deadline: embassy_time::Instant,
+}
+
+/// The value, if an attempt succeeded, and how the operation went.
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Done<T, E> {
+    /// The value of the attempt that succeeded.
+    pub value: Option<T>,
+    /// Disposition, problem code, attempts, time waited and used, last failure.
+    pub completion: Completion<HZ, AttemptError<E>>,
+}
+
+/// Abandons the operation if the future running it is dropped before it ends.
+struct Running<'a, 'c, M: RawMutex, const N: usize, E, O: Observer<HZ> + ?Sized> {
+    op: Operation<'a, HZ, AttemptError<E>>,
+    shared: &'a SharedDependency<'c, M, N>,
+    observer: &'a mut O,
+}
+
+impl<M: RawMutex, const N: usize, E, O: Observer<HZ> + ?Sized> Drop for Running<'_, '_, M, N, E, O> {
+    fn drop(&mut self) {
+        if !self.op.is_done() {
+            let (op, observer) = (&mut self.op, &mut *self.observer);
+            self.shared.lock(|state| op.abandon(now(), state, &mut Both(observer)));
+        }
+    }
+}
+
+impl<'c, M: RawMutex, const N: usize> SharedDependency<'c, M, N> {
+    /// Runs `operation` through this dependency under `policy`, logging every event with defmt
+    /// when that feature is on. `operation` is called once per attempt.
+    pub async fn execute<T, E, F, Fut, R>(
+        &self,
+        policy: &RetryPolicy<HZ>,
+        context: Context<HZ>,
+        rng: &mut R,
+        operation: F,
+    ) -> Result<Done<T, E>, StartError>
+    where
+        F: FnMut(AttemptInfo) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify<HZ>,
+        R: RngCore + ?Sized,
+    {
+        self.execute_with(policy, context, rng, &mut Log, operation).await
+    }
+
+    /// As [`SharedDependency::execute`], also handing every event to `observer`.
+    pub async fn execute_with<T, E, F, Fut, R, O>(
+        &self,
+        policy: &RetryPolicy<HZ>,
+        context: Context<HZ>,
+        rng: &mut R,
+        observer: &mut O,
+        mut operation: F,
+    ) -> Result<Done<T, E>, StartError>
+    where
+        F: FnMut(AttemptInfo) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify<HZ>,
+        R: RngCore + ?Sized,
+        O: Observer<HZ> + ?Sized,
+    {
+        let op = Operation::start(policy, self.config(), context, now())?;
+        let mut running = Running { op, shared: self, observer };
+        let mut value = None;
+        loop {
+            let action = {
+                let Running { op, shared, observer } = &mut running;
+                shared.lock(|state| op.poll(now(), state, &mut Both(&mut **observer)))
+            };
+            match action {
+                Action::Dispatch(attempt) => {
+                    let info = AttemptInfo {
+                        number: attempt.number(),
+                        timeout: embassy_time::Duration::from_ticks(attempt.timeout().as_ticks()),
+                        expires: to_embassy(attempt.expires()),
+                        deadline: to_embassy(attempt.deadline()),
+                    };
+                    let result = embassy_time::with_deadline(info.expires, operation(info)).await;
+                    let Running { op, shared, observer } = &mut running;
+                    let observer = &mut Both(&mut **observer);
+                    shared.lock(|state| match result {
+                        Ok(Ok(v)) => {
+                            value = Some(v);
+                            op.on_success(attempt, now(), state, observer);
+                        }
+                        Ok(Err(e)) => {
+                            op.on_failure(attempt, now(), state, rng, AttemptError::Failed(e), observer)
+                        }
+                        Err(embassy_time::TimeoutError) => {
+                            let after = attempt.timeout();
+                            op.on_failure(
+                                attempt,
+                                now(),
+                                state,
+                                rng,
+                                AttemptError::TimedOut { after },
+                                observer,
+                            )
+                        }
+                    });
+                }
+                // Holding nothing: the lock was released above.
+                Action::Wait { until } => embassy_time::Timer::at(to_embassy(until)).await,
+                Action::Done => break,
+            }
+        }
+        match running.op.take_completion() {
+            Some(completion) => Ok(Done { value, completion }),
+            // The core's contract: once poll has said Done, the completion is there.
+            None => unreachable!("relent-core: Done without a completion"),
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! A dependency shared by tasks and interrupt handlers: its configuration and its state behind a
+//! blocking mutex.
+//!
+//! The lock is embassy-sync's blocking mutex over any `RawMutex`: `CriticalSectionRawMutex` to share
+//! between tasks and interrupts (it works on `thumbv6m-none-eabi`, which has no atomic
+//! compare-and-swap: the core's state is plain data that needs none), `ThreadModeRawMutex` or
+//! `NoopRawMutex` when one executor owns it. It is held for one call into the core at a time, never
+//! across an await. `SharedDependency::new` is a `const fn`, so the whole thing is a `static`:
+//!
+//! ```
+//! use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+//! use relent_embassy::core::{BreakerConfig, Dependency, DependencyConfig, RetryBudget};
+//! use relent_embassy::{Duration, Instant, SharedDependency};
+//!
+//! const UPLINK: DependencyConfig<{ relent_embassy::HZ }> = DependencyConfig::new(Duration::from_secs(60))
+//!     .budget(match RetryBudget::ratio(20, 3) { Ok(b) => b, Err(e) => panic!("{}", e.message()) })
+//!     .breaker(BreakerConfig::consecutive_failures(5, Duration::from_secs(120)));
+//!
+//! static LINK: SharedDependency<'static, CriticalSectionRawMutex, 4> =
+//!     match Dependency::new(&UPLINK, Instant::from_ticks(0)) {
+//!         Ok(state) => SharedDependency::new(&UPLINK, state),
+//!         Err(e) => panic!("{}", e.message()),
+//!     };
+//! # fn main() { let _ = &LINK; }
+//! ```
+
+use core::cell::RefCell;
+
+use embassy_sync::blocking_mutex::Mutex;
+use embassy_sync::blocking_mutex::raw::RawMutex;
+use relent_core::{Dependency, DependencyConfig};
+
+use crate::HZ;
+
+/// One dependency's configuration and shared state, with `N` buckets in its window.
+pub struct SharedDependency<'c, M: RawMutex, const N: usize> {
+    config: &'c DependencyConfig<HZ>,
+    state: Mutex<M, RefCell<Dependency<HZ, N>>>,
+}
+
+impl<'c, M: RawMutex, const N: usize> SharedDependency<'c, M, N> {
+    /// Shares `state`, built from `config`. A `const fn`: usable in a `static`.
+    pub const fn new(config: &'c DependencyConfig<HZ>, state: Dependency<HZ, N>) -> Self {
+        Self { config, state: Mutex::new(RefCell::new(state)) }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &'c DependencyConfig<HZ> {
+        self.config
+    }
+
+    /// Runs `f` on the state under the lock. Keep `f` short, and do not call back into this
+    /// dependency from inside it (the state is borrowed).
+    pub fn lock<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N>) -> R) -> R {
+        self.state.lock(|cell| f(&mut cell.borrow_mut()))
+    }
+}

@@ -1,0 +1,157 @@
+//! The adapter's mapping onto embassy-time, on its mock driver: exact delays and timeouts, attempt
+//! futures dropped at their timeout, Retry-After honoured to the tick, a `static` dependency behind
+//! a critical section, and slots given back on cancellation.
+//!
+//! The mock driver is one global clock, so these tests take a lock and run one at a time. A tiny
+//! executor polls the future with a no-op waker and moves the clock 1 ms forward whenever it is
+//! pending.
+
+use core::cell::RefCell;
+use core::future::Future;
+use core::pin::pin;
+use core::task::{Context as TaskContext, Poll, Waker};
+use std::sync::Mutex;
+
+use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+use embassy_time::MockDriver;
+use relent_embassy::core::{
+    Classify, Context, Dependency, DependencyConfig, Event, Jitter, Problem, ReplaySafety, RetryBudget,
+    RetryPolicy, Verdict,
+};
+use relent_embassy::{AttemptError, Duration, HZ, Instant, SharedDependency};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Polls `fut` to completion, advancing the mock clock 1 ms whenever it is pending.
+fn run<F: Future>(fut: F) -> F::Output {
+    let mut fut = pin!(fut);
+    let mut cx = TaskContext::from_waker(Waker::noop());
+    for _ in 0..10_000_000 {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        MockDriver::get().advance(embassy_time::Duration::from_millis(1));
+    }
+    panic!("the future did not finish in 10 000 s of mock time");
+}
+
+fn elapsed_ms(since: embassy_time::Instant) -> u64 {
+    (embassy_time::Instant::now() - since).as_millis()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LinkError {
+    Busy(u64),
+}
+
+impl Classify<HZ> for LinkError {
+    fn classify(&self) -> Verdict<HZ> {
+        match self {
+            Self::Busy(s) => Verdict::RetryableAfter(Duration::from_secs(*s)),
+        }
+    }
+}
+
+const CHECKOUT: RetryPolicy<HZ> =
+    match RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+        .jitter(Jitter::None)
+        .attempt_timeout(Duration::from_secs(3))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    };
+
+const LINK: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(10))
+    .budget(match RetryBudget::ratio(10, 10) {
+        Ok(b) => b,
+        Err(e) => panic!("{}", e.message()),
+    })
+    .bulkhead(1);
+
+fn shared() -> SharedDependency<'static, CriticalSectionRawMutex, 4> {
+    SharedDependency::new(&LINK, Dependency::new(&LINK, relent_embassy::now()).unwrap())
+}
+
+fn rng() -> rand_xoshiro::Xoshiro256PlusPlus {
+    rand_core::SeedableRng::seed_from_u64(1)
+}
+
+fn read(deadline_ms: u64) -> Context<HZ> {
+    Context::new(Duration::from_millis(deadline_ms), ReplaySafety::replayable_read(Duration::from_secs(3600)))
+}
+
+#[test]
+fn seed_000_checkout_attempts_are_cut_at_their_timeouts_to_the_tick() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    MockDriver::get().reset();
+    let link = shared();
+    let attempts = RefCell::new(Vec::new());
+    let t0 = embassy_time::Instant::now();
+    let mut rng = rng();
+    let done = run(link.execute(&CHECKOUT, read(7_500), &mut rng, |info| {
+        attempts.borrow_mut().push((elapsed_ms(t0), info.timeout.as_millis()));
+        core::future::pending::<Result<(), LinkError>>()
+    }))
+    .unwrap();
+    assert_eq!(*attempts.borrow(), [(0, 3_000), (3_100, 3_000), (6_300, 1_200)]);
+    assert_eq!(elapsed_ms(t0), 7_500);
+    assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
+    assert_eq!(
+        done.completion.last_failure,
+        Some(AttemptError::TimedOut { after: Duration::from_millis(1_200) })
+    );
+}
+
+#[test]
+fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    MockDriver::get().reset();
+    let link = shared();
+    let t0 = embassy_time::Instant::now();
+    let starts = RefCell::new(Vec::new());
+    let mut events = Vec::new();
+    let mut record = |e: &Event<HZ>| events.push(*e);
+    let mut rng = rng();
+    let done = run(link.execute_with(&CHECKOUT, read(10_000), &mut rng, &mut record, |info| {
+        starts.borrow_mut().push(elapsed_ms(t0));
+        async move { if info.number == 1 { Err(LinkError::Busy(1)) } else { Ok(5u8) } }
+    }))
+    .unwrap();
+    assert_eq!(done.value, Some(5));
+    assert_eq!(*starts.borrow(), [0, 1_000]);
+    let scheduled: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RetryScheduled { delay, .. } => Some(delay.as_ticks()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(scheduled, [1_000_000], "1 s in embassy ticks (1 MHz with the mock driver)");
+}
+
+static STATIC_LINK: SharedDependency<'static, CriticalSectionRawMutex, 4> =
+    match Dependency::new(&LINK, Instant::from_ticks(0)) {
+        Ok(state) => SharedDependency::new(&LINK, state),
+        Err(e) => panic!("{}", e.message()),
+    };
+
+#[test]
+fn a_static_dependency_gives_back_its_slot_when_the_operation_is_dropped_mid_attempt() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    MockDriver::get().reset();
+    let mut rng = rng();
+    {
+        let mut fut = pin!(STATIC_LINK.execute(&CHECKOUT, read(10_000), &mut rng, |_| {
+            core::future::pending::<Result<(), LinkError>>()
+        }));
+        let mut cx = TaskContext::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(STATIC_LINK.lock(|s| s.in_flight()), 1, "the attempt holds the only slot");
+    }
+    assert_eq!(STATIC_LINK.lock(|s| s.in_flight()), 0, "dropping the future gave it back");
+    let done =
+        run(STATIC_LINK.execute(&CHECKOUT, read(10_000), &mut rng, |_| async { Ok::<_, LinkError>(1) }))
+            .unwrap();
+    assert_eq!(done.value, Some(1));
+}
