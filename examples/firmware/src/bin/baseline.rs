@@ -1,0 +1,47 @@
+//! The same uplinks over the same link with what firmware often does instead: a hand-written loop
+//! of 3 attempts with a fixed 1 s delay, no jitter, budget, breaker or Retry-After. It exists to
+//! measure what Relent costs in flash and RAM (`examples/firmware/size.sh`).
+#![no_std]
+#![no_main]
+
+use cortex_m_semihosting::hprintln;
+use embassy_executor::Spawner;
+use embassy_time::{Duration, Timer, with_timeout};
+use relent_firmware::link::Link;
+use relent_firmware::{GAP_S, UPLINKS};
+
+#[embassy_executor::main]
+async fn main(_spawner: Spawner) {
+    let Some(core) = cortex_m::Peripherals::take() else { relent_firmware::exit(false) };
+    relent_firmware::time::start(core.SYST);
+    let link = Link::new();
+    let (mut delivered, mut failed) = (0u32, 0u32);
+    for n in 0..UPLINKS {
+        let frame = n.to_le_bytes();
+        let mut attempts = 0;
+        let mut ok = false;
+        while attempts < 3 && !ok {
+            attempts += 1;
+            ok = matches!(with_timeout(Duration::from_secs(2), link.send(&frame)).await, Ok(Ok(())));
+            if !ok {
+                Timer::after(Duration::from_secs(1)).await;
+            }
+        }
+        if ok {
+            delivered += 1
+        } else {
+            failed += 1
+        }
+        hprintln!("uplink {:02}: {} after {} attempts", n, if ok { "delivered" } else { "failed" }, attempts);
+        Timer::after(Duration::from_secs(GAP_S)).await;
+    }
+    hprintln!(
+        "summary: {} uplinks: delivered {}, failed {} | {} transmissions, {} while asked for silence",
+        UPLINKS,
+        delivered,
+        failed,
+        link.sent(),
+        link.sent_in_silence()
+    );
+    relent_firmware::exit(delivered + failed == UPLINKS);
+}
