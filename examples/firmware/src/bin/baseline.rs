@@ -6,7 +6,7 @@
 
 use cortex_m_semihosting::hprintln;
 use embassy_executor::Spawner;
-use embassy_time::{Duration, Timer, with_timeout};
+use embassy_time::{Duration, Instant, Timer, with_timeout};
 use relent_firmware::link::Link;
 use relent_firmware::{GAP_S, UPLINKS};
 
@@ -18,13 +18,16 @@ async fn main(_spawner: Spawner) {
     let (mut delivered, mut failed) = (0u32, 0u32);
     for n in 0..UPLINKS {
         let frame = n.to_le_bytes();
+        let at = Instant::now().as_millis();
         let mut attempts = 0;
+        let mut waited = 0u64;
         let mut ok = false;
         while attempts < 3 && !ok {
             attempts += 1;
             ok = matches!(with_timeout(Duration::from_secs(2), link.send(&frame)).await, Ok(Ok(())));
             if !ok {
                 Timer::after(Duration::from_secs(1)).await;
+                waited += 1_000;
             }
         }
         if ok {
@@ -32,7 +35,19 @@ async fn main(_spawner: Spawner) {
         } else {
             failed += 1
         }
-        hprintln!("uplink {:02}: {} after {} attempts", n, if ok { "delivered" } else { "failed" }, attempts);
+        // The same line as the Relent firmware's, so that printing is not counted as Relent's cost.
+        hprintln!(
+            "uplink {:02} at {:>6} ms: {}{}{} | attempts {} | waited {} ms{}{}",
+            n,
+            at,
+            if ok { "succeeded" } else { "failed" },
+            "",
+            "",
+            attempts,
+            waited,
+            "",
+            ""
+        );
         Timer::after(Duration::from_secs(GAP_S)).await;
     }
     hprintln!(
