@@ -5,6 +5,7 @@
 //! Nothing here re-implements a rule of the core: the harness only reports what the script says
 //! each attempt did and records what the core decided.
 
+pub mod evidence;
 pub mod rng;
 pub mod transcript;
 

@@ -1,0 +1,7 @@
+//! Evidence for the README, computed by relent-core's own code: simulations in which every retry,
+//! delay and refusal is decided by the real policy, operation and dependency objects, never by a
+//! re-implementation of their formulas. `cargo run --release -p relent-tests --bin evidence`
+//! writes the tables and plots; `tests/tests/evidence.rs` checks the qualitative claims on reduced
+//! runs in CI.
+
+pub mod overload;

@@ -1,0 +1,287 @@
+//! The overload arithmetic of seed 000 ("The Retry Budget") and the Google SRE book (ch. 21): a
+//! service sends `rate` first attempts a second to a dependency that fails every call during an
+//! outage and then recovers. With 3 attempts per request and no budget, the dependency sees about
+//! 3 calls per first attempt while it is down, exactly when it can least take them; with three
+//! layers each retrying, 27. A ratio budget of 10 % keeps it near 1.1 per layer.
+//!
+//! A discrete-event simulation on a virtual clock in microseconds. Each layer is a
+//! [`Dependency`] with its own budget; an attempt at layer `k` is a whole operation at layer
+//! `k + 1`, whose deadline is that attempt's timeout; the last layer calls the failing dependency.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use relent_core::{
+    Action, Attempt, Context, Dependency, DependencyConfig, Disposition, Jitter, Operation, ReplaySafety,
+    RetryBudget, RetryPolicy, Verdict,
+};
+
+use crate::rng::seeded;
+
+const HZ: u64 = 1_000_000;
+type D = relent_core::Duration<HZ>;
+type T = relent_core::Instant<HZ>;
+
+/// The retry budget each layer has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// Effectively none: a ratio of 100 % with a floor no window reaches.
+    Unlimited,
+    /// Seed 000's: retries at most 10 % of calls over 10 s.
+    Ratio,
+    /// A token bucket sized to the same 10 %: 10 % of a second's first attempts, refilled each second.
+    Tokens,
+}
+
+impl Budget {
+    /// The name used in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unlimited => "no budget",
+            Self::Ratio => "ratio budget (10 % over 10 s)",
+            Self::Tokens => "token bucket (10 % of 1 s, refilled each second)",
+        }
+    }
+}
+
+/// One scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// First attempts per second, arriving evenly.
+    pub rate: u64,
+    /// How long first attempts keep arriving, in ms.
+    pub duration_ms: u64,
+    /// The dependency fails every call in [start, end) ms.
+    pub outage_ms: (u64, u64),
+    /// How long a call to the dependency takes, in ms.
+    pub call_ms: u64,
+    /// Layers, each retrying (1 or more).
+    pub layers: usize,
+    /// Each layer's budget.
+    pub budget: Budget,
+    /// The backoff's jitter.
+    pub jitter: Jitter,
+    /// Seed of the jitter draws.
+    pub seed: u64,
+}
+
+impl Scenario {
+    /// Seed 000's numbers: 3,000 first attempts a second for 15 s, a 5 s outage from 2 s, 5 ms calls.
+    pub fn seed_000(layers: usize, budget: Budget, jitter: Jitter) -> Self {
+        Self {
+            rate: 3_000,
+            duration_ms: 15_000,
+            outage_ms: (2_000, 7_000),
+            call_ms: 5,
+            layers,
+            budget,
+            jitter,
+            seed: 1,
+        }
+    }
+
+    /// Seed 000's "Jitter" paragraph: calls take 300 ms, so about 900 are in flight when a node
+    /// drops, and all of them fail at that instant.
+    pub fn node_drop(jitter: Jitter) -> Self {
+        Self { call_ms: 300, ..Self::seed_000(1, Budget::Unlimited, jitter) }
+    }
+}
+
+/// What the dependency saw.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Calls reaching the dependency, per 100 ms.
+    pub calls: Vec<u64>,
+    /// First attempts made by the service, per 100 ms.
+    pub first: Vec<u64>,
+    /// The most calls in any 10 ms slot.
+    pub peak_per_10ms: u64,
+    /// Operations of the outermost layer that ended, by success.
+    pub succeeded: u64,
+    /// ... and the ones that did not.
+    pub failed: u64,
+}
+
+impl Outcome {
+    /// Calls per first attempt over the 100 ms buckets in [from, to) ms.
+    pub fn amplification(&self, from_ms: u64, to_ms: u64) -> f64 {
+        let (a, b) = ((from_ms / 100) as usize, (to_ms / 100) as usize);
+        let calls: u64 = self.calls.get(a..b.min(self.calls.len())).map_or(0, |s| s.iter().sum());
+        let first: u64 = self.first.get(a..b.min(self.first.len())).map_or(0, |s| s.iter().sum());
+        calls as f64 / first.max(1) as f64
+    }
+}
+
+const fn valid<V: Copy>(r: Result<V, relent_core::ConfigError>) -> V {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{}", e.message()),
+    }
+}
+
+fn policy(jitter: Jitter) -> RetryPolicy<HZ> {
+    valid(
+        RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(1))
+            .jitter(jitter)
+            .attempt_timeout(D::from_millis(500))
+            .build(),
+    )
+}
+
+fn config(budget: Budget, rate: u64) -> DependencyConfig<HZ> {
+    let budget = match budget {
+        Budget::Unlimited => valid(RetryBudget::ratio(100, 1_000_000_000)),
+        Budget::Ratio => valid(RetryBudget::ratio(10, 0)),
+        Budget::Tokens => {
+            let tokens = u32::try_from(rate / 10).unwrap_or(u32::MAX).max(1);
+            valid(RetryBudget::token_bucket(tokens, tokens, D::from_secs(1), D::from_secs(2)))
+        }
+    };
+    DependencyConfig::new(D::from_secs(10)).budget(budget)
+}
+
+/// Why an attempt failed, as the simulation's callers see it.
+#[derive(Debug, Clone, Copy)]
+struct Unavailable;
+
+impl relent_core::Classify<HZ> for Unavailable {
+    fn classify(&self) -> Verdict<HZ> {
+        Verdict::Retryable
+    }
+}
+
+struct Op<'a> {
+    layer: usize,
+    op: Operation<'a, HZ, Unavailable>,
+    /// The attempt this operation has out.
+    out: Option<Attempt<HZ>>,
+    /// The parent operation whose attempt this operation is.
+    parent: Option<usize>,
+}
+
+/// What happens at an instant; ordered so that the queue can hold it directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Arrive,
+    Poll(usize),
+    /// The attempt of this operation ended, successfully or not.
+    Report(usize, bool),
+}
+
+/// Runs one scenario.
+pub fn run(s: &Scenario) -> Outcome {
+    let policy = policy(s.jitter);
+    let config = config(s.budget, s.rate);
+    let mut layers: Vec<Dependency<HZ, 10>> = (0..s.layers)
+        .map(|_| Dependency::new(&config, T::from_ticks(0)).expect("a valid dependency"))
+        .collect();
+    let mut rng = seeded(s.seed);
+    let mut ops: Vec<Option<Op>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    // (instant, sequence, event): the sequence keeps events at one instant in the order they were made.
+    let mut queue: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut push = |queue: &mut BinaryHeap<Reverse<(u64, u64, Event)>>, at: u64, e: Event| {
+        queue.push(Reverse((at, seq, e)));
+        seq += 1;
+    };
+    let horizon_us = (s.duration_ms + 20_000) * 1_000;
+    let buckets = (horizon_us / 100_000) as usize + 1;
+    let mut out = Outcome { calls: vec![0; buckets], first: vec![0; buckets], ..Outcome::default() };
+    let mut per_10ms: Vec<u64> = vec![0; buckets * 10];
+    let gap_us = 1_000_000 / s.rate.max(1);
+    push(&mut queue, 0, Event::Arrive);
+    let context = |deadline: D| Context::new(deadline, ReplaySafety::replayable_read(D::from_secs(3_600)));
+
+    while let Some(Reverse((now, _, event))) = queue.pop() {
+        let t = T::from_ticks(now);
+        match event {
+            Event::Arrive => {
+                if now < s.duration_ms * 1_000 {
+                    out.first[(now / 100_000) as usize] += 1;
+                    let op =
+                        Operation::start(&policy, &config, context(D::from_secs(10)), t).expect("starts");
+                    let slot = insert(&mut ops, &mut free, Op { layer: 0, op, out: None, parent: None });
+                    push(&mut queue, now, Event::Poll(slot));
+                    push(&mut queue, now + gap_us, Event::Arrive);
+                }
+            }
+            Event::Poll(i) => {
+                let Some(rec) = ops.get_mut(i).and_then(Option::as_mut) else { continue };
+                let layer = rec.layer;
+                match rec.op.poll(t, &mut layers[layer], &mut ()) {
+                    Action::Dispatch(attempt) => {
+                        let timeout = attempt.timeout();
+                        rec.out = Some(attempt);
+                        if layer + 1 == s.layers {
+                            // The dependency itself.
+                            let slot = (now / 100_000) as usize;
+                            out.calls[slot.min(buckets - 1)] += 1;
+                            per_10ms[((now / 10_000) as usize).min(buckets * 10 - 1)] += 1;
+                            let (down_from, down_to) = (s.outage_ms.0 * 1_000, s.outage_ms.1 * 1_000);
+                            let ends = now + s.call_ms * 1_000;
+                            let report = if now >= down_from && now < down_to {
+                                Event::Report(i, false)
+                            } else if now < down_from && ends > down_from {
+                                // In flight when the node drops: fails at that instant.
+                                push(&mut queue, down_from, Event::Report(i, false));
+                                continue;
+                            } else {
+                                Event::Report(i, true)
+                            };
+                            push(&mut queue, ends, report);
+                        } else {
+                            let child =
+                                Operation::start(&policy, &config, context(timeout), t).expect("starts");
+                            let slot = insert(
+                                &mut ops,
+                                &mut free,
+                                Op { layer: layer + 1, op: child, out: None, parent: Some(i) },
+                            );
+                            push(&mut queue, now, Event::Poll(slot));
+                        }
+                    }
+                    Action::Wait { until } => push(&mut queue, until.as_ticks(), Event::Poll(i)),
+                    Action::Done => {
+                        let done = rec.op.take_completion().expect("done");
+                        let parent = rec.parent;
+                        ops[i] = None;
+                        free.push(i);
+                        let ok = done.disposition == Disposition::Succeeded;
+                        match parent {
+                            Some(p) => push(&mut queue, now, Event::Report(p, ok)),
+                            None if ok => out.succeeded += 1,
+                            None => out.failed += 1,
+                        }
+                    }
+                }
+            }
+            Event::Report(i, ok) => {
+                let Some(rec) = ops.get_mut(i).and_then(Option::as_mut) else { continue };
+                let Some(attempt) = rec.out.take() else { continue };
+                let dep = &mut layers[rec.layer];
+                if ok {
+                    rec.op.on_success(attempt, t, dep, &mut ());
+                } else {
+                    rec.op.on_failure(attempt, t, dep, &mut rng, Unavailable, &mut ());
+                }
+                push(&mut queue, now, Event::Poll(i));
+            }
+        }
+    }
+    out.peak_per_10ms = per_10ms.iter().copied().max().unwrap_or(0);
+    out
+}
+
+fn insert<'a>(ops: &mut Vec<Option<Op<'a>>>, free: &mut Vec<usize>, op: Op<'a>) -> usize {
+    match free.pop() {
+        Some(i) => {
+            ops[i] = Some(op);
+            i
+        }
+        None => {
+            ops.push(Some(op));
+            ops.len() - 1
+        }
+    }
+}
