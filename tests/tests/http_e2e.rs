@@ -154,13 +154,28 @@ async fn an_open_breaker_fails_fast_without_a_connection_being_made() {
     assert_eq!(provider.connections(), connections, "no connection was made");
 }
 
+/// Patient enough to outlast a 1 s restart with room to spare: attempts at 0, 0.2, 0.6, 1.4 and 3 s.
+const PATIENT: RetryPolicy<HZ> =
+    match RetryPolicy::exponential(5, Duration::from_millis(200), Duration::from_secs(2))
+        .jitter(Jitter::None)
+        .attempt_timeout(Duration::from_millis(300))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    };
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_refused_while_a_node_restarts_are_retried_until_it_is_back() {
     let provider = Provider::start(Script::PerRequest).await.unwrap();
-    provider.restart_for(Std::from_millis(400));
+    provider.restart_for(Std::from_secs(1));
     tokio::time::sleep(Std::from_millis(50)).await;
     // A fresh client: no pooled connection from before the restart.
-    let mut svc = client(budgeted());
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Std::from_millis(250)));
+    let client = Client::builder(TokioExecutor::new()).build(connector);
+    let dependency = Dependency::with_seed("payrail", budgeted(), 3).unwrap();
+    let mut svc = RetryLayer::new(dependency, PATIENT, Std::from_secs(10)).layer(client);
     let (status, report) =
         send(&mut svc, request(&provider, Method::GET, "/quote", "r", "ok", None)).await.unwrap();
     assert_eq!(status, StatusCode::OK);
