@@ -4,12 +4,13 @@
 # what Relent costs. Needs arm-none-eabi-size (Debian: binutils-arm-none-eabi).
 set -euo pipefail
 cd "$(dirname "$0")"
+target_dir="${CARGO_TARGET_DIR:-target}"
 
 for target in thumbv7m-none-eabi thumbv6m-none-eabi; do
   cargo build -q --release --target "$target" --bins
   declare -A flash ram text data bss
   for bin in uplinks baseline; do
-    read -r t d b _ < <(arm-none-eabi-size "target/$target/release/$bin" | tail -n 1)
+    read -r t d b _ < <(arm-none-eabi-size "$target_dir/$target/release/$bin" | tail -n 1)
     text[$bin]=$t; data[$bin]=$d; bss[$bin]=$b
     flash[$bin]=$((t + d)); ram[$bin]=$((d + b))
   done
