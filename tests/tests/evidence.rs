@@ -47,3 +47,36 @@ fn full_jitter_flattens_the_wave_when_a_node_drops() {
     let full = reduced(Scenario::node_drop(Jitter::Full)).peak_per_10ms;
     assert!(full * 3 < none, "peak per 10 ms: {none} without jitter, {full} with full jitter");
 }
+
+mod aws {
+    use relent_tests::evidence::aws::{Algorithm, mean};
+
+    /// 100 clients, 10 seeded runs (the README's table uses 100 runs per point).
+    fn at_100(a: Algorithm) -> (f64, f64) {
+        mean(a, 100, 10)
+    }
+
+    #[test]
+    fn full_jitter_makes_fewer_calls_and_finishes_sooner_than_exponential_without_jitter() {
+        let (exp_calls, exp_ms) = at_100(Algorithm::Exponential);
+        let (full_calls, full_ms) = at_100(Algorithm::FullJitter);
+        assert!(full_calls * 1.5 < exp_calls, "calls: full {full_calls}, exponential {exp_calls}");
+        assert!(full_ms * 5.0 < exp_ms, "time: full {full_ms} ms, exponential {exp_ms} ms");
+    }
+
+    #[test]
+    fn equal_jitter_takes_longer_than_full_jitter_and_decorrelated_does_more_work() {
+        let (full_calls, full_ms) = at_100(Algorithm::FullJitter);
+        let (_, equal_ms) = at_100(Algorithm::EqualJitter);
+        let (decorrelated_calls, _) = at_100(Algorithm::Decorrelated);
+        assert!(equal_ms > full_ms, "equal {equal_ms} ms, full {full_ms} ms");
+        assert!(decorrelated_calls > full_calls, "decorrelated {decorrelated_calls}, full {full_calls}");
+    }
+
+    #[test]
+    fn without_backoff_the_work_grows_with_the_square_of_the_clients() {
+        let (c50, _) = mean(Algorithm::NoBackoff, 50, 10);
+        let (c100, _) = mean(Algorithm::NoBackoff, 100, 10);
+        assert!(c100 > 3.0 * c50, "{c50} -> {c100}");
+    }
+}

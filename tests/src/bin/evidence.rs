@@ -2,10 +2,61 @@
 //!
 //! `cargo run --release -p relent-tests --bin evidence`
 
+use std::fmt::Write as _;
+use std::path::Path;
+
 use relent_core::Jitter;
+use relent_tests::evidence::aws::{self, Algorithm};
 use relent_tests::evidence::overload::{self, Budget, Scenario};
+use relent_tests::evidence::plot::{Series, lines};
+
+/// Seeded runs per point of the AWS experiment (the paper's 100). `EVIDENCE_RUNS` overrides it.
+fn runs() -> u64 {
+    std::env::var("EVIDENCE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
+}
 
 fn main() {
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../evidence");
+    std::fs::create_dir_all(&out).expect("the evidence directory can be created");
+    aws_experiment(&out);
+    overload_tables();
+}
+
+fn aws_experiment(out: &Path) {
+    let runs = runs();
+    println!("## The AWS experiment: n clients, one row, optimistic concurrency ({runs} runs per point)\n");
+    let mut csv = String::from("clients,algorithm,mean_write_calls,mean_completion_ms\n");
+    let mut calls: Vec<Series> =
+        Algorithm::ALL.iter().map(|a| Series { name: a.name(), points: Vec::new() }).collect();
+    let mut times: Vec<Series> =
+        Algorithm::ALL.iter().map(|a| Series { name: a.name(), points: Vec::new() }).collect();
+    println!("| clients | {} |", Algorithm::ALL.map(|a| format!("{} calls / ms", a.name())).join(" | "));
+    println!("|---|{}", "---|".repeat(Algorithm::ALL.len()));
+    for n in (10..=190).step_by(10) {
+        let mut row = format!("| {n} |");
+        for (i, a) in Algorithm::ALL.iter().enumerate() {
+            let (w, t) = aws::mean(*a, n, runs);
+            let _ = writeln!(csv, "{n},{},{w:.1},{t:.1}", a.name());
+            calls[i].points.push((n as f64, w));
+            times[i].points.push((n as f64, t));
+            let _ = write!(row, " {w:.0} / {t:.0} |");
+        }
+        println!("{row}");
+    }
+    std::fs::write(out.join("aws.csv"), csv).expect("aws.csv is written");
+    let plots = [
+        ("aws-calls.svg", "Write calls until every client succeeds", "write calls", &calls, false),
+        ("aws-completion.svg", "Time until the last client succeeds (log scale)", "ms", &times, true),
+    ];
+    for (file, title, y, series, log_y) in plots {
+        if let Err(e) = lines(&out.join(file), title, ("clients", y), series, log_y) {
+            eprintln!("{file}: {e}");
+        }
+    }
+    println!("\n(CSV and SVG plots in evidence/)\n");
+}
+
+fn overload_tables() {
     println!("## Overload: 3,000 first attempts/s, every call fails from 2 s to 7 s, 3 attempts each\n");
     println!(
         "| layers | budget | calls per first attempt during the outage | after it (7-15 s) | peak calls per 10 ms |"

@@ -4,4 +4,6 @@
 //! writes the tables and plots; `tests/tests/evidence.rs` checks the qualitative claims on reduced
 //! runs in CI.
 
+pub mod aws;
 pub mod overload;
+pub mod plot;
