@@ -63,6 +63,12 @@ impl Dependency {
         E: Classify<HZ>,
     {
         match self.execute_detailed(policy, context, operation).await {
+            Ok(Detailed { value: Some(v), completion })
+                if completion.disposition == relent_core::Disposition::Succeeded =>
+            {
+                Ok(v)
+            }
+            // The name is cloned only for an error: the success path touches no reference count.
             Ok(detailed) => detailed.into_result(self.inner.name.clone()),
             Err(e) => Err(Error::Start(e)),
         }

@@ -1,0 +1,252 @@
+//! Relent beside the crates users would pick instead, in one run on one machine. The README reports
+//! ratios, not absolute times.
+//!
+//! Core, synchronous (criterion `iter_batched`, so only the measured call is timed):
+//! - `backoff_step`: one jittered exponential backoff step: backon's `ExponentialBackoff::next`
+//!   against relent-core's `RetryPolicy::delay` (full jitter).
+//! - `retry_decision`: relent-core's whole decision after a failed attempt (`on_failure`:
+//!   classification, deadline and replay checks, the ratio budget, the breaker, jitter), against
+//!   backon's bare step.
+//! - `budget`: tower's `TpsBudget` deposit + withdraw, against relent-core's ratio budget read over
+//!   its window (`Dependency::retries_available`).
+//! - `rate_limit`: governor's `check`, against relent-core's `next_rate_unit` (GCRA).
+//!
+//!
+//! Adapters, on a current-thread tokio runtime with paused time (each figure includes `block_on`):
+//! - `success` and `one_retry` (a failure, a 100 ms backoff sleep, a success): relent-tokio's
+//!   `execute` (ratio budget), backon's `Retryable::retry` with tokio sleep, tower's `Retry` with a
+//!   `TpsBudget` policy, and the bare call.
+//!
+//! Run: `cargo bench -p relent-tests --bench alternatives`
+
+use std::hint::black_box;
+use std::time::Duration as Std;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use relent_core::{
+    Action, BreakerConfig, Context, Dependency, DependencyConfig, Jitter, Operation, RateLimit, ReplaySafety,
+    RetryBudget, RetryPolicy, Verdict,
+};
+use relent_tests::rng::seeded;
+use tower::retry::budget::{Budget, TpsBudget};
+
+const HZ: u64 = 1_000_000;
+type D = relent_core::Duration<HZ>;
+type T = relent_core::Instant<HZ>;
+
+const fn valid<V: Copy>(r: Result<V, relent_core::ConfigError>) -> V {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{}", e.message()),
+    }
+}
+
+const POLICY: RetryPolicy<HZ> = valid(
+    RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
+        .jitter(Jitter::Full)
+        .attempt_timeout(D::from_secs(3))
+        .build(),
+);
+
+const CONFIG: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
+    .budget(valid(RetryBudget::ratio(100, 0)))
+    .breaker(BreakerConfig::failure_ratio(90, 1_000_000, D::from_secs(30)))
+    .rate_limit(RateLimit::new(1_000_000, D::from_secs(1)).burst(1_000));
+
+fn core(c: &mut Criterion) {
+    let mut g = c.benchmark_group("backoff_step");
+    g.bench_function("backon", |b| {
+        b.iter_batched(
+            || {
+                ExponentialBuilder::default()
+                    .with_min_delay(Std::from_millis(100))
+                    .with_max_delay(Std::from_secs(2))
+                    .with_max_times(3)
+                    .with_jitter()
+                    .build()
+            },
+            |mut backoff| backoff.next(),
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("relent_core", |b| {
+        let mut rng = seeded(1);
+        b.iter(|| POLICY.delay(black_box(2), D::from_millis(100), &mut rng))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("retry_decision");
+    g.bench_function("relent_core_on_failure", |b| {
+        // Setup and measured call take turns with the dependency and the clock.
+        let dep = std::cell::RefCell::new(Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap());
+        let clock = std::cell::Cell::new(0u64);
+        let mut rng = seeded(1);
+        let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
+        b.iter_batched_ref(
+            || {
+                clock.set(clock.get() + 1_000);
+                let now = T::from_ticks(clock.get());
+                let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
+                let Action::Dispatch(attempt) = op.poll(now, &mut dep.borrow_mut(), &mut ()) else {
+                    unreachable!()
+                };
+                (op, Some(attempt))
+            },
+            |(op, attempt)| {
+                let attempt = attempt.take().unwrap();
+                let now = T::from_ticks(clock.get() + 500);
+                op.on_failure(attempt, now, &mut dep.borrow_mut(), &mut rng, Verdict::Retryable, &mut ());
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("budget");
+    g.bench_function("tower_tps_budget_deposit_withdraw", |b| {
+        let budget = TpsBudget::new(Std::from_secs(10), 10, 0.1);
+        b.iter(|| {
+            budget.deposit();
+            budget.withdraw()
+        })
+    });
+    g.bench_function("relent_core_ratio_budget_read", |b| {
+        let config = DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(10, 10)));
+        let mut dep: Dependency<HZ, 10> = Dependency::new(&config, T::from_ticks(0)).unwrap();
+        let mut clock = 0u64;
+        b.iter(|| {
+            clock += 100;
+            dep.retries_available(&config, T::from_ticks(clock))
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("rate_limit");
+    g.bench_function("governor_check", |b| {
+        let limiter = governor::RateLimiter::direct(governor::Quota::per_second(
+            std::num::NonZeroU32::new(1_000_000).unwrap(),
+        ));
+        b.iter(|| limiter.check().is_ok())
+    });
+    g.bench_function("relent_core_next_rate_unit", |b| {
+        let dep: Dependency<HZ, 10> = Dependency::new(&CONFIG, T::from_ticks(0)).unwrap();
+        let mut clock = 0u64;
+        b.iter(|| {
+            clock += 1;
+            dep.next_rate_unit(&CONFIG, T::from_ticks(clock))
+        })
+    });
+    g.finish();
+}
+
+#[derive(Debug)]
+struct Refused;
+
+impl relent_core::Classify<HZ> for Refused {
+    fn classify(&self) -> Verdict<HZ> {
+        Verdict::Retryable
+    }
+}
+
+async fn call(fail: bool) -> Result<u32, Refused> {
+    if black_box(fail) { Err(Refused) } else { Ok(7) }
+}
+
+/// tower's retry policy with a budget: one retry after 100 ms, if the budget allows.
+#[derive(Clone)]
+struct TowerPolicy {
+    budget: std::sync::Arc<TpsBudget>,
+    retried: bool,
+}
+
+impl<Req: Clone, Res, E> tower::retry::Policy<Req, Res, E> for TowerPolicy {
+    type Future = tokio::time::Sleep;
+
+    fn retry(&mut self, _req: &mut Req, result: &mut Result<Res, E>) -> Option<Self::Future> {
+        match result {
+            Ok(_) => {
+                self.budget.deposit();
+                None
+            }
+            Err(_) if !self.retried && self.budget.withdraw() => {
+                self.retried = true;
+                Some(tokio::time::sleep(Std::from_millis(100)))
+            }
+            Err(_) => None,
+        }
+    }
+
+    fn clone_request(&mut self, req: &Req) -> Option<Req> {
+        Some(req.clone())
+    }
+}
+
+fn adapters(c: &mut Criterion) {
+    use backon::Retryable;
+    use tower::{Service, ServiceExt};
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    let config = relent_core::DependencyConfig::new(relent_tokio::Duration::from_secs(10))
+        .budget(valid(RetryBudget::ratio(100, 0)));
+    let dep = rt.block_on(async { relent_tokio::Dependency::with_seed("bench", config, 1).unwrap() });
+    let context = Context::new(
+        relent_tokio::Duration::from_secs(10),
+        ReplaySafety::replayable_read(relent_tokio::Duration::from_secs(3600)),
+    );
+    let backoff =
+        ExponentialBuilder::default().with_min_delay(Std::from_millis(100)).with_max_times(2).with_jitter();
+    let tower_budget = std::sync::Arc::new(TpsBudget::new(Std::from_secs(10), 1_000_000, 1.0));
+    // The request carries its own count of calls, so the first call of each request fails.
+    let service = tower::service_fn(|calls: std::sync::Arc<std::sync::atomic::AtomicU8>| async move {
+        call(calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0).await
+    });
+
+    for (path, fails_first) in [("success", false), ("one_retry", true)] {
+        let mut g = c.benchmark_group(path);
+        g.bench_function("bare_call", |b| b.iter(|| rt.block_on(call(false))));
+        g.bench_function("relent_tokio", |b| {
+            b.iter(|| {
+                rt.block_on(dep.execute(&POLICY_TOKIO, context, |info| call(fails_first && info.number == 1)))
+            })
+        });
+        g.bench_function("backon", |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let mut first = fails_first;
+                    (|| {
+                        let fail = std::mem::replace(&mut first, false);
+                        call(fail)
+                    })
+                    .retry(backoff)
+                    .sleep(tokio::time::sleep)
+                    .await
+                })
+            })
+        });
+        g.bench_function("tower_retry_with_budget", |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let policy = TowerPolicy { budget: tower_budget.clone(), retried: false };
+                    let mut svc = tower::retry::Retry::new(policy, service);
+                    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(u8::from(!fails_first)));
+                    svc.ready().await.map_err(|_| ()).unwrap().call(calls).await
+                })
+            })
+        });
+        g.finish();
+    }
+}
+
+const POLICY_TOKIO: RetryPolicy<{ relent_tokio::HZ }> = valid(
+    RetryPolicy::exponential(
+        3,
+        relent_tokio::Duration::from_millis(100),
+        relent_tokio::Duration::from_secs(2),
+    )
+    .attempt_timeout(relent_tokio::Duration::from_secs(3))
+    .build(),
+);
+
+criterion_group!(benches, core, adapters);
+criterion_main!(benches);
