@@ -351,6 +351,58 @@ impl Breaker {
     }
 }
 
+impl Breaker {
+    /// Bytes of a breaker in a snapshot: its phase, what remains of an open break, half-open
+    /// successes, the episode, the run of failures and the count window. Probes in flight are not
+    /// saved.
+    pub(crate) const SNAPSHOT_LEN: usize = 1 + 8 + 1 + 2 + 4 + 8 + 1 + 1;
+
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+        match self.phase {
+            Phase::Closed => {
+                w.u8(0);
+                w.u64(0);
+                w.u8(0);
+            }
+            Phase::Open { until } => {
+                w.u8(1);
+                w.u64(until.saturating_sub(now));
+                w.u8(0);
+            }
+            Phase::HalfOpen { successes, .. } => {
+                w.u8(2);
+                w.u64(0);
+                w.u8(successes);
+            }
+        }
+        w.u16(self.episode);
+        w.u32(self.consecutive);
+        w.u64(self.ring);
+        w.u8(self.ring_len);
+        w.u8(self.ring_next);
+    }
+
+    pub(crate) fn restore(
+        r: &mut crate::snapshot::Reader<'_>,
+        rebase: crate::snapshot::Rebase,
+    ) -> Result<Self, crate::snapshot::SnapshotError> {
+        let (tag, remaining, successes) = (r.u8()?, r.u64()?, r.u8()?);
+        let phase = match tag {
+            0 => Phase::Closed,
+            // A break that ended during the sleep becomes half-open on the next attempt.
+            1 => Phase::Open { until: rebase.until(remaining) },
+            2 => Phase::HalfOpen { in_flight: 0, successes },
+            _ => return Err(crate::snapshot::SnapshotError::Corrupted),
+        };
+        let (episode, consecutive, ring, ring_len, ring_next) =
+            (r.u16()?, r.u32()?, r.u64()?, r.u8()?, r.u8()?);
+        if ring_len > 64 || ring_next >= 64 {
+            return Err(crate::snapshot::SnapshotError::Corrupted);
+        }
+        Ok(Self { phase, episode, consecutive, ring, ring_len, ring_next })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

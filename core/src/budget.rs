@@ -222,6 +222,26 @@ impl TokenBucket {
     }
 }
 
+impl TokenBucket {
+    /// Bytes of a token bucket in a snapshot: its credit and how long ago it was last brought up
+    /// to date. Reservations of attempts in flight are not saved.
+    pub(crate) const SNAPSHOT_LEN: usize = 16;
+
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+        w.u64(self.credit);
+        w.u64(now.saturating_sub(self.updated));
+    }
+
+    pub(crate) fn restore(
+        r: &mut crate::snapshot::Reader<'_>,
+        rebase: crate::snapshot::Rebase,
+    ) -> Result<Self, crate::snapshot::SnapshotError> {
+        let credit = r.u64()?;
+        let updated = rebase.ago(r.u64()?);
+        Ok(Self { credit, updated, lapse_at: 0, reserved: 0, epoch: 0 })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,22 @@ impl Cooldown {
     }
 }
 
+impl Cooldown {
+    /// Bytes of a cooldown in a snapshot: what remains of it.
+    pub(crate) const SNAPSHOT_LEN: usize = 8;
+
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+        w.u64(self.until.saturating_sub(now));
+    }
+
+    pub(crate) fn restore(
+        r: &mut crate::snapshot::Reader<'_>,
+        rebase: crate::snapshot::Rebase,
+    ) -> Result<Self, crate::snapshot::SnapshotError> {
+        Ok(Self { until: rebase.until(r.u64()?) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -239,6 +239,22 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         })
     }
 
+    /// The parts a snapshot saves, in order.
+    pub(crate) const fn parts(&self) -> (&CallWindow<N>, &TokenBucket, &Breaker, &Limiter, &Cooldown) {
+        (&self.window, &self.tokens, &self.breaker, &self.limiter, &self.cooldown)
+    }
+
+    /// A dependency from restored parts, with no attempt in flight.
+    pub(crate) const fn from_parts(
+        window: CallWindow<N>,
+        tokens: TokenBucket,
+        breaker: Breaker,
+        limiter: Limiter,
+        cooldown: Cooldown,
+    ) -> Self {
+        Self { window, tokens, breaker, limiter, cooldown, bulkhead: Bulkhead::new() }
+    }
+
     /// Calls, retries and failures over the window at `now`.
     pub fn counts(&mut self, now: Instant<HZ>) -> Counts {
         self.window.totals(now)

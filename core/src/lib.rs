@@ -34,6 +34,7 @@ mod limiter;
 mod operation;
 mod policy;
 mod safety;
+mod snapshot;
 mod time;
 mod window;
 
@@ -49,6 +50,7 @@ pub use limiter::RateLimit;
 pub use operation::{Action, Attempt, Context, Operation};
 pub use policy::{Backoff, MAX_ATTEMPTS, RetryPolicy, RetryPolicyBuilder};
 pub use safety::ReplaySafety;
+pub use snapshot::{SNAPSHOT_VERSION, SnapshotError};
 pub use time::{Duration, Instant};
 pub use window::{CallWindow, Counts};
 

@@ -106,6 +106,26 @@ impl Limiter {
     }
 }
 
+impl Limiter {
+    /// Bytes of a limiter in a snapshot: how far ahead its next arrival time was, and the remainder.
+    pub(crate) const SNAPSHOT_LEN: usize = 12;
+
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+        let ahead = self.tat.saturating_sub(now);
+        w.u64(ahead);
+        w.u32(if ahead == 0 { 0 } else { self.frac });
+    }
+
+    pub(crate) fn restore(
+        r: &mut crate::snapshot::Reader<'_>,
+        rebase: crate::snapshot::Rebase,
+    ) -> Result<Self, crate::snapshot::SnapshotError> {
+        let (ahead, frac) = (r.u64()?, r.u32()?);
+        let tat = rebase.until(ahead);
+        Ok(Self { tat, frac: if tat == 0 { 0 } else { frac } })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,6 +138,57 @@ impl<const N: usize> CallWindow<N> {
     }
 }
 
+impl<const N: usize> CallWindow<N> {
+    /// Bytes of the window in a snapshot: its bucket width (a snapshot read with another window is
+    /// refused), how long ago the newest bucket began, then each bucket's counts, newest first.
+    pub(crate) const SNAPSHOT_LEN: usize = 16 + N * 12;
+
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+        w.u64(self.width);
+        let head_start = self.head.saturating_mul(self.width);
+        w.u64(now.saturating_sub(head_start));
+        for back in 0..Self::SLOTS {
+            let counts = match self.head.checked_sub(back) {
+                Some(index) => self.buckets.get(self.slot(index)).copied().unwrap_or(Counts::ZERO),
+                None => Counts::ZERO,
+            };
+            w.u32(counts.calls);
+            w.u32(counts.retries);
+            w.u32(counts.failures);
+        }
+    }
+
+    /// Places each saved bucket where its start falls on the new clock. Buckets that began before
+    /// the new clock's tick 0 (a device that slept and restarted its counter) cannot be placed and
+    /// are dropped: the window forgets some history, never invents any.
+    pub(crate) fn restore(
+        r: &mut crate::snapshot::Reader<'_>,
+        rebase: crate::snapshot::Rebase,
+        width: u64,
+    ) -> Result<Self, crate::snapshot::SnapshotError> {
+        if r.u64()? != width {
+            return Err(crate::snapshot::SnapshotError::OtherConfig);
+        }
+        let newest_age = r.u64()?;
+        let head = rebase.now.checked_div(width).unwrap_or(0);
+        let mut window = Self { width, head, buckets: [Counts::ZERO; N] };
+        for back in 0..Self::SLOTS {
+            let counts = Counts { calls: r.u32()?, retries: r.u32()?, failures: r.u32()? };
+            let age = newest_age.saturating_add(back.saturating_mul(width)).saturating_add(rebase.slept);
+            let Some(start) = rebase.now.checked_sub(age) else { continue };
+            let index = start.checked_div(width).unwrap_or(0);
+            if index.saturating_add(Self::SLOTS) <= head {
+                continue;
+            }
+            let slot = window.slot(index);
+            if let Some(b) = window.buckets.get_mut(slot) {
+                *b = b.plus(counts);
+            }
+        }
+        Ok(window)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

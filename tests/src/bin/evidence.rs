@@ -1,6 +1,9 @@
-//! Regenerates the README's evidence: tables on stdout, CSV and SVG plots in `evidence/`.
+//! Regenerates the README's evidence: tables on stdout, CSV and SVG plots in `evidence/`; with
+//! `--benchmarks`, also the performance tables (criterion: relent-core's decision path, the
+//! comparison with backon, tower and governor, and relent-tokio's overhead).
 //!
-//! `cargo run --release -p relent-tests --bin evidence`
+//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 5 minutes on 2 cores;
+//! without the flag, about 10 seconds).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -20,6 +23,41 @@ fn main() {
     std::fs::create_dir_all(&out).expect("the evidence directory can be created");
     aws_experiment(&out);
     overload_tables();
+    if std::env::args().any(|a| a == "--benchmarks") {
+        benchmarks();
+    }
+}
+
+/// Runs the benchmark suites with the cargo that runs this binary, and prints each result line.
+fn benchmarks() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let suites: [&[&str]; 3] = [
+        &["bench", "-p", "relent-tests", "--bench", "decision"],
+        &["bench", "-p", "relent-tests", "--bench", "alternatives"],
+        &["bench", "-p", "relent-tokio", "--bench", "overhead"],
+    ];
+    println!("\n## Benchmarks (criterion; compare within a suite, not across machines)\n");
+    for args in suites {
+        println!("`cargo {}`\n", args.join(" "));
+        let output = std::process::Command::new(&cargo).args(args).output();
+        let Ok(output) = output else {
+            eprintln!("could not run cargo {}", args.join(" "));
+            continue;
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut name = "";
+        for line in text.lines() {
+            let trimmed = line.trim();
+            if let Some((n, rest)) = trimmed.split_once(" time:") {
+                println!("- {n}: {}", rest.trim());
+            } else if trimmed.starts_with("time:") {
+                println!("- {name}: {}", trimmed.trim_start_matches("time:").trim());
+            } else if !trimmed.is_empty() && !trimmed.contains(' ') && trimmed.contains('/') {
+                name = trimmed;
+            }
+        }
+        println!();
+    }
 }
 
 fn aws_experiment(out: &Path) {

@@ -1,0 +1,323 @@
+//! Snapshots: a dependency's state as bytes, to survive a deep sleep or a reset.
+//!
+//! Battery devices sleep between uplinks and lose RAM, except a small retained region or flash,
+//! and their monotonic tick counter starts again from zero on waking while real time went on. A
+//! device that forgets it was told "busy, retry after 600 s", or that its link's breaker was open,
+//! wakes and hammers the network again. So a [`Dependency`] can be written to a fixed number of bytes
+//! ([`Dependency::SNAPSHOT_LEN`], a compile-time constant) and read back after the reset.
+//!
+//! Time is rebased, not copied: every instant is stored relative to the moment of saving (what
+//! remains of a future deadline, how long ago a past one was), and restoring takes the new `now` and
+//! how long the device slept (from an RTC, or real time at save and at restore). A cooldown or an
+//! open circuit that should still hold after waking still holds; one that ended during the sleep
+//! has ended; counts age by the time slept.
+//!
+//! What is not saved: slots, probes and budget reservations of attempts in flight, which did not
+//! survive the reset either.
+//!
+//! The format: magic `RLNT`, a version byte, the tick rate and bucket count it was written for, the
+//! state, and a CRC-32 (IEEE) of all of it. A truncated, corrupted, other-version or mismatched
+//! snapshot is refused with a [`SnapshotError`]; nothing is trusted that does not check out, and
+//! [`Dependency::restore_or_new`] starts fresh instead. Every single-byte corruption changes the
+//! CRC-32, so none is accepted. (The CRC is written here rather than taken from a crate because
+//! relent-core depends on nothing but its five chosen crates.)
+
+use core::fmt;
+
+use crate::breaker::Breaker;
+use crate::budget::TokenBucket;
+use crate::cooldown::Cooldown;
+use crate::dependency::{Dependency, DependencyConfig};
+use crate::limiter::Limiter;
+use crate::time::{Duration, Instant};
+use crate::window::CallWindow;
+
+const MAGIC: [u8; 4] = *b"RLNT";
+
+/// The snapshot format's version.
+pub const SNAPSHOT_VERSION: u8 = 1;
+
+/// Why a snapshot was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// Fewer bytes than a snapshot of this dependency takes (or a buffer too small to write one).
+    TooShort,
+    /// Not a Relent snapshot.
+    NotASnapshot,
+    /// Written by another version of the format.
+    OtherVersion {
+        /// The version found.
+        found: u8,
+    },
+    /// Written for another tick rate or number of buckets.
+    OtherShape,
+    /// Written for a dependency configured differently (another window).
+    OtherConfig,
+    /// The checksum does not match: the bytes were corrupted.
+    Corrupted,
+}
+
+impl SnapshotError {
+    /// The stable snake_case code.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::TooShort => "snapshot_too_short",
+            Self::NotASnapshot => "not_a_snapshot",
+            Self::OtherVersion { .. } => "snapshot_other_version",
+            Self::OtherShape => "snapshot_other_shape",
+            Self::OtherConfig => "snapshot_other_config",
+            Self::Corrupted => "snapshot_corrupted",
+        }
+    }
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooShort => f.write_str(
+                "the snapshot is shorter than Dependency::SNAPSHOT_LEN: it was truncated, or the buffer is too small",
+            ),
+            Self::NotASnapshot => f.write_str("these bytes are not a Relent snapshot (wrong magic): starting fresh"),
+            Self::OtherVersion { found } => write!(
+                f,
+                "the snapshot was written by format version {found}, this build reads version {SNAPSHOT_VERSION}: starting fresh"
+            ),
+            Self::OtherShape => f.write_str(
+                "the snapshot was written for another tick rate or number of buckets: starting fresh",
+            ),
+            Self::OtherConfig => f.write_str(
+                "the snapshot was written for a dependency with another counting window: starting fresh",
+            ),
+            Self::Corrupted => f.write_str("the snapshot's checksum does not match: the bytes were corrupted"),
+        }
+    }
+}
+
+impl core::error::Error for SnapshotError {}
+
+/// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320), bit by bit: small, and fast enough for a
+/// few hundred bytes once per sleep.
+pub(crate) fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = u32::MAX;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            let mask = (crc & 1).wrapping_neg();
+            crc = (crc >> 1) ^ (0xEDB8_8320 & mask);
+        }
+    }
+    !crc
+}
+
+/// Writes little-endian fields into a buffer, refusing to run past its end.
+pub(crate) struct Writer<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+    pub(crate) overflow: bool,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(buf: &'a mut [u8]) -> Self {
+        Self { buf, at: 0, overflow: false }
+    }
+
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        let end = self.at.saturating_add(b.len());
+        match self.buf.get_mut(self.at..end) {
+            Some(dst) => {
+                dst.copy_from_slice(b);
+                self.at = end;
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    pub(crate) fn u8(&mut self, v: u8) {
+        self.bytes(&[v]);
+    }
+    pub(crate) fn u16(&mut self, v: u16) {
+        self.bytes(&v.to_le_bytes());
+    }
+    pub(crate) fn u32(&mut self, v: u32) {
+        self.bytes(&v.to_le_bytes());
+    }
+    pub(crate) fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+
+    pub(crate) fn written(&self) -> usize {
+        self.at
+    }
+}
+
+/// Reads little-endian fields, refusing to run past the end.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Self { buf, at: 0 }
+    }
+
+    fn take<const K: usize>(&mut self) -> Result<[u8; K], SnapshotError> {
+        let end = self.at.saturating_add(K);
+        let src = self.buf.get(self.at..end).ok_or(SnapshotError::TooShort)?;
+        let mut out = [0u8; K];
+        out.copy_from_slice(src);
+        self.at = end;
+        Ok(out)
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, SnapshotError> {
+        self.take::<1>().map(|[b]| b)
+    }
+    pub(crate) fn u16(&mut self) -> Result<u16, SnapshotError> {
+        self.take().map(u16::from_le_bytes)
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, SnapshotError> {
+        self.take().map(u32::from_le_bytes)
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, SnapshotError> {
+        self.take().map(u64::from_le_bytes)
+    }
+}
+
+/// How instants move across a sleep: saved relative to `saved_at`, restored relative to `now`,
+/// `slept` later in real time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rebase {
+    pub(crate) now: u64,
+    pub(crate) slept: u64,
+}
+
+impl Rebase {
+    /// A future instant saved as what remained of it: what remains now, after the sleep.
+    pub(crate) const fn until(&self, remaining: u64) -> u64 {
+        if remaining == 0 {
+            return 0;
+        }
+        self.now.saturating_add(remaining.saturating_sub(self.slept))
+    }
+
+    /// A past instant saved as its age: that instant on the new clock (0 when it is older than the
+    /// new clock's start).
+    pub(crate) const fn ago(&self, age: u64) -> u64 {
+        self.now.saturating_sub(age.saturating_add(self.slept))
+    }
+}
+
+impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
+    /// Bytes a snapshot of this dependency takes.
+    pub const SNAPSHOT_LEN: usize = 4 + 1 + 8 + 2 // magic, version, tick rate, buckets
+        + CallWindow::<N>::SNAPSHOT_LEN
+        + TokenBucket::SNAPSHOT_LEN
+        + Breaker::SNAPSHOT_LEN
+        + Limiter::SNAPSHOT_LEN
+        + Cooldown::SNAPSHOT_LEN
+        + 4; // CRC-32
+
+    /// Writes the state at `now` into `out`, which must hold [`Self::SNAPSHOT_LEN`] bytes.
+    pub fn save(&self, now: Instant<HZ>, out: &mut [u8]) -> Result<usize, SnapshotError> {
+        let now = now.as_ticks();
+        let mut w = Writer::new(out);
+        w.bytes(&MAGIC);
+        w.u8(SNAPSHOT_VERSION);
+        w.u64(HZ);
+        w.u16(u16::try_from(N).unwrap_or(u16::MAX));
+        self.parts().0.save(&mut w, now);
+        self.parts().1.save(&mut w, now);
+        self.parts().2.save(&mut w, now);
+        self.parts().3.save(&mut w, now);
+        self.parts().4.save(&mut w, now);
+        let body = w.written();
+        if w.overflow {
+            return Err(SnapshotError::TooShort);
+        }
+        let crc = crc32(out.get(..body).unwrap_or(&[]));
+        let mut w = Writer::new(out.get_mut(body..).unwrap_or(&mut []));
+        w.u32(crc);
+        if w.overflow {
+            return Err(SnapshotError::TooShort);
+        }
+        Ok(body.saturating_add(4))
+    }
+
+    /// Reads a snapshot written by [`Dependency::save`] for `config`, rebasing its time onto `now`
+    /// after a sleep of `slept` (real time, from an RTC; zero if none passed).
+    pub fn restore(
+        config: &DependencyConfig<HZ>,
+        bytes: &[u8],
+        now: Instant<HZ>,
+        slept: Duration<HZ>,
+    ) -> Result<Self, SnapshotError> {
+        // The header first, so that a snapshot of another version or shape is called that, not
+        // "truncated" or "corrupted".
+        let mut r = Reader::new(bytes);
+        if r.take::<4>()? != MAGIC {
+            return Err(SnapshotError::NotASnapshot);
+        }
+        let version = r.u8()?;
+        if version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::OtherVersion { found: version });
+        }
+        if r.u64()? != HZ || usize::from(r.u16()?) != N {
+            return Err(SnapshotError::OtherShape);
+        }
+        let len = Self::SNAPSHOT_LEN;
+        let body_len = len.saturating_sub(4);
+        let (Some(body), Some(tail)) = (bytes.get(..body_len), bytes.get(body_len..len)) else {
+            return Err(SnapshotError::TooShort);
+        };
+        if Reader::new(tail).u32()? != crc32(body) {
+            return Err(SnapshotError::Corrupted);
+        }
+        let fresh = Self::new(config, now).map_err(|_| SnapshotError::OtherConfig)?;
+        let rebase = Rebase { now: now.as_ticks(), slept: slept.as_ticks() };
+        let window = CallWindow::<N>::restore(&mut r, rebase, fresh.parts().0.bucket_width())?;
+        let tokens = TokenBucket::restore(&mut r, rebase)?;
+        let breaker = Breaker::restore(&mut r, rebase)?;
+        let limiter = Limiter::restore(&mut r, rebase)?;
+        let cooldown = Cooldown::restore(&mut r, rebase)?;
+        Ok(Self::from_parts(window, tokens, breaker, limiter, cooldown))
+    }
+
+    /// As [`Dependency::restore`], falling back to a fresh state (and saying why) when the snapshot
+    /// is refused. `Err` only when `config` itself is invalid.
+    pub fn restore_or_new(
+        config: &DependencyConfig<HZ>,
+        bytes: &[u8],
+        now: Instant<HZ>,
+        slept: Duration<HZ>,
+    ) -> Result<(Self, Option<SnapshotError>), crate::ConfigError> {
+        match Self::restore(config, bytes, now, slept) {
+            Ok(d) => Ok((d, None)),
+            Err(e) => Self::new(config, now).map(|d| (d, Some(e))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        // The CRC-32/IEEE check value of "123456789".
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
+
+    #[test]
+    fn rebasing_moves_future_instants_closer_and_past_ones_further() {
+        let r = Rebase { now: 1_000, slept: 300 };
+        assert_eq!(r.until(500), 1_200, "500 remained, 300 slept: 200 remain");
+        assert_eq!(r.until(200), 1_000, "ended during the sleep: now");
+        assert_eq!(r.until(0), 0, "there was none");
+        assert_eq!(r.ago(100), 600);
+        assert_eq!(r.ago(5_000), 0);
+    }
+}

@@ -1,0 +1,182 @@
+//! Snapshots across a deep sleep: the state survives as bytes, time is rebased onto the restarted
+//! clock, and nothing malformed is trusted.
+
+use relent_core::{
+    Action, BreakerConfig, CircuitState, Context, Dependency, DependencyConfig, Operation, RateLimit,
+    ReplaySafety, RetryBudget, RetryPolicy, SnapshotError, Verdict,
+};
+use relent_tests::rng::Fixed;
+use relent_tests::transcript::{D, HZ, T, valid};
+
+const CONFIG: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(60))
+    .budget(valid(RetryBudget::token_bucket(5, 5, D::from_secs(60), D::from_secs(5))))
+    .breaker(BreakerConfig::consecutive_failures(2, D::from_secs(30)))
+    .rate_limit(RateLimit::new(10, D::from_secs(1)).burst(5))
+    .cooldown(D::from_secs(900));
+
+const ONCE: RetryPolicy<HZ> = valid(RetryPolicy::single_attempt().attempt_timeout(D::from_secs(2)).build());
+const RETRYING: RetryPolicy<HZ> =
+    valid(RetryPolicy::constant(2, D::from_millis(10)).attempt_timeout(D::from_secs(2)).build());
+
+type Dep = Dependency<HZ, 4>;
+const LEN: usize = Dep::SNAPSHOT_LEN;
+
+fn context() -> Context<HZ> {
+    Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)))
+}
+
+/// Runs one operation at `at` ms whose attempts fail with `verdicts`, in order, and returns how
+/// many attempts it made.
+fn failing_op(dep: &mut Dep, policy: &RetryPolicy<HZ>, at: u64, verdicts: &[Verdict<HZ>]) -> usize {
+    let mut now = T::from_ticks(at);
+    let mut op = Operation::start(policy, &CONFIG, context(), now).unwrap();
+    let mut verdicts = verdicts.iter().copied();
+    let mut attempts = 0;
+    loop {
+        match op.poll(now, dep, &mut ()) {
+            Action::Dispatch(a) => {
+                attempts += 1;
+                let verdict = verdicts.next().unwrap_or(Verdict::Retryable);
+                op.on_failure(a, now, dep, &mut Fixed::top(), verdict, &mut ());
+            }
+            Action::Wait { until } => now = until,
+            Action::Done => return attempts,
+        }
+    }
+}
+
+/// A dependency with something in every part: counts, a spent token, rate units taken, an open
+/// circuit (two failures in a row at 10 s, open until 40.01 s) and a 600 s cooldown (the second
+/// failure said "retry after 600 s"). Saved at 20 s.
+fn busy_dependency() -> (Dep, [u8; LEN]) {
+    let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
+    let attempts = failing_op(
+        &mut dep,
+        &RETRYING,
+        10_000,
+        &[Verdict::Retryable, Verdict::RetryableAfter(D::from_secs(600))],
+    );
+    assert_eq!(attempts, 2);
+    assert_eq!(dep.circuit(T::from_ticks(20_000)), CircuitState::Open);
+    assert_eq!(dep.cooldown_until(T::from_ticks(20_000)), Some(T::from_ticks(610_010)));
+    let mut bytes = [0u8; LEN];
+    assert_eq!(dep.save(T::from_ticks(20_000), &mut bytes), Ok(LEN));
+    (dep, bytes)
+}
+
+#[test]
+fn the_snapshot_size_is_a_compile_time_constant() {
+    const SIZE: usize = Dependency::<1_000, 4>::SNAPSHOT_LEN;
+    assert_eq!(SIZE, 145);
+    assert_eq!(Dependency::<1_000, 10>::SNAPSHOT_LEN, 145 + 6 * 12);
+}
+
+#[test]
+fn a_snapshot_restored_with_no_sleep_behaves_as_the_original() {
+    let (mut original, bytes) = busy_dependency();
+    let now = T::from_ticks(20_000);
+    let mut restored = Dep::restore(&CONFIG, &bytes, now, D::from_ticks(0)).unwrap();
+    for at in [20_000, 25_000, 49_999, 50_000, 70_000] {
+        let t = T::from_ticks(at);
+        assert_eq!(restored.counts(t), original.counts(t), "counts at {at}");
+        assert_eq!(restored.circuit(t), original.circuit(t), "circuit at {at}");
+        assert_eq!(restored.cooldown_until(t), original.cooldown_until(t), "cooldown at {at}");
+        assert_eq!(restored.next_rate_unit(&CONFIG, t), original.next_rate_unit(&CONFIG, t), "rate at {at}");
+        assert_eq!(
+            restored.retries_available(&CONFIG, t),
+            original.retries_available(&CONFIG, t),
+            "budget at {at}"
+        );
+    }
+}
+
+#[test]
+fn after_a_deep_sleep_what_should_still_hold_holds_and_what_ended_has_ended() {
+    let (_, bytes) = busy_dependency();
+    // The tick counter restarts at 0; the RTC says 400 s passed. 590.01 s of cooldown were left at
+    // the save: 190.01 s remain. The circuit's break ended during the sleep.
+    let woke = T::from_ticks(50);
+    let mut dep = Dep::restore(&CONFIG, &bytes, woke, D::from_secs(400)).unwrap();
+    assert_eq!(dep.cooldown_until(woke), Some(T::from_ticks(50 + 190_010)));
+    assert_eq!(dep.circuit(woke), CircuitState::HalfOpen);
+    // The next uplink is deferred for what remains, without being sent.
+    let mut op = Operation::<HZ, Verdict<HZ>>::start(&ONCE, &CONFIG, context(), woke).unwrap();
+    assert_eq!(op.poll(woke, &mut dep, &mut ()), Action::Done);
+    let done = op.take_completion().unwrap();
+    assert_eq!((done.code(), done.summary.dispatched), ("cooldown_active", 0));
+    assert_eq!(done.not_before, Some(T::from_ticks(190_060)));
+
+    // Slept 700 s: the cooldown ended during the sleep too.
+    let dep = Dep::restore(&CONFIG, &bytes, woke, D::from_secs(700)).unwrap();
+    assert_eq!(dep.cooldown_until(woke), None);
+}
+
+#[test]
+fn an_open_circuit_still_open_after_a_short_sleep_stays_open_for_what_remains() {
+    let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
+    failing_op(&mut dep, &RETRYING, 1_000, &[]); // two failures: opens at 1.01 s, until 31.01 s
+    let mut bytes = [0u8; LEN];
+    dep.save(T::from_ticks(11_010), &mut bytes).unwrap(); // 20 s of the break remain
+    let woke = T::from_ticks(0);
+    let dep = Dep::restore(&CONFIG, &bytes, woke, D::from_secs(5)).unwrap();
+    assert_eq!(dep.circuit_open_until(woke), Some(T::from_ticks(15_000)));
+}
+
+#[test]
+fn every_single_byte_corruption_is_refused() {
+    let (_, bytes) = busy_dependency();
+    let now = T::from_ticks(0);
+    let mut refused = 0;
+    for i in 0..LEN {
+        for flip in 1..=255u8 {
+            let mut bad = bytes;
+            bad[i] ^= flip;
+            assert!(
+                Dep::restore(&CONFIG, &bad, now, D::from_ticks(0)).is_err(),
+                "byte {i} xor {flip:#04x} was accepted"
+            );
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, LEN * 255);
+}
+
+#[test]
+fn truncated_other_version_other_shape_and_other_config_snapshots_are_refused_with_their_errors() {
+    let (_, bytes) = busy_dependency();
+    let now = T::from_ticks(0);
+    let zero = D::from_ticks(0);
+    for len in 0..LEN {
+        assert_eq!(
+            Dep::restore(&CONFIG, &bytes[..len], now, zero).err(),
+            Some(SnapshotError::TooShort),
+            "{len} bytes"
+        );
+    }
+    let mut other_version = bytes;
+    other_version[4] = 2;
+    assert_eq!(
+        Dep::restore(&CONFIG, &other_version, now, zero).err(),
+        Some(SnapshotError::OtherVersion { found: 2 })
+    );
+    assert_eq!(Dep::restore(&CONFIG, &[0u8; LEN], now, zero).err(), Some(SnapshotError::NotASnapshot));
+    assert_eq!(
+        Dependency::<HZ, 8>::restore(&CONFIG, &bytes, now, zero).err(),
+        Some(SnapshotError::OtherShape)
+    );
+    let other_window = DependencyConfig::new(D::from_secs(120)).budget(valid(RetryBudget::ratio(10, 1)));
+    assert_eq!(Dep::restore(&other_window, &bytes, now, zero).err(), Some(SnapshotError::OtherConfig));
+    let mut small = [0u8; LEN - 1];
+    assert_eq!(Dep::new(&CONFIG, now).unwrap().save(now, &mut small), Err(SnapshotError::TooShort));
+    assert_eq!(
+        SnapshotError::OtherVersion { found: 2 }.to_string(),
+        "the snapshot was written by format version 2, this build reads version 1: starting fresh"
+    );
+}
+
+#[test]
+fn a_refused_snapshot_starts_the_dependency_fresh_and_says_why() {
+    let (dep, err) = Dep::restore_or_new(&CONFIG, &[0xAB; LEN], T::from_ticks(0), D::from_ticks(0)).unwrap();
+    assert_eq!(err, Some(SnapshotError::NotASnapshot));
+    assert_eq!(dep, Dep::new(&CONFIG, T::from_ticks(0)).unwrap());
+}
