@@ -14,17 +14,11 @@ use relent_core::{
     RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::seeded;
+use relent_tests::transcript::valid;
 
 const HZ: u64 = 1_000_000;
 type D = relent_core::Duration<HZ>;
 type T = relent_core::Instant<HZ>;
-
-const fn valid<V: Copy>(r: Result<V, relent_core::ConfigError>) -> V {
-    match r {
-        Ok(v) => v,
-        Err(e) => panic!("{}", e.message()),
-    }
-}
 
 const POLICY: RetryPolicy<HZ> = valid(
     RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2))
