@@ -22,8 +22,10 @@ pub type Instant = relent_core::Instant<HZ>;
 
 /// `d` in ticks, rounded up to a whole microsecond, saturating.
 pub fn ticks(d: std::time::Duration) -> Duration {
-    let micros = d.as_nanos().div_ceil(1_000);
-    Duration::from_ticks(u64::try_from(micros).unwrap_or(u64::MAX))
+    // 64-bit arithmetic only: this runs several times per operation.
+    let micros =
+        d.as_secs().saturating_mul(1_000_000).saturating_add(u64::from(d.subsec_nanos().div_ceil(1_000)));
+    Duration::from_ticks(micros)
 }
 
 /// Ticks as a `std::time::Duration`.

@@ -92,15 +92,17 @@ impl Dependency {
         let inner = &*self.inner;
         let context = if context.operation_id().0 == 0 { context.id(inner.next_id()) } else { context };
         let trace = &mut Trace { dependency: &inner.name };
-        let op = Operation::start(policy, &inner.config, context, inner.clock.now())?;
+        let started = inner.clock.now();
+        let op = Operation::start(policy, &inner.config, context, started)?;
         let mut running = Running { op, inner };
         let mut value = None;
+        // One lock and one clock read per step: a report and the next poll share them.
+        let mut action = {
+            let mut locked = inner.lock();
+            running.op.poll(started, &mut locked.state, trace)
+        };
         loop {
-            let action = {
-                let mut locked = inner.lock();
-                running.op.poll(inner.clock.now(), &mut locked.state, trace)
-            };
-            match action {
+            action = match action {
                 Action::Dispatch(attempt) => {
                     let info = info(inner, &attempt, running.op.id());
                     let attempt_timeout = attempt.timeout();
@@ -130,11 +132,16 @@ impl Dependency {
                             trace,
                         ),
                     }
+                    running.op.poll(now, &mut locked.state, trace)
                 }
                 // Holding nothing: the lock was released above.
-                Action::Wait { until } => tokio::time::sleep_until(inner.clock.instant(until)).await,
+                Action::Wait { until } => {
+                    tokio::time::sleep_until(inner.clock.instant(until)).await;
+                    let mut locked = inner.lock();
+                    running.op.poll(inner.clock.now(), &mut locked.state, trace)
+                }
                 Action::Done => break,
-            }
+            };
         }
         let completion = running.op.take_completion().expect("the core has a completion once poll says Done");
         Ok(Detailed { value, completion })
