@@ -1,5 +1,6 @@
 //! A simulated modem link, seeded and deterministic: it drops packets, answers "busy, try again in
-//! N s", and goes dark for a stretch, by time since boot.
+//! N s", and goes dark for a stretch, by real time (which, unlike the tick counter, goes on across a
+//! device reset).
 //!
 //! | from | state |
 //! |---|---|
@@ -22,8 +23,28 @@ pub enum LinkError {
     Busy(u64),
 }
 
+/// The part of the simulated world that outlives a device reset (the network and real time go on
+/// while the device sleeps), as plain data the firmware keeps in retained RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct World {
+    /// Real time at the device's last boot, in ms.
+    pub epoch_ms: u64,
+    /// The loss generator's state.
+    pub state: u64,
+    /// Until when the network asked for silence, in real seconds.
+    pub silence_until: u64,
+    /// Frames put on the air.
+    pub sent: u32,
+    /// Frames put on the air while the network had asked for silence.
+    pub sent_in_silence: u32,
+    /// 1 once the network has asked for silence.
+    pub silence_asked: u8,
+}
+
 /// The link's state and its seeded loss.
 pub struct Link {
+    epoch_ms: Cell<u64>,
     state: Cell<u64>,
     silence_asked: Cell<bool>,
     /// Frames put on the air.
@@ -44,12 +65,42 @@ impl Link {
     /// A link with its fixed seed (the emulator has no RNG; the simulation is meant to repeat).
     pub const fn new() -> Self {
         Self {
+            epoch_ms: Cell::new(0),
             state: Cell::new(0x2545_f491_4f6c_dd1d),
             silence_asked: Cell::new(false),
             sent: Cell::new(0),
             silence_until: Cell::new(0),
             sent_in_silence: Cell::new(0),
         }
+    }
+
+    /// The world as it is now, to keep across a reset that lasts `slept_ms` of real time.
+    pub fn world_after(&self, slept_ms: u64) -> World {
+        World {
+            epoch_ms: self.real_ms().saturating_add(slept_ms),
+            state: self.state.get(),
+            silence_until: self.silence_until.get(),
+            sent: self.sent.get(),
+            sent_in_silence: self.sent_in_silence.get(),
+            silence_asked: u8::from(self.silence_asked.get()),
+        }
+    }
+
+    /// The link in a world kept across a reset.
+    pub fn in_world(world: World) -> Self {
+        Self {
+            epoch_ms: Cell::new(world.epoch_ms),
+            state: Cell::new(world.state),
+            silence_asked: Cell::new(world.silence_asked == 1),
+            sent: Cell::new(world.sent),
+            silence_until: Cell::new(world.silence_until),
+            sent_in_silence: Cell::new(world.sent_in_silence),
+        }
+    }
+
+    /// Real time: the tick counter restarts at every boot, the world's clock does not.
+    pub fn real_ms(&self) -> u64 {
+        self.epoch_ms.get() + Instant::now().as_millis()
     }
 
     /// Frames put on the air so far.
@@ -76,11 +127,11 @@ impl Link {
     /// future never completes: the caller's timeout ends it).
     pub async fn send(&self, _frame: &[u8]) -> Result<(), LinkError> {
         self.sent.set(self.sent.get() + 1);
-        if Instant::now().as_secs() < self.silence_until.get() {
+        if self.real_ms() / 1_000 < self.silence_until.get() {
             self.sent_in_silence.set(self.sent_in_silence.get() + 1);
         }
         Timer::after(Duration::from_millis(120)).await;
-        let at = Instant::now().as_secs();
+        let at = self.real_ms() / 1_000;
         let draw = self.draw();
         let outcome = match at {
             0..20 if draw < 25 => Err(LinkError::NoAck),

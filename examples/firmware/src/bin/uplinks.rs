@@ -1,13 +1,19 @@
 //! Uplinks over a flaky modem link, through relent-embassy: retries with full jitter, a retry
 //! budget, a circuit breaker and a cooldown, on embassy's executor and a SysTick time driver.
 //! One line per uplink, then a summary; exit code 0 when every uplink ended in a known state.
+//!
+//! With the `deep-sleep` feature (on by default), the device goes into deep sleep for 20 s after
+//! uplink 12: it saves the link's Relent state as a snapshot in a retained RAM section (`.uninit`,
+//! which cortex-m-rt leaves alone at boot and QEMU keeps across a system reset), resets, and
+//! restores it on waking, rebased by the time slept. The emulator has no RTC, so the time slept and
+//! the simulated world's clock travel in the same retained region.
 #![no_std]
 #![no_main]
 
 use cortex_m_semihosting::hprintln;
 use embassy_executor::Spawner;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
-use embassy_time::{Instant, Timer};
+use embassy_time::Timer;
 use relent_core::{
     BreakerConfig, Classify, Context, Dependency, DependencyConfig, Disposition, ReplaySafety, RetryBudget,
     RetryPolicy, Verdict,
@@ -49,28 +55,41 @@ const LINK: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60)
     .breaker(BreakerConfig::consecutive_failures(4, Duration::from_secs(20)))
     .cooldown(Duration::from_secs(120));
 
+type LinkState = Dependency<HZ, 4>;
+
 /// The link's shared state, in a static: 4 buckets of 15 s.
 static LINK_STATE: SharedDependency<'static, CriticalSectionRawMutex, 4> =
-    match Dependency::new(&LINK, relent_embassy::Instant::from_ticks(0)) {
+    match LinkState::new(&LINK, relent_embassy::Instant::from_ticks(0)) {
         Ok(state) => SharedDependency::new(&LINK, state),
         Err(e) => panic!("{}", e.message()),
     };
+
+/// Where a boot starts: the link, the first uplink, the tallies so far.
+struct Start {
+    link: Link,
+    first: u32,
+    tally: [u32; 4],
+}
 
 #[embassy_executor::main]
 async fn main(_spawner: Spawner) {
     let Some(core) = cortex_m::Peripherals::take() else { relent_firmware::exit(false) };
     relent_firmware::time::start(core.SYST);
-    let link = Link::new();
+    #[cfg(feature = "deep-sleep")]
+    let start = sleep::wake();
+    #[cfg(not(feature = "deep-sleep"))]
+    let start = Start { link: Link::new(), first: 0, tally: [0; 4] };
+    let Start { link, first, tally } = start;
     // The emulator has no RNG, so the example seeds from a constant to repeat itself. Real firmware
     // seeds from its hardware RNG or a unique device id: a fleet sharing one seed retries in step.
     let mut rng: rand_xoshiro::Xoshiro128PlusPlus = rand_core::SeedableRng::seed_from_u64(0x5eed);
-    let (mut delivered, mut deferred, mut rejected, mut failed) = (0u32, 0u32, 0u32, 0u32);
-    for n in 0..UPLINKS {
+    let [mut delivered, mut deferred, mut rejected, mut failed] = tally;
+    for n in first..UPLINKS {
         let frame = n.to_le_bytes();
         // The network server deduplicates frames by sequence number: a repeat is harmless.
         let safety = ReplaySafety::provider_idempotent_mutation(Duration::from_secs(3_600));
         let context = Context::new(Duration::from_secs(20), safety).id(u64::from(n));
-        let at = Instant::now().as_millis();
+        let at = link.real_ms();
         let radio = &link;
         let result = LINK_STATE
             .execute(&POLICY, context, &mut rng, |_attempt| async move {
@@ -101,6 +120,8 @@ async fn main(_spawner: Spawner) {
             if again > 0 { " | try again in s: " } else { "" },
             Again(again)
         );
+        #[cfg(feature = "deep-sleep")]
+        sleep::maybe_sleep(n, first, &link, [delivered, deferred, rejected, failed]);
         Timer::after(embassy_time::Duration::from_secs(GAP_S)).await;
     }
     let total = delivered + deferred + rejected + failed;
@@ -115,6 +136,90 @@ async fn main(_spawner: Spawner) {
         link.sent_in_silence()
     );
     relent_firmware::exit(total == UPLINKS);
+}
+
+/// Deep sleep: the snapshot and the run's progress in retained RAM across a reset.
+#[cfg(feature = "deep-sleep")]
+mod sleep {
+    use core::mem::MaybeUninit;
+
+    use cortex_m_semihosting::hprintln;
+    use relent_embassy::Duration;
+    use relent_firmware::link::{Link, World};
+
+    use super::{LINK, LINK_STATE, LinkState, Start};
+
+    /// What survives deep sleep: the Relent snapshot, where the run was, and (because the emulator
+    /// has no RTC) the time slept and the simulated world. Plain integers only: any bit pattern is a
+    /// valid value, so reading it uninitialised after a cold boot is sound, and the marker says
+    /// whether it holds anything.
+    #[derive(Clone, Copy)]
+    #[repr(C)]
+    struct Retained {
+        marker: u32,
+        next_uplink: u32,
+        tally: [u32; 4],
+        slept_ms: u64,
+        world: World,
+        snapshot: [u8; LinkState::SNAPSHOT_LEN],
+    }
+
+    const MARKER: u32 = 0x524c_4e54; // "RLNT"
+
+    #[unsafe(link_section = ".uninit.RELENT")]
+    static mut RETAINED: MaybeUninit<Retained> = MaybeUninit::uninit();
+
+    /// Deep sleep after this uplink, for this long.
+    const SLEEP_AFTER: u32 = 12;
+    const SLEEP_MS: u64 = 20_000;
+
+    /// At boot: restores the link's state after a deep sleep, or starts cold.
+    pub(super) fn wake() -> Start {
+        // SAFETY: the only task reads the retained region once, at boot, before anything writes
+        // it; every field is an integer or an array of them, so any bits are a valid value.
+        let retained = unsafe { (&raw const RETAINED).read().assume_init() };
+        if retained.marker != MARKER {
+            return Start { link: Link::new(), first: 0, tally: [0; 4] };
+        }
+        // SAFETY: as above; the marker is cleared so that a later crash or reset starts cold.
+        unsafe { (&raw mut RETAINED).cast::<u32>().write(0) };
+        let slept = Duration::from_millis(retained.slept_ms);
+        match LinkState::restore(&LINK, &retained.snapshot, relent_embassy::now(), slept) {
+            Ok(state) => LINK_STATE.lock(|s| *s = state),
+            Err(e) => hprintln!("the snapshot was refused ({}): starting fresh", e.as_str()),
+        }
+        let cooldown = LINK_STATE.lock(|s| s.cooldown_until(relent_embassy::now()));
+        hprintln!(
+            "woke after {} ms of deep sleep: link state restored from a {}-byte snapshot; cooldown {}",
+            retained.slept_ms,
+            LinkState::SNAPSHOT_LEN,
+            if cooldown.is_some() { "still active" } else { "over" }
+        );
+        Start { link: Link::in_world(retained.world), first: retained.next_uplink, tally: retained.tally }
+    }
+
+    /// After uplink `n` of a run that started cold at `first`: sleep if it is time.
+    pub(super) fn maybe_sleep(n: u32, first: u32, link: &Link, tally: [u32; 4]) {
+        if n != SLEEP_AFTER || first > SLEEP_AFTER {
+            return;
+        }
+        let mut snapshot = [0u8; LinkState::SNAPSHOT_LEN];
+        if LINK_STATE.lock(|s| s.save(relent_embassy::now(), &mut snapshot)).is_err() {
+            relent_firmware::exit(false);
+        }
+        let keep = Retained {
+            marker: MARKER,
+            next_uplink: n + 1,
+            tally,
+            slept_ms: SLEEP_MS,
+            world: link.world_after(SLEEP_MS),
+            snapshot,
+        };
+        hprintln!("deep sleep for {} ms: snapshot kept in retained RAM, resetting", SLEEP_MS);
+        // SAFETY: the only writer, just before the reset; nothing reads it until the next boot.
+        unsafe { (&raw mut RETAINED).write(MaybeUninit::new(keep)) };
+        cortex_m::peripheral::SCB::sys_reset();
+    }
 }
 
 /// Prints a number of seconds, or nothing for zero.
