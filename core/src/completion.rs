@@ -73,6 +73,9 @@ pub enum Problem {
     RateLimited,
     /// The dependency is in a cooldown started by a Retry-After. Deferred.
     CooldownActive,
+    /// The attempt's airtime would break the dependency's duty cycle, and waiting for it does not
+    /// fit the policy's maximum delay or the deadline. Deferred, with the instant it may go.
+    DutyCycleExceeded,
     /// The caller cancelled the operation.
     Cancelled,
 }
@@ -92,6 +95,7 @@ impl Problem {
             Self::BulkheadFull => "bulkhead_full",
             Self::RateLimited => "rate_limited",
             Self::CooldownActive => "cooldown_active",
+            Self::DutyCycleExceeded => "duty_cycle_exceeded",
             Self::Cancelled => "cancelled",
         }
     }

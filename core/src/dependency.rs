@@ -4,12 +4,12 @@
 //! operation is one call's own `&mut` state machine, and the dependency is what all the calls to one
 //! downstream share. The dependency is split in two:
 //!
-//! - a [`DependencyConfig`]: its window, retry budget, circuit breaker, bulkhead, rate limit and
-//!   cooldown, usually a `const` (in flash on firmware);
+//! - a [`DependencyConfig`]: its window, retry budget, circuit breaker, bulkhead, rate limit,
+//!   duty cycle and cooldown, usually a `const` (in flash on firmware);
 //! - a [`Dependency`]: only what changes (the window of counts, the budget's tokens, the breaker's
-//!   state, slots in flight, the limiter's next arrival, the cooldown's end). This is plain,
-//!   fixed-size data with no pointers, so it can sit in a `static`, behind any lock, and be saved
-//!   across a reset.
+//!   state, slots in flight, the limiter's next arrival, the airtime log, the cooldown's end).
+//!   This is plain, fixed-size data with no pointers, so it can sit in a `static`, behind any
+//!   lock, and be saved across a reset.
 //!
 //! Many operations use one `Dependency` at once, so the caller keeps it behind a lock of its choice
 //! (`critical-section` on firmware, one mutex per dependency on a server) and holds the lock for one
@@ -26,9 +26,15 @@
 //! 2. **circuit** (`circuit_open`): our own observation says the dependency is failing; an open
 //!    circuit whose break has ended becomes half-open here;
 //! 3. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end;
-//! 4. **rate limit** (`rate_limited`): a unit is the last thing spent, only for an attempt that will
-//!    really go out, so an open circuit or a full bulkhead never burns the rate;
-//! 5. **retry budget** (`retry_budget_exhausted`), for retries only.
+//! 4. **rate limit** (`rate_limited`): a unit is spent only for an attempt that will really go
+//!    out, so an open circuit or a full bulkhead never burns the rate;
+//! 5. **duty cycle** (`duty_cycle_exceeded`, deferred): the attempt's airtime must fit the duty
+//!    cycle when it starts;
+//! 6. **retry budget** (`retry_budget_exhausted`), for retries only.
+//!
+//! A rate unit due soon enough (within the limit's `max_wait`) and airtime free soon enough
+//! (within the policy's maximum delay) are both reserved for the instant the attempt can go, and
+//! the operation waits for it, holding nothing else; both waits must fit before the deadline.
 //!
 //! A refusal of the first attempt completes the operation as rejected (deferred, for the cooldown)
 //! with its code and, where known, when to try again; a refusal of a later attempt becomes the
@@ -39,6 +45,7 @@ use crate::budget::{BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_all
 use crate::bulkhead::Bulkhead;
 use crate::completion::Problem;
 use crate::cooldown::Cooldown;
+use crate::duty::{AirtimeLog, DutyCycle};
 use crate::error::ConfigError;
 use crate::limiter::{Limiter, RateLimit};
 use crate::time::{Duration, Instant};
@@ -53,6 +60,7 @@ pub struct DependencyConfig<const HZ: u64> {
     breaker: Option<BreakerConfig<HZ>>,
     bulkhead: Option<u16>,
     rate_limit: Option<RateLimit<HZ>>,
+    duty_cycle: Option<DutyCycle<HZ>>,
     cooldown: Option<Duration<HZ>>,
 }
 
@@ -60,7 +68,15 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// A dependency counted over `window` (seed 000: 10 s) with no protections yet. Without a
     /// budget only single-attempt policies can run against it.
     pub const fn new(window: Duration<HZ>) -> Self {
-        Self { window, budget: None, breaker: None, bulkhead: None, rate_limit: None, cooldown: None }
+        Self {
+            window,
+            budget: None,
+            breaker: None,
+            bulkhead: None,
+            rate_limit: None,
+            duty_cycle: None,
+            cooldown: None,
+        }
     }
 
     /// Sets the retry budget all operations against this dependency share.
@@ -84,6 +100,14 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// Limits the rate of attempts, retries included.
     pub const fn rate_limit(mut self, limit: RateLimit<HZ>) -> Self {
         self.rate_limit = Some(limit);
+        self
+    }
+
+    /// Limits the airtime of attempts, retries included: each costs what its
+    /// [`Context::airtime`](crate::Context::airtime) states. The dependency state needs an airtime
+    /// log for it (`Dependency<HZ, N, L>` with `L` of at least 1).
+    pub const fn duty_cycle(mut self, duty: DutyCycle<HZ>) -> Self {
+        self.duty_cycle = Some(duty);
         self
     }
 
@@ -112,6 +136,10 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// The rate limit, if any.
     pub const fn rate(&self) -> Option<RateLimit<HZ>> {
         self.rate_limit
+    }
+    /// The duty cycle, if any.
+    pub const fn duty(&self) -> Option<DutyCycle<HZ>> {
+        self.duty_cycle
     }
     /// The longest cooldown one Retry-After can cause, if the cooldown is on.
     pub const fn cooldown_max(&self) -> Option<Duration<HZ>> {
@@ -142,11 +170,17 @@ impl<const HZ: u64> DependencyConfig<HZ> {
                 return Err(ConfigError::ZeroRateBurst);
             }
         }
+        if let Some(d) = &self.duty_cycle {
+            if let Err(e) = d.validate() {
+                return Err(e);
+            }
+        }
         Ok(())
     }
 }
 
-/// The shared state of one dependency, with `N` buckets in its counting window.
+/// The shared state of one dependency, with `N` buckets in its counting window and room for `L`
+/// transmissions in its airtime log (only a duty cycle uses it; 0 by default, costing nothing).
 ///
 /// Call-order contract: every method that takes `now` must be given a `now` that does not go
 /// backwards across all the operations that share this dependency (an earlier one is read as the
@@ -154,12 +188,13 @@ impl<const HZ: u64> DependencyConfig<HZ> {
 /// [`Operation`](crate::Operation)'s methods; the public getters are for dashboards and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Dependency<const HZ: u64, const N: usize> {
+pub struct Dependency<const HZ: u64, const N: usize, const L: usize = 0> {
     window: CallWindow<N>,
     /// A token-bucket budget's state; unused by a ratio budget, which reads only the window.
     tokens: TokenBucket,
     breaker: Breaker,
     limiter: Limiter,
+    airtime: AirtimeLog<L>,
     cooldown: Cooldown,
     bulkhead: Bulkhead,
 }
@@ -181,13 +216,35 @@ pub(crate) struct Refusal {
     pub(crate) until: Option<u64>,
 }
 
+/// What an attempt asks of the protections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Request {
+    /// Attempt 2 or later, paid for by the retry budget.
+    pub(crate) retry: bool,
+    /// A rate unit and the attempt's airtime were reserved for it while it waited.
+    pub(crate) reserved: bool,
+    /// The last tick at which the operation could still start this attempt.
+    pub(crate) latest_start: u64,
+    /// The attempt's airtime, in ticks (a duty cycle charges it).
+    pub(crate) airtime: u64,
+    /// The longest wait for airtime that fits the policy (its maximum delay), in ticks.
+    pub(crate) airtime_wait: u64,
+}
+
+/// What an admitted attempt waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitFor {
+    RateUnit,
+    Airtime,
+}
+
 /// The answer to "may this attempt go at `now`?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Admission {
     /// Go; the ticket must be given back.
     Go(Ticket),
-    /// A rate unit due at this instant was reserved: wait for it, holding nothing else.
-    WaitForUnit(u64),
+    /// A rate unit and airtime were reserved for this instant: wait for it, holding nothing else.
+    Wait(u64, WaitFor),
     /// Refused.
     Refused(Refusal),
 }
@@ -210,10 +267,11 @@ pub(crate) struct Changes {
     pub(crate) cooldown_until: Option<u64>,
 }
 
-impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
+impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// Fresh state at `now` (a full token bucket, an empty window, a closed circuit), after
     /// validating `config`. `N` must be at least 1 (a build error otherwise), and the window at
-    /// least `N` ticks long. A `const fn`, so the state can be a `static`'s initial value.
+    /// least `N` ticks long; a duty cycle needs an airtime log of at least one entry (`L`). A
+    /// `const fn`, so the state can be a `static`'s initial value.
     pub const fn new(config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Result<Self, ConfigError> {
         if let Err(e) = config.validate() {
             return Err(e);
@@ -225,6 +283,9 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         if width == 0 {
             return Err(ConfigError::WindowShorterThanBuckets);
         }
+        if config.duty_cycle.is_some() && L == 0 {
+            return Err(ConfigError::AirtimeLogSize);
+        }
         let bucket = match &config.budget {
             Some(b) => b.bucket(),
             None => None,
@@ -234,14 +295,17 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
             tokens: TokenBucket::new(bucket, now.as_ticks()),
             breaker: Breaker::new(),
             limiter: Limiter::new(),
+            airtime: AirtimeLog::new(),
             cooldown: Cooldown::new(),
             bulkhead: Bulkhead::new(),
         })
     }
 
     /// The parts a snapshot saves, in order.
-    pub(crate) const fn parts(&self) -> (&CallWindow<N>, &TokenBucket, &Breaker, &Limiter, &Cooldown) {
-        (&self.window, &self.tokens, &self.breaker, &self.limiter, &self.cooldown)
+    pub(crate) const fn parts(
+        &self,
+    ) -> (&CallWindow<N>, &TokenBucket, &Breaker, &Limiter, &AirtimeLog<L>, &Cooldown) {
+        (&self.window, &self.tokens, &self.breaker, &self.limiter, &self.airtime, &self.cooldown)
     }
 
     /// A dependency from restored parts, with no attempt in flight.
@@ -250,9 +314,10 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         tokens: TokenBucket,
         breaker: Breaker,
         limiter: Limiter,
+        airtime: AirtimeLog<L>,
         cooldown: Cooldown,
     ) -> Self {
-        Self { window, tokens, breaker, limiter, cooldown, bulkhead: Bulkhead::new() }
+        Self { window, tokens, breaker, limiter, airtime, cooldown, bulkhead: Bulkhead::new() }
     }
 
     /// Calls, retries and failures over the window at `now`.
@@ -308,6 +373,32 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         }
     }
 
+    /// The earliest instant at or after `now` at which the duty cycle allows an attempt of
+    /// `airtime`; `now` without a duty cycle, `None` if it never can (more than the allowance).
+    pub fn next_airtime(
+        &self,
+        config: &DependencyConfig<HZ>,
+        now: Instant<HZ>,
+        airtime: Duration<HZ>,
+    ) -> Option<Instant<HZ>> {
+        match &config.duty_cycle {
+            Some(duty) => {
+                self.airtime.next_at(duty, now.as_ticks(), airtime.as_ticks()).map(Instant::<HZ>::from_ticks)
+            }
+            None => Some(now),
+        }
+    }
+
+    /// Airtime that counts against the duty cycle at `now`: what was sent in the last window, by
+    /// the conservative rule of [`DutyCycle`] (zero without a duty cycle).
+    pub fn airtime_used(&self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Duration<HZ> {
+        let used = match &config.duty_cycle {
+            Some(_) => self.airtime.load(now.as_ticks()),
+            None => 0,
+        };
+        Duration::<HZ>::from_ticks(used)
+    }
+
     /// Whether the budget would allow a retry at `now`, without taking anything.
     pub(crate) fn retry_allowed(&mut self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> bool {
         let Some(budget) = config.budget else {
@@ -322,16 +413,13 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         }
     }
 
-    /// Admits one attempt at `now` (see the module doc for the order). `latest_start` is the last
-    /// tick at which the operation could still start this attempt, so a rate unit is only waited
-    /// for when the wait fits. `unit_reserved` says a unit was reserved for this attempt earlier.
+    /// Admits one attempt at `now` (see the module doc for the order). A rate unit or airtime that
+    /// is only free later is waited for when the waits fit `request`.
     pub(crate) fn admit(
         &mut self,
         config: &DependencyConfig<HZ>,
         now: Instant<HZ>,
-        retry: bool,
-        unit_reserved: bool,
-        latest_start: u64,
+        request: Request,
         changes: &mut Changes,
     ) -> Admission {
         let t = now.as_ticks();
@@ -355,21 +443,41 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
                 return refuse(Problem::BulkheadFull, None);
             }
         }
-        if let (Some(limit), false) = (&config.rate_limit, unit_reserved) {
+        // When the attempt can go: now, or later if the rate limit or the duty cycle says so.
+        let mut go = t;
+        let mut wait_for = WaitFor::RateUnit;
+        if let (Some(limit), false) = (&config.rate_limit, request.reserved) {
             let due = self.limiter.next_at(limit, t);
             if due > t {
                 let wait = due.saturating_sub(t);
-                if wait > limit.max_wait.as_ticks() || due > latest_start {
+                if wait > limit.max_wait.as_ticks() || due > request.latest_start {
                     return refuse(Problem::RateLimited, Some(due));
                 }
-                // Charged at the tick the attempt will go out, not now: the unit's arrival is
-                // that whole tick, so the rate holds for dispatch times exactly.
-                self.limiter.take(limit, due);
-                return Admission::WaitForUnit(due);
+                go = due;
             }
         }
+        if let (Some(duty), false) = (&config.duty_cycle, request.reserved) {
+            self.airtime.prune(t);
+            let Some(free) = self.airtime.next_at(duty, go, request.airtime) else {
+                // More than the whole allowance (refused at start; kept for safety).
+                return refuse(Problem::DutyCycleExceeded, None);
+            };
+            if free > go {
+                if free.saturating_sub(t) > request.airtime_wait || free > request.latest_start {
+                    return refuse(Problem::DutyCycleExceeded, Some(free));
+                }
+                go = free;
+                wait_for = WaitFor::Airtime;
+            }
+        }
+        if go > t {
+            // Reserved for the tick the attempt will go out, not now: the unit's arrival and the
+            // airtime's start are that tick, so the limits hold for dispatch times exactly.
+            self.charge_timed(config, go, request.airtime);
+            return Admission::Wait(go, wait_for);
+        }
         let mut reservation = None;
-        if retry {
+        if request.retry {
             let Some(budget) = config.budget else {
                 return refuse(Problem::RetryBudgetExhausted, None);
             };
@@ -396,11 +504,21 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         if slot {
             self.bulkhead.take();
         }
-        if let (Some(limit), false) = (&config.rate_limit, unit_reserved) {
-            self.limiter.take(limit, t);
+        if !request.reserved {
+            self.charge_timed(config, t, request.airtime);
         }
-        self.window.record_call(now, retry);
+        self.window.record_call(now, request.retry);
         Admission::Go(Ticket { reservation, probe, slot })
+    }
+
+    /// Takes a rate unit and records the airtime for an attempt going out at `at`.
+    fn charge_timed(&mut self, config: &DependencyConfig<HZ>, at: u64, airtime: u64) {
+        if let Some(limit) = &config.rate_limit {
+            self.limiter.take(limit, at);
+        }
+        if let Some(duty) = &config.duty_cycle {
+            self.airtime.record(duty, at, airtime);
+        }
     }
 
     /// Gives back what `ticket` holds and records how its attempt ended, `took` after dispatch.

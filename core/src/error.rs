@@ -74,6 +74,16 @@ pub enum ConfigError {
     ZeroRatePeriod,
     /// A rate limit with a burst of zero admits nothing.
     ZeroRateBurst,
+    /// A duty cycle over a zero window.
+    ZeroDutyCycleWindow,
+    /// A duty cycle that allows no airtime.
+    ZeroDutyCycleAirtime,
+    /// A duty cycle that allows more airtime than its window is long.
+    DutyCycleAboveWindow,
+    /// A duty cycle whose airtime allowance does not fit 32-bit ticks.
+    DutyCycleAirtimeTooLarge,
+    /// A duty cycle on a dependency with no airtime log (`L = 0`).
+    AirtimeLogSize,
 }
 
 impl ConfigError {
@@ -104,6 +114,11 @@ impl ConfigError {
             Self::ZeroRate => "zero_rate",
             Self::ZeroRatePeriod => "zero_rate_period",
             Self::ZeroRateBurst => "zero_rate_burst",
+            Self::ZeroDutyCycleWindow => "zero_duty_cycle_window",
+            Self::ZeroDutyCycleAirtime => "zero_duty_cycle_airtime",
+            Self::DutyCycleAboveWindow => "duty_cycle_above_window",
+            Self::DutyCycleAirtimeTooLarge => "duty_cycle_airtime_too_large",
+            Self::AirtimeLogSize => "airtime_log_size",
         }
     }
 
@@ -176,6 +191,21 @@ impl ConfigError {
                 "a rate limit's period must be positive (for example 100 attempts per 1 s)"
             }
             Self::ZeroRateBurst => "a rate limit's burst must be at least 1 (one attempt at a time)",
+            Self::ZeroDutyCycleWindow => {
+                "a duty cycle's window must be positive (EU868 counts 1 % of any hour)"
+            }
+            Self::ZeroDutyCycleAirtime => {
+                "a duty cycle that allows no airtime lets nothing be sent: allow a positive airtime per window, or no duty cycle"
+            }
+            Self::DutyCycleAboveWindow => {
+                "a duty cycle cannot allow more airtime than its window is long: give at most the window (100 %)"
+            }
+            Self::DutyCycleAirtimeTooLarge => {
+                "a duty cycle's airtime allowance must fit in 32-bit ticks (71 minutes at 1 MHz): use a shorter window or a lower share"
+            }
+            Self::AirtimeLogSize => {
+                "a duty cycle needs an airtime log to remember what was sent: give the dependency state its third parameter, for example Dependency<HZ, 4, 8> for 8 entries"
+            }
         }
     }
 }
@@ -206,6 +236,16 @@ pub enum StartError {
     },
     /// The dependency's budget does not fit this policy (see the inner error).
     Budget(ConfigError),
+    /// The dependency limits airtime (a duty cycle) and the context states none.
+    NoAirtime,
+    /// One attempt costs more airtime than the duty cycle allows in a whole window, so it can
+    /// never be sent.
+    AirtimeAboveDutyCycle {
+        /// The attempt's airtime, in ticks.
+        airtime: u64,
+        /// The duty cycle's allowance per window, in ticks.
+        allowance: u64,
+    },
 }
 
 impl StartError {
@@ -215,6 +255,8 @@ impl StartError {
             Self::UnsafeWithRetries { .. } => "unsafe_with_retries",
             Self::RetryWithoutBudget { .. } => "retry_without_budget",
             Self::Budget(e) => e.as_str(),
+            Self::NoAirtime => "no_airtime",
+            Self::AirtimeAboveDutyCycle { .. } => "airtime_above_duty_cycle",
         }
     }
 }
@@ -234,6 +276,15 @@ impl fmt::Display for StartError {
                  Give the dependency a RetryBudget (RetryBudget::ratio or RetryBudget::token_bucket), or use a policy of 1 attempt"
             ),
             Self::Budget(e) => f.write_str(e.message()),
+            Self::NoAirtime => f.write_str(
+                "the dependency limits airtime with a duty cycle, and the operation states no airtime: a transmission \
+                 that costs nothing would never be limited. Give the frame's time on air with Context::airtime",
+            ),
+            Self::AirtimeAboveDutyCycle { airtime, allowance } => write!(
+                f,
+                "one attempt costs {airtime} ticks of airtime, more than the duty cycle allows in a whole window \
+                 ({allowance} ticks), so it could never be sent: shorten the frame, use a faster data rate, or split it"
+            ),
         }
     }
 }

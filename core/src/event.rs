@@ -116,6 +116,16 @@ pub enum Event<const HZ: u64> {
         /// When the unit is due.
         until: Instant<HZ>,
     },
+    /// Attempt `attempt` would break the duty cycle now: its airtime was reserved from `until`,
+    /// and it waits until then.
+    WaitingForAirtime {
+        /// The operation.
+        operation: OperationId,
+        /// The attempt number.
+        attempt: u8,
+        /// When the attempt may go.
+        until: Instant<HZ>,
+    },
     /// The dependency's circuit changed state, in a call made by `operation`.
     CircuitChanged {
         /// The operation whose call caused the change.
@@ -160,6 +170,7 @@ impl<const HZ: u64> Event<HZ> {
             | Self::RetryScheduled { operation, .. }
             | Self::Refused { operation, .. }
             | Self::WaitingForRateLimit { operation, .. }
+            | Self::WaitingForAirtime { operation, .. }
             | Self::CircuitChanged { operation, .. }
             | Self::CooldownExtended { operation, .. }
             | Self::Completed { operation, .. } => operation,

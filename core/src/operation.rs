@@ -46,7 +46,7 @@ use rand_core::RngCore;
 
 use crate::classify::{Classify, Verdict};
 use crate::completion::{Completion, Disposition, Problem, Summary};
-use crate::dependency::{Admission, Changes, Dependency, DependencyConfig, Ending, Ticket};
+use crate::dependency::{Admission, Changes, Dependency, DependencyConfig, Ending, Request, Ticket, WaitFor};
 use crate::error::StartError;
 use crate::event::{AfterFailure, DelaySource, Event, Observer, OperationId};
 use crate::policy::{RetryPolicy, check_hold};
@@ -60,13 +60,27 @@ pub struct Context<const HZ: u64> {
     deadline: Duration<HZ>,
     safety: ReplaySafety<HZ>,
     id: OperationId,
+    airtime: Duration<HZ>,
 }
 
 impl<const HZ: u64> Context<HZ> {
     /// An operation that must end within `deadline` of its start (all attempts and waits
     /// together), with the caller's replay-safety statement.
     pub const fn new(deadline: Duration<HZ>, safety: ReplaySafety<HZ>) -> Self {
-        Self { deadline, safety, id: OperationId(0) }
+        Self { deadline, safety, id: OperationId(0), airtime: Duration::<HZ>::from_ticks(0) }
+    }
+
+    /// Sets what each attempt costs against the dependency's duty cycle: the frame's time on air,
+    /// computed by the caller from its length and data rate. Required when the dependency has a
+    /// duty cycle (a transmission that costs nothing would never be limited); ignored otherwise.
+    pub const fn airtime(mut self, airtime: Duration<HZ>) -> Self {
+        self.airtime = airtime;
+        self
+    }
+
+    /// What each attempt costs against a duty cycle.
+    pub const fn attempt_airtime(&self) -> Duration<HZ> {
+        self.airtime
     }
 
     /// Sets the id carried by every event and by the completion.
@@ -151,10 +165,10 @@ pub enum Action<const HZ: u64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Phase<const HZ: u64> {
-    /// `unit_reserved`: a rate unit was reserved for the next attempt while it waited.
+    /// `reserved`: a rate unit and airtime were reserved for the next attempt while it waited.
     Ready {
         not_before: Instant<HZ>,
-        unit_reserved: bool,
+        reserved: bool,
     },
     /// What the attempt out holds, and when it was dispatched.
     InFlight {
@@ -199,6 +213,7 @@ pub struct Operation<'p, const HZ: u64, E> {
     started: Instant<HZ>,
     deadline: Instant<HZ>,
     latest: Instant<HZ>,
+    airtime: Duration<HZ>,
     phase: Phase<HZ>,
     dispatched: u8,
     previous_delay: Duration<HZ>,
@@ -234,6 +249,15 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 return Err(StartError::UnsafeWithRetries { max_attempts });
             }
         }
+        if let Some(duty) = config.duty() {
+            let (airtime, allowance) = (context.airtime.as_ticks(), duty.airtime().as_ticks());
+            if airtime == 0 {
+                return Err(StartError::NoAirtime);
+            }
+            if airtime > allowance {
+                return Err(StartError::AirtimeAboveDutyCycle { airtime, allowance });
+            }
+        }
         Ok(Self {
             policy,
             config,
@@ -242,7 +266,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             started: now,
             deadline: time::add(now, context.deadline),
             latest: now,
-            phase: Phase::Ready { not_before: now, unit_reserved: false },
+            airtime: context.airtime,
+            phase: Phase::Ready { not_before: now, reserved: false },
             dispatched: 0,
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),
@@ -275,14 +300,14 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     }
 
     /// What to do at `now`. See the module doc for the contract.
-    pub fn poll<const N: usize, O: Observer<HZ> + ?Sized>(
+    pub fn poll<const N: usize, const L: usize, O: Observer<HZ> + ?Sized>(
         &mut self,
         now: Instant<HZ>,
-        dependency: &mut Dependency<HZ, N>,
+        dependency: &mut Dependency<HZ, N, L>,
         observer: &mut O,
     ) -> Action<HZ> {
         let now = self.clamp(now);
-        let (not_before, unit_reserved) = match self.phase {
+        let (not_before, reserved) = match self.phase {
             Phase::Done { .. } | Phase::Taken => return Action::Done,
             Phase::InFlight { ticket, since } => {
                 // An attempt is out and was never reported. It cannot outlive the deadline.
@@ -295,7 +320,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 self.finish(now, Disposition::Failed, Some(Problem::DeadlineExceeded), observer);
                 return Action::Done;
             }
-            Phase::Ready { not_before, unit_reserved } => (not_before, unit_reserved),
+            Phase::Ready { not_before, reserved } => (not_before, reserved),
         };
         if now < not_before {
             return Action::Wait { until: not_before };
@@ -317,14 +342,25 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let number = self.dispatched.saturating_add(1);
         let latest_start = self.deadline.as_ticks().saturating_sub(needed);
         let mut changes = Changes::default();
-        let admission = dependency.admit(self.config, now, retry, unit_reserved, latest_start, &mut changes);
+        let request = Request {
+            retry,
+            reserved,
+            latest_start,
+            airtime: self.airtime.as_ticks(),
+            airtime_wait: self.policy.max_delay().as_ticks(),
+        };
+        let admission = dependency.admit(self.config, now, request, &mut changes);
         self.announce(now, changes, observer);
         let ticket = match admission {
             Admission::Go(ticket) => ticket,
-            Admission::WaitForUnit(due) => {
-                let until = Instant::<HZ>::from_ticks(due);
-                self.phase = Phase::Ready { not_before: until, unit_reserved: true };
-                observer.on_event(&Event::WaitingForRateLimit { operation: self.id, attempt: number, until });
+            Admission::Wait(at, wait_for) => {
+                let until = Instant::<HZ>::from_ticks(at);
+                self.phase = Phase::Ready { not_before: until, reserved: true };
+                let (operation, attempt) = (self.id, number);
+                observer.on_event(&match wait_for {
+                    WaitFor::RateUnit => Event::WaitingForRateLimit { operation, attempt, until },
+                    WaitFor::Airtime => Event::WaitingForAirtime { operation, attempt, until },
+                });
                 return Action::Wait { until };
             }
             Admission::Refused(refusal) => {
@@ -339,7 +375,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 self.not_before_hint = retry_at;
                 let disposition = match refusal.problem {
                     Problem::RetryBudgetExhausted => Disposition::Failed,
-                    Problem::CooldownActive => Disposition::Deferred,
+                    Problem::CooldownActive | Problem::DutyCycleExceeded => Disposition::Deferred,
                     _ => Disposition::Rejected,
                 };
                 self.finish(now, disposition, Some(refusal.problem), observer);
@@ -385,10 +421,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     /// slot, its half-open probe; a budget reservation is spent, since the call may have reached the
     /// far side) and ends the operation as failed with `cancelled`, unless it had already ended.
     /// An adapter calls this when the future running the operation is dropped.
-    pub fn abandon<const N: usize, O: Observer<HZ> + ?Sized>(
+    pub fn abandon<const N: usize, const L: usize, O: Observer<HZ> + ?Sized>(
         &mut self,
         now: Instant<HZ>,
-        dependency: &mut Dependency<HZ, N>,
+        dependency: &mut Dependency<HZ, N, L>,
         observer: &mut O,
     ) {
         let now = self.clamp(now);
@@ -418,11 +454,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
 
     /// Reports that `attempt` succeeded. An attempt this operation does not have out (already
     /// reported, from another operation, or reported after the operation ended) is ignored.
-    pub fn on_success<const N: usize, O: Observer<HZ> + ?Sized>(
+    pub fn on_success<const N: usize, const L: usize, O: Observer<HZ> + ?Sized>(
         &mut self,
         attempt: Attempt<HZ>,
         now: Instant<HZ>,
-        dependency: &mut Dependency<HZ, N>,
+        dependency: &mut Dependency<HZ, N, L>,
         observer: &mut O,
     ) {
         let Some((ticket, since)) = self.owns(&attempt) else {
@@ -440,11 +476,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     /// whether to retry (see the module doc for the order of the rules). The failure is kept for
     /// the completion. An attempt this operation does not have out is ignored, and its failure
     /// dropped.
-    pub fn on_failure<const N: usize, R: RngCore + ?Sized, O: Observer<HZ> + ?Sized>(
+    pub fn on_failure<const N: usize, const L: usize, R: RngCore + ?Sized, O: Observer<HZ> + ?Sized>(
         &mut self,
         attempt: Attempt<HZ>,
         now: Instant<HZ>,
-        dependency: &mut Dependency<HZ, N>,
+        dependency: &mut Dependency<HZ, N, L>,
         rng: &mut R,
         failure: E,
         observer: &mut O,
@@ -483,7 +519,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 if let DelaySource::Backoff { .. } = source {
                     self.previous_delay = delay;
                 }
-                self.phase = Phase::Ready { not_before: until, unit_reserved: false };
+                self.phase = Phase::Ready { not_before: until, reserved: false };
                 observer.on_event(&Event::RetryScheduled {
                     operation: self.id,
                     attempt: attempt.number.saturating_add(1),
@@ -512,11 +548,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         }
     }
 
-    fn decide<const N: usize, R: RngCore + ?Sized>(
+    fn decide<const N: usize, const L: usize, R: RngCore + ?Sized>(
         &self,
         now: Instant<HZ>,
         verdict: Verdict<HZ>,
-        dependency: &mut Dependency<HZ, N>,
+        dependency: &mut Dependency<HZ, N, L>,
         rng: &mut R,
     ) -> Decision<HZ> {
         let stop =

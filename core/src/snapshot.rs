@@ -15,8 +15,8 @@
 //! What is not saved: slots, probes and budget reservations of attempts in flight, which did not
 //! survive the reset either.
 //!
-//! The format: magic `RLNT`, a version byte, the tick rate and bucket count it was written for, the
-//! state, and a CRC-32 (IEEE) of all of it. A truncated, corrupted, other-version or mismatched
+//! The format: magic `RLNT`, a version byte, the tick rate, bucket count and airtime-log length it
+//! was written for, the state, and a CRC-32 (IEEE) of all of it. A truncated, corrupted, other-version or mismatched
 //! snapshot is refused with a [`SnapshotError`]; nothing is trusted that does not check out, and
 //! [`Dependency::restore_or_new`] starts fresh instead. Every single-byte corruption changes the
 //! CRC-32, so none is accepted. (The CRC is written here rather than taken from a crate because
@@ -28,6 +28,7 @@ use crate::breaker::Breaker;
 use crate::budget::TokenBucket;
 use crate::cooldown::Cooldown;
 use crate::dependency::{Dependency, DependencyConfig};
+use crate::duty::AirtimeLog;
 use crate::limiter::Limiter;
 use crate::time::{Duration, Instant};
 use crate::window::CallWindow;
@@ -35,7 +36,7 @@ use crate::window::CallWindow;
 const MAGIC: [u8; 4] = *b"RLNT";
 
 /// The snapshot format's version.
-pub const SNAPSHOT_VERSION: u8 = 1;
+pub const SNAPSHOT_VERSION: u8 = 2;
 
 /// Why a snapshot was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +52,7 @@ pub enum SnapshotError {
         /// The version found.
         found: u8,
     },
-    /// Written for another tick rate or number of buckets.
+    /// Written for another tick rate, number of buckets or airtime-log length.
     OtherShape,
     /// Written for a dependency configured differently (another window).
     OtherConfig,
@@ -85,7 +86,7 @@ impl fmt::Display for SnapshotError {
                 "the snapshot was written by format version {found}, this build reads version {SNAPSHOT_VERSION}: starting fresh"
             ),
             Self::OtherShape => f.write_str(
-                "the snapshot was written for another tick rate or number of buckets: starting fresh",
+                "the snapshot was written for another tick rate, number of buckets or airtime-log length: starting fresh",
             ),
             Self::OtherConfig => f.write_str(
                 "the snapshot was written for a dependency with another counting window: starting fresh",
@@ -210,13 +211,14 @@ impl Rebase {
     }
 }
 
-impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
+impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// Bytes a snapshot of this dependency takes.
-    pub const SNAPSHOT_LEN: usize = 4 + 1 + 8 + 2 // magic, version, tick rate, buckets
+    pub const SNAPSHOT_LEN: usize = 4 + 1 + 8 + 2 + 2 // magic, version, tick rate, buckets, log
         + CallWindow::<N>::SNAPSHOT_LEN
         + TokenBucket::SNAPSHOT_LEN
         + Breaker::SNAPSHOT_LEN
         + Limiter::SNAPSHOT_LEN
+        + AirtimeLog::<L>::SNAPSHOT_LEN
         + Cooldown::SNAPSHOT_LEN
         + 4; // CRC-32
 
@@ -228,11 +230,13 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         w.u8(SNAPSHOT_VERSION);
         w.u64(HZ);
         w.u16(u16::try_from(N).unwrap_or(u16::MAX));
+        w.u16(u16::try_from(L).unwrap_or(u16::MAX));
         self.parts().0.save(&mut w, now);
         self.parts().1.save(&mut w, now);
         self.parts().2.save(&mut w, now);
         self.parts().3.save(&mut w, now);
         self.parts().4.save(&mut w, now);
+        self.parts().5.save(&mut w, now);
         let body = w.written();
         if w.overflow {
             return Err(SnapshotError::TooShort);
@@ -264,7 +268,7 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         if version != SNAPSHOT_VERSION {
             return Err(SnapshotError::OtherVersion { found: version });
         }
-        if r.u64()? != HZ || usize::from(r.u16()?) != N {
+        if r.u64()? != HZ || usize::from(r.u16()?) != N || usize::from(r.u16()?) != L {
             return Err(SnapshotError::OtherShape);
         }
         let len = Self::SNAPSHOT_LEN;
@@ -281,8 +285,9 @@ impl<const HZ: u64, const N: usize> Dependency<HZ, N> {
         let tokens = TokenBucket::restore(&mut r, rebase)?;
         let breaker = Breaker::restore(&mut r, rebase)?;
         let limiter = Limiter::restore(&mut r, rebase)?;
+        let airtime = AirtimeLog::<L>::restore(&mut r, rebase)?;
         let cooldown = Cooldown::restore(&mut r, rebase)?;
-        Ok(Self::from_parts(window, tokens, breaker, limiter, cooldown))
+        Ok(Self::from_parts(window, tokens, breaker, limiter, airtime, cooldown))
     }
 
     /// As [`Dependency::restore`], falling back to a fresh state (and saying why) when the snapshot

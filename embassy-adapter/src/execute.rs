@@ -44,13 +44,13 @@ pub struct Done<T, E> {
 }
 
 /// Abandons the operation if the future running it is dropped before it ends.
-struct Running<'a, 'c, M: RawMutex, const N: usize, E, O: Observer<HZ> + ?Sized> {
+struct Running<'a, 'c, M: RawMutex, const N: usize, const L: usize, E, O: Observer<HZ> + ?Sized> {
     op: Operation<'a, HZ, AttemptError<E>>,
-    shared: &'a SharedDependency<'c, M, N>,
+    shared: &'a SharedDependency<'c, M, N, L>,
     observer: &'a mut O,
 }
 
-impl<M: RawMutex, const N: usize, E, O: Observer<HZ> + ?Sized> Drop for Running<'_, '_, M, N, E, O> {
+impl<M: RawMutex, const N: usize, const L: usize, E, O: Observer<HZ> + ?Sized> Drop for Running<'_, '_, M, N, L, E, O> {
     fn drop(&mut self) {
         if !self.op.is_done() {
             let (op, observer) = (&mut self.op, &mut *self.observer);
@@ -59,7 +59,7 @@ impl<M: RawMutex, const N: usize, E, O: Observer<HZ> + ?Sized> Drop for Running<
     }
 }
 
-impl<'c, M: RawMutex, const N: usize> SharedDependency<'c, M, N> {
+impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N, L> {
     /// Runs `operation` through this dependency under `policy`, logging every event with defmt
     /// when that feature is on. `operation` is called once per attempt.
     pub async fn execute<T, E, F, Fut, R>(

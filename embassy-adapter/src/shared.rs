@@ -32,15 +32,16 @@ use relent_core::{Dependency, DependencyConfig};
 
 use crate::HZ;
 
-/// One dependency's configuration and shared state, with `N` buckets in its window.
-pub struct SharedDependency<'c, M: RawMutex, const N: usize> {
+/// One dependency's configuration and shared state, with `N` buckets in its window and `L` entries
+/// in its airtime log (for a duty cycle; none by default).
+pub struct SharedDependency<'c, M: RawMutex, const N: usize, const L: usize = 0> {
     config: &'c DependencyConfig<HZ>,
-    state: Mutex<M, RefCell<Dependency<HZ, N>>>,
+    state: Mutex<M, RefCell<Dependency<HZ, N, L>>>,
 }
 
-impl<'c, M: RawMutex, const N: usize> SharedDependency<'c, M, N> {
+impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N, L> {
     /// Shares `state`, built from `config`. A `const fn`: usable in a `static`.
-    pub const fn new(config: &'c DependencyConfig<HZ>, state: Dependency<HZ, N>) -> Self {
+    pub const fn new(config: &'c DependencyConfig<HZ>, state: Dependency<HZ, N, L>) -> Self {
         Self { config, state: Mutex::new(RefCell::new(state)) }
     }
 
@@ -51,7 +52,7 @@ impl<'c, M: RawMutex, const N: usize> SharedDependency<'c, M, N> {
 
     /// Runs `f` on the state under the lock. Keep `f` short, and do not call back into this
     /// dependency from inside it (the state is borrowed).
-    pub fn lock<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N>) -> R) -> R {
+    pub fn lock<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N, L>) -> R) -> R {
         self.state.lock(|cell| f(&mut cell.borrow_mut()))
     }
 }

@@ -23,8 +23,12 @@ use crate::clock::{Clock, HZ, Instant};
 /// Buckets in a dependency's window of counts.
 pub const BUCKETS: usize = 10;
 
+/// Transmissions (or other costed attempts) a dependency's duty cycle remembers before it merges
+/// the closest (see `relent_core::DutyCycle`): 16 entries, 193 bytes per dependency.
+pub const AIRTIME_LOG: usize = 16;
+
 /// The core's state for one dependency at relent-tokio's tick rate.
-pub type State = relent_core::Dependency<HZ, BUCKETS>;
+pub type State = relent_core::Dependency<HZ, BUCKETS, AIRTIME_LOG>;
 
 pub(crate) struct Locked {
     pub(crate) state: State,

@@ -11,7 +11,7 @@ mod layer;
 mod trace;
 
 pub use clock::{Duration, HZ, Instant, std_duration, ticks};
-pub use dependency::{BUCKETS, Dependency, State};
+pub use dependency::{AIRTIME_LOG, BUCKETS, Dependency, State};
 pub use error::{AttemptError, Detailed, Error};
 pub use execute::AttemptInfo;
 pub use layer::{HttpError, Retry, RetryLayer, RetryReport, SingleAttempt};

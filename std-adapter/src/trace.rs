@@ -64,6 +64,15 @@ impl Observer<HZ> for Trace<'_> {
             Event::WaitingForRateLimit { attempt, .. } => {
                 tracing::debug!(dependency, operation, attempt, "relent: waiting for a rate-limit unit")
             }
+            Event::WaitingForAirtime { attempt, until, .. } => {
+                tracing::debug!(
+                    dependency,
+                    operation,
+                    attempt,
+                    until_us = until.as_ticks(),
+                    "relent: waiting for airtime (duty cycle)"
+                )
+            }
             Event::CircuitChanged { state, .. } => {
                 tracing::warn!(dependency, operation, state = state.as_str(), "relent: circuit changed")
             }

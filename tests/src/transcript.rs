@@ -32,8 +32,8 @@ pub const fn valid<V: Copy>(result: Result<V, relent_core::ConfigError>) -> V {
 pub struct Dep {
     /// The configuration (a `const` in real code).
     pub config: DependencyConfig<HZ>,
-    /// The shared state, 10 buckets in its window.
-    pub state: Dependency<HZ, 10>,
+    /// The shared state: 10 buckets in its window, 8 entries in its airtime log.
+    pub state: Dependency<HZ, 10, 8>,
 }
 
 impl Dep {
@@ -151,6 +151,9 @@ pub fn line(event: &Event<HZ>) -> String {
         }
         Event::WaitingForRateLimit { attempt, until, .. } => {
             write!(s, "wait for a rate unit until {} for #{attempt}", secs(until.as_ticks()))
+        }
+        Event::WaitingForAirtime { attempt, until, .. } => {
+            write!(s, "wait for airtime until {} for #{attempt}", secs(until.as_ticks()))
         }
         Event::CircuitChanged { at, state, .. } => {
             write!(s, "{} circuit {}", secs(at.as_ticks()), state.as_str())

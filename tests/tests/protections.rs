@@ -34,7 +34,7 @@ fn t(ms: u64) -> Instant<HZ> {
 fn dispatch(
     op: &mut Operation<'_, HZ, Failure>,
     ms: u64,
-    state: &mut Dependency<HZ, 10>,
+    state: &mut Dependency<HZ, 10, 8>,
     rec: &mut Recorder,
 ) -> Attempt<HZ> {
     match op.poll(t(ms), state, rec) {
@@ -44,7 +44,7 @@ fn dispatch(
 }
 
 #[track_caller]
-fn done(op: &mut Operation<'_, HZ, Failure>, ms: u64, state: &mut Dependency<HZ, 10>, rec: &mut Recorder) {
+fn done(op: &mut Operation<'_, HZ, Failure>, ms: u64, state: &mut Dependency<HZ, 10, 8>, rec: &mut Recorder) {
     assert_eq!(op.poll(t(ms), state, rec), Action::Done, "{:#?}", rec.lines);
 }
 

@@ -264,6 +264,7 @@ fn the_observer_sees_every_event_of_a_run_once_and_in_order() {
             Event::RetryScheduled { .. } => "scheduled",
             Event::Refused { .. } => "refused",
             Event::WaitingForRateLimit { .. } => "rate wait",
+            Event::WaitingForAirtime { .. } => "airtime wait",
             Event::CircuitChanged { .. } => "circuit",
             Event::CooldownExtended { .. } => "cooldown",
             Event::Completed { .. } => "completed",

@@ -188,6 +188,9 @@ fn run_checkout(
             Event::WaitingForRateLimit { until, .. } => {
                 println!("  {:>6}  wait for a rate-limit unit until {} s", "", rel(until.as_ticks()))
             }
+            Event::WaitingForAirtime { until, .. } => {
+                println!("  {:>6}  wait for airtime until {} s", "", rel(until.as_ticks()))
+            }
             Event::AttemptFailed { .. } | Event::Completed { .. } => {}
         }
     };

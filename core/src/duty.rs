@@ -1,0 +1,391 @@
+//! The duty-cycle limiter: attempts that cost airtime, at most a share of any rolling window.
+//!
+//! Radio links are limited by law, not by politeness: in the EU868 band a LoRaWAN device may
+//! transmit at most 1 % of the time per sub-band, so 1.5 s on air buys about 150 s of silence.
+//! Every attempt, retries included, costs the airtime the caller states for it
+//! ([`Context::airtime`](crate::Context::airtime), computed by the caller from payload and data
+//! rate); the limiter keeps the airtime inside any window of `window` ticks at or below `airtime`.
+//!
+//! ## The rule, and why it holds
+//!
+//! A transmission of cost `c` starting at `t` occupies `[t, t + c)`. The log keeps, for each
+//! transmission that may still matter, its cost and when it stops counting (its end plus the
+//! window). A new one may start at `t` when
+//!
+//! > `c + Σ { cᵢ : endᵢ > t − window } ≤ airtime`
+//!
+//! This bounds every window: take any window `[a, a + window)` and the transmission `j` admitted
+//! last among those overlapping it. Each other one overlapping the window ends after `a`, and `a >
+//! startⱼ − window` because `j` overlaps it too, so each was in `j`'s sum when `j` was admitted; the
+//! airtime inside the window is at most their whole costs, which `j`'s check kept within the limit.
+//! The argument does not care about admission order, so airtime reserved for a later start (an
+//! attempt that waits for its turn) is sound too. The price of the rule is that a cost is held for
+//! `window` after its transmission *ends* rather than starts: 1.5 s in an hour.
+//!
+//! Exact integers throughout: costs and sums in ticks, no ratios, no floats.
+//!
+//! ## Fixed memory
+//!
+//! The log holds `L` entries (the dependency's third const parameter) in order of departure. When
+//! it is full, the two entries that leave closest together are merged into one with the later
+//! departure and the sum of the costs. Merging is conservative (the merged entry counts wherever
+//! either would have) and exact again once the merged airtime has left, so a small log only delays
+//! the release of some airtime by the gap it merged across. Entries that have left are dropped.
+//! Costs are stored as `u32` ticks (the allowance is checked to fit), departures as `u64`: 12 bytes
+//! an entry.
+
+use crate::error::ConfigError;
+use crate::time::Duration;
+
+/// A duty cycle: at most `airtime` of transmission inside any window of `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DutyCycle<const HZ: u64> {
+    pub(crate) airtime: Duration<HZ>,
+    pub(crate) window: Duration<HZ>,
+}
+
+impl<const HZ: u64> DutyCycle<HZ> {
+    /// At most `airtime` on air inside any window of `window` (for example 36 s per hour).
+    pub const fn new(airtime: Duration<HZ>, window: Duration<HZ>) -> Self {
+        Self { airtime, window }
+    }
+
+    /// At most `per_mille` thousandths of any window of `window` (EU868: 10 ‰ is 1 %, 1 ‰ is
+    /// 0.1 %). The allowance is rounded down to a whole tick, so the limit is never exceeded.
+    pub const fn per_mille(per_mille: u16, window: Duration<HZ>) -> Self {
+        // window × per_mille / 1000 ≤ window × 65.535, computed without overflow as whole thousandths
+        // plus the rest.
+        let w = window.as_ticks();
+        let pm = per_mille as u64;
+        let airtime = (w / 1_000).saturating_mul(pm).saturating_add((w % 1_000).saturating_mul(pm) / 1_000);
+        Self { airtime: Duration::<HZ>::from_ticks(airtime), window }
+    }
+
+    /// The airtime allowed in any window.
+    pub const fn airtime(&self) -> Duration<HZ> {
+        self.airtime
+    }
+    /// The window's length.
+    pub const fn window(&self) -> Duration<HZ> {
+        self.window
+    }
+
+    /// Checks the duty cycle.
+    pub const fn validate(&self) -> Result<(), ConfigError> {
+        if self.window.as_ticks() == 0 {
+            return Err(ConfigError::ZeroDutyCycleWindow);
+        }
+        if self.airtime.as_ticks() == 0 {
+            return Err(ConfigError::ZeroDutyCycleAirtime);
+        }
+        if self.airtime.as_ticks() > self.window.as_ticks() {
+            return Err(ConfigError::DutyCycleAboveWindow);
+        }
+        if self.airtime.as_ticks() > u32::MAX as u64 {
+            return Err(ConfigError::DutyCycleAirtimeTooLarge);
+        }
+        Ok(())
+    }
+}
+
+/// The transmissions that may still count, each kept as the instant its cost stops counting (its
+/// end plus the window: always in the future while it matters, which keeps the arithmetic and the
+/// snapshot's rebasing simple) and its cost, sorted by that instant. Every recorded cost is at least
+/// one tick, so the entries in use are the prefix of non-zero costs: no length field, and a log of
+/// `L = 0` takes no memory at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct AirtimeLog<const L: usize> {
+    leaves: [u64; L],
+    costs: [u32; L],
+}
+
+impl<const L: usize> AirtimeLog<L> {
+    /// An empty log.
+    pub(crate) const fn new() -> Self {
+        Self { leaves: [0; L], costs: [0; L] }
+    }
+
+    fn live(&self) -> usize {
+        self.costs.iter().take_while(|&&c| c > 0).count()
+    }
+
+    /// Entries in use, as (leaves the window at, cost).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.leaves.iter().copied().zip(self.costs.iter().copied()).take(self.live())
+    }
+
+    /// Forgets the entries from `k` on.
+    fn truncate(&mut self, k: usize) {
+        for (e, c) in self.leaves.iter_mut().zip(self.costs.iter_mut()).skip(k) {
+            (*e, *c) = (0, 0);
+        }
+    }
+
+    /// Drops the entries that no longer count at `now` (nor, since `now` never goes back, later).
+    pub(crate) fn prune(&mut self, now: u64) {
+        let live = self.live();
+        let stale = self.leaves.iter().take(live).take_while(|&&leave| leave <= now).count();
+        if stale > 0 {
+            self.leaves.copy_within(stale..live, 0);
+            self.costs.copy_within(stale..live, 0);
+            self.truncate(live.saturating_sub(stale));
+        }
+    }
+
+    /// Airtime that counts against a transmission starting at `t`.
+    pub(crate) fn load(&self, t: u64) -> u64 {
+        self.entries()
+            .filter(|&(leave, _)| leave > t)
+            .fold(0u64, |sum, (_, cost)| sum.saturating_add(u64::from(cost)))
+    }
+
+    /// The earliest instant at or after `now` at which a transmission of `cost` ticks may start, or
+    /// `None` if it never can (it costs more than the whole allowance).
+    pub(crate) fn next_at<const HZ: u64>(&self, duty: &DutyCycle<HZ>, now: u64, cost: u64) -> Option<u64> {
+        let room = duty.airtime.as_ticks().checked_sub(cost)?;
+        if self.load(now) <= room {
+            return Some(now);
+        }
+        // The load only falls as entries leave, in order: stop at the first departure that leaves
+        // room. (Among equal departures the last one's running sum is exact, at the same instant.)
+        let mut remaining = self.load(0);
+        for (leave, c) in self.entries() {
+            remaining = remaining.saturating_sub(u64::from(c));
+            if leave >= now && remaining <= room {
+                return Some(leave);
+            }
+        }
+        // Not reached (once every entry has left, the load is zero), but never trust a loop.
+        Some(self.entries().last().map_or(now, |(leave, _)| leave).max(now))
+    }
+
+    /// Records a transmission of `cost` ticks starting at `start` (nothing for a cost of zero).
+    pub(crate) fn record<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, start: u64, cost: u64) {
+        let leave = start.saturating_add(cost).saturating_add(duty.window.as_ticks());
+        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
+        if cost == 0 || L == 0 {
+            return;
+        }
+        let live = self.live();
+        let pos = self.leaves.iter().take(live).take_while(|&&e| e <= leave).count();
+        if live < L {
+            self.insert(pos, leave, cost);
+            return;
+        }
+        // Full: merge the two closest departures, the new one among them.
+        let mut best: Option<(u64, Merge)> = None;
+        let mut consider = |gap: u64, merge: Merge| {
+            if best.is_none_or(|(g, _)| gap < g) {
+                best = Some((gap, merge));
+            }
+        };
+        for k in 1..live {
+            let (Some(&a), Some(&b)) = (self.leaves.get(k.wrapping_sub(1)), self.leaves.get(k)) else {
+                continue;
+            };
+            consider(b.saturating_sub(a), Merge::Pair(k));
+        }
+        if let Some(&before) = pos.checked_sub(1).and_then(|p| self.leaves.get(p)) {
+            consider(leave.saturating_sub(before), Merge::IntoBefore(pos.wrapping_sub(1)));
+        }
+        if let Some(&after) = self.leaves.get(pos).filter(|_| pos < live) {
+            consider(after.saturating_sub(leave), Merge::IntoAfter(pos));
+        }
+        match best.map(|(_, m)| m) {
+            Some(Merge::IntoBefore(p)) => {
+                // The earlier entry now leaves when the new one does: still in order.
+                if let (Some(e), Some(c)) = (self.leaves.get_mut(p), self.costs.get_mut(p)) {
+                    *e = leave;
+                    *c = c.saturating_add(cost);
+                }
+            }
+            Some(Merge::IntoAfter(p)) => {
+                if let Some(c) = self.costs.get_mut(p) {
+                    *c = c.saturating_add(cost);
+                }
+            }
+            Some(Merge::Pair(k)) => {
+                // Entry k - 1 folds into entry k (the later departure), then the new one goes in.
+                let folded = self.costs.get(k.wrapping_sub(1)).copied().unwrap_or(0);
+                if let Some(c) = self.costs.get_mut(k) {
+                    *c = c.saturating_add(folded);
+                }
+                self.leaves.copy_within(k..live, k.wrapping_sub(1));
+                self.costs.copy_within(k..live, k.wrapping_sub(1));
+                self.truncate(live.saturating_sub(1));
+                let live = self.live();
+                let pos = self.leaves.iter().take(live).take_while(|&&e| e <= leave).count();
+                self.insert(pos, leave, cost);
+            }
+            None => {
+                // Not reached with L >= 1 (the new entry has a neighbour), kept conservative.
+                if let (Some(e), Some(c)) = (self.leaves.get_mut(0), self.costs.get_mut(0)) {
+                    *e = (*e).max(leave);
+                    *c = c.saturating_add(cost);
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, pos: usize, leave: u64, cost: u32) {
+        let live = self.live();
+        if live >= L || pos > live {
+            return;
+        }
+        self.leaves.copy_within(pos..live, pos.saturating_add(1));
+        self.costs.copy_within(pos..live, pos.saturating_add(1));
+        if let (Some(e), Some(c)) = (self.leaves.get_mut(pos), self.costs.get_mut(pos)) {
+            *e = leave;
+            *c = cost;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Merge {
+    /// Entries `k - 1` and `k`.
+    Pair(usize),
+    /// The new entry into the one before it.
+    IntoBefore(usize),
+    /// The new entry into the one after it.
+    IntoAfter(usize),
+}
+
+impl<const L: usize> AirtimeLog<L> {
+    /// Bytes of the log in a snapshot: for each entry, how long it still counts and its cost (both
+    /// 0 for an entry not in use).
+    pub(crate) const SNAPSHOT_LEN: usize = L * (8 + 4);
+
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+        // Entries that no longer count are not saved, so the ones written all count.
+        let counting = self.entries().filter(|&(leave, _)| leave > now);
+        let mut written = 0usize;
+        for (leave, cost) in counting {
+            w.u64(leave.saturating_sub(now));
+            w.u32(cost);
+            written = written.saturating_add(1);
+        }
+        for _ in written..L {
+            w.u64(0);
+            w.u32(0);
+        }
+    }
+
+    pub(crate) fn restore(
+        r: &mut crate::snapshot::Reader<'_>,
+        rebase: crate::snapshot::Rebase,
+    ) -> Result<Self, crate::snapshot::SnapshotError> {
+        let mut log = Self::new();
+        let mut kept = 0usize;
+        let (mut previous, mut ended) = (0u64, false);
+        for _ in 0..L {
+            let (remaining, cost) = (r.u64()?, r.u32()?);
+            // What `save` writes: entries in use first, in order of departure, then zeros.
+            let in_use = remaining > 0 && cost > 0;
+            if (in_use && (ended || remaining < previous)) || (!in_use && (remaining, cost) != (0, 0)) {
+                return Err(crate::snapshot::SnapshotError::Corrupted);
+            }
+            ended |= !in_use;
+            previous = remaining;
+            // Airtime that stopped counting during the sleep is dropped; the rest counts for what
+            // remains of it.
+            if in_use && remaining > rebase.slept {
+                if let (Some(e), Some(c)) = (log.leaves.get_mut(kept), log.costs.get_mut(kept)) {
+                    *e = rebase.until(remaining);
+                    *c = cost;
+                }
+                kept = kept.saturating_add(1);
+            }
+        }
+        Ok(log)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern crate std;
+    use std::vec::Vec;
+
+    const HZ: u64 = 1_000;
+
+    fn duty(airtime: u64, window: u64) -> DutyCycle<HZ> {
+        DutyCycle::new(Duration::<HZ>::from_ticks(airtime), Duration::<HZ>::from_ticks(window))
+    }
+
+    #[test]
+    fn one_percent_of_an_hour_after_a_full_allowance_waits_for_the_window() {
+        let d = DutyCycle::<HZ>::per_mille(10, Duration::<HZ>::from_ticks(3_600_000));
+        assert_eq!(d.airtime().as_ticks(), 36_000);
+        let mut log = AirtimeLog::<4>::new();
+        assert_eq!(log.next_at(&d, 0, 36_000), Some(0));
+        log.record(&d, 0, 36_000);
+        // The whole allowance went at once: nothing more until it has left the window.
+        assert_eq!(log.next_at(&d, 36_000, 1), Some(3_636_000));
+        assert_eq!(log.next_at(&d, 3_636_000, 36_000), Some(3_636_000));
+    }
+
+    #[test]
+    fn airtime_leaves_the_window_entry_by_entry() {
+        let d = duty(100, 1_000);
+        let mut log = AirtimeLog::<4>::new();
+        log.record(&d, 0, 40);
+        log.record(&d, 100, 40);
+        // 80 used: 20 left, so a 30 waits until the first entry (ending at 40) has left.
+        assert_eq!(log.next_at(&d, 200, 20), Some(200));
+        assert_eq!(log.next_at(&d, 200, 30), Some(1_040));
+        // A 70 needs both gone.
+        assert_eq!(log.next_at(&d, 200, 70), Some(1_140));
+        assert_eq!(log.next_at(&d, 200, 101), None, "more than the allowance never fits");
+        assert_eq!((log.load(1_039), log.load(1_040), log.load(1_140)), (80, 40, 0));
+    }
+
+    #[test]
+    fn a_full_log_merges_the_closest_departures_conservatively() {
+        let d = duty(1_000, 10_000);
+        let mut log = AirtimeLog::<2>::new();
+        log.record(&d, 0, 10); // leaves at 10_010
+        log.record(&d, 5_000, 10); // leaves at 15_010
+        log.record(&d, 5_100, 10); // leaves at 15_110: closest to 15_010, merged into it
+        let entries: Vec<_> = log.entries().collect();
+        assert_eq!(entries, [(10_010, 10), (15_110, 20)]);
+        // The first entry leaves at 10_010; the merged one only at 15_110.
+        assert_eq!(log.next_at(&d, 10_000, 980), Some(10_010));
+        assert_eq!(log.next_at(&d, 10_000, 1_000), Some(15_110));
+        // A log of one entry folds everything into it.
+        let mut one = AirtimeLog::<1>::new();
+        one.record(&d, 0, 10);
+        one.record(&d, 50, 10);
+        assert_eq!(one.entries().collect::<Vec<_>>(), [(10_060, 20)]);
+        // A log of none records nothing (the dependency refuses a duty cycle without a log).
+        let mut none = AirtimeLog::<0>::new();
+        none.record(&d, 0, 10);
+        assert_eq!(none.load(0), 0);
+    }
+
+    #[test]
+    fn pruning_drops_only_what_no_longer_counts() {
+        let d = duty(100, 1_000);
+        let mut log = AirtimeLog::<4>::new();
+        log.record(&d, 0, 10);
+        log.record(&d, 500, 10);
+        log.prune(1_010);
+        assert_eq!(log.entries().collect::<Vec<_>>(), [(1_510, 10)]);
+        log.prune(1_509);
+        assert_eq!(log.entries().count(), 1);
+        log.prune(1_510);
+        assert_eq!(log.entries().count(), 0);
+    }
+
+    #[test]
+    fn bad_duty_cycles_are_refused() {
+        assert_eq!(duty(0, 10).validate(), Err(ConfigError::ZeroDutyCycleAirtime));
+        assert_eq!(duty(1, 0).validate(), Err(ConfigError::ZeroDutyCycleWindow));
+        assert_eq!(duty(11, 10).validate(), Err(ConfigError::DutyCycleAboveWindow));
+        assert_eq!(duty(1 << 33, 1 << 40).validate(), Err(ConfigError::DutyCycleAirtimeTooLarge));
+        assert_eq!(duty(10, 10).validate(), Ok(()));
+    }
+}
