@@ -27,10 +27,11 @@
 //! ## Fixed memory
 //!
 //! The log holds `L` entries (the dependency's third const parameter) in order of departure. When
-//! it is full, the two entries that leave closest together are merged into one with the later
-//! departure and the sum of the costs. Merging is conservative (the merged entry counts wherever
-//! either would have) and exact again once the merged airtime has left, so a small log only delays
-//! the release of some airtime by the gap it merged across. Entries that have left are dropped.
+//! it is full, two neighbours are merged into one with the later departure and the sum of the
+//! costs: the pair whose merge holds the least airtime for the least extra time. Merging is
+//! conservative (the merged entry counts wherever either would have) and exact again once the
+//! merged airtime has left, so a small log only delays the release of some airtime by the gap it
+//! merged across. Entries that have left are dropped.
 //! Costs are stored as `u32` ticks (the allowance is checked to fit), departures as `u64`: 12 bytes
 //! an entry.
 
@@ -174,24 +175,31 @@ impl<const L: usize> AirtimeLog<L> {
             self.insert(pos, leave, cost);
             return;
         }
-        // Full: merge the two closest departures, the new one among them.
-        let mut best: Option<(u64, Merge)> = None;
-        let mut consider = |gap: u64, merge: Merge| {
-            if best.is_none_or(|(g, _)| gap < g) {
-                best = Some((gap, merge));
+        // Full: merge two neighbours, the new one among the candidates. Merging holds the earlier
+        // one's airtime until the later one leaves, so pick the merge that holds the least airtime
+        // for the least extra time (gap × cost held), the latest on a tie: old airtime, about to
+        // leave, is the last that should be held back.
+        let mut best: Option<(u128, Merge)> = None;
+        let mut consider = |gap: u64, held: u32, merge: Merge| {
+            let harm = u128::from(gap).saturating_mul(u128::from(held));
+            if best.is_none_or(|(h, _)| harm <= h) {
+                best = Some((harm, merge));
             }
         };
         for k in 1..live {
-            let (Some(&a), Some(&b)) = (self.leaves.get(k.wrapping_sub(1)), self.leaves.get(k)) else {
+            let (Some(&a), Some(&b), Some(&held)) =
+                (self.leaves.get(k.wrapping_sub(1)), self.leaves.get(k), self.costs.get(k.wrapping_sub(1)))
+            else {
                 continue;
             };
-            consider(b.saturating_sub(a), Merge::Pair(k));
+            consider(b.saturating_sub(a), held, Merge::Pair(k));
         }
-        if let Some(&before) = pos.checked_sub(1).and_then(|p| self.leaves.get(p)) {
-            consider(leave.saturating_sub(before), Merge::IntoBefore(pos.wrapping_sub(1)));
+        let before = pos.checked_sub(1).and_then(|p| Some((p, *self.leaves.get(p)?, *self.costs.get(p)?)));
+        if let Some((p, at, held)) = before {
+            consider(leave.saturating_sub(at), held, Merge::IntoBefore(p));
         }
         if let Some(&after) = self.leaves.get(pos).filter(|_| pos < live) {
-            consider(after.saturating_sub(leave), Merge::IntoAfter(pos));
+            consider(after.saturating_sub(leave), cost, Merge::IntoAfter(pos));
         }
         match best.map(|(_, m)| m) {
             Some(Merge::IntoBefore(p)) => {

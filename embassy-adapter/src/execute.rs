@@ -50,7 +50,9 @@ struct Running<'a, 'c, M: RawMutex, const N: usize, const L: usize, E, O: Observ
     observer: &'a mut O,
 }
 
-impl<M: RawMutex, const N: usize, const L: usize, E, O: Observer<HZ> + ?Sized> Drop for Running<'_, '_, M, N, L, E, O> {
+impl<M: RawMutex, const N: usize, const L: usize, E, O: Observer<HZ> + ?Sized> Drop
+    for Running<'_, '_, M, N, L, E, O>
+{
     fn drop(&mut self) {
         if !self.op.is_done() {
             let (op, observer) = (&mut self.op, &mut *self.observer);

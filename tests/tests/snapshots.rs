@@ -2,8 +2,8 @@
 //! clock, and nothing malformed is trusted.
 
 use relent_core::{
-    Action, BreakerConfig, CircuitState, Context, Dependency, DependencyConfig, Operation, RateLimit,
-    ReplaySafety, RetryBudget, RetryPolicy, SnapshotError, Verdict,
+    Action, BreakerConfig, CircuitState, Context, Dependency, DependencyConfig, DutyCycle, Operation,
+    RateLimit, ReplaySafety, RetryBudget, RetryPolicy, SnapshotError, Verdict,
 };
 use relent_tests::rng::Fixed;
 use relent_tests::transcript::{D, HZ, T, valid};
@@ -12,17 +12,19 @@ const CONFIG: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(60))
     .budget(valid(RetryBudget::token_bucket(5, 5, D::from_secs(60), D::from_secs(5))))
     .breaker(BreakerConfig::consecutive_failures(2, D::from_secs(30)))
     .rate_limit(RateLimit::new(10, D::from_secs(1)).burst(5))
+    .duty_cycle(DutyCycle::per_mille(100, D::from_secs(60)))
     .cooldown(D::from_secs(900));
 
 const ONCE: RetryPolicy<HZ> = valid(RetryPolicy::single_attempt().attempt_timeout(D::from_secs(2)).build());
 const RETRYING: RetryPolicy<HZ> =
     valid(RetryPolicy::constant(2, D::from_millis(10)).attempt_timeout(D::from_secs(2)).build());
 
-type Dep = Dependency<HZ, 4>;
+type Dep = Dependency<HZ, 4, 4>;
 const LEN: usize = Dep::SNAPSHOT_LEN;
 
 fn context() -> Context<HZ> {
     Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)))
+        .airtime(D::from_millis(400))
 }
 
 /// Runs one operation at `at` ms whose attempts fail with `verdicts`, in order, and returns how
@@ -45,9 +47,10 @@ fn failing_op(dep: &mut Dep, policy: &RetryPolicy<HZ>, at: u64, verdicts: &[Verd
     }
 }
 
-/// A dependency with something in every part: counts, a spent token, rate units taken, an open
-/// circuit (two failures in a row at 10 s, open until 40.01 s) and a 600 s cooldown (the second
-/// failure said "retry after 600 s"). Saved at 20 s.
+/// A dependency with something in every part: counts, a spent token, rate units taken, airtime
+/// spent (two 400 ms frames, at 10 s and 10.01 s), an open circuit (two failures in a row at 10 s,
+/// open until 40.01 s) and a 600 s cooldown (the second failure said "retry after 600 s"). Saved
+/// at 20 s.
 fn busy_dependency() -> (Dep, [u8; LEN]) {
     let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
     let attempts = failing_op(
@@ -67,8 +70,9 @@ fn busy_dependency() -> (Dep, [u8; LEN]) {
 #[test]
 fn the_snapshot_size_is_a_compile_time_constant() {
     const SIZE: usize = Dependency::<1_000, 4>::SNAPSHOT_LEN;
-    assert_eq!(SIZE, 145);
-    assert_eq!(Dependency::<1_000, 10>::SNAPSHOT_LEN, 145 + 6 * 12);
+    assert_eq!(SIZE, 147);
+    assert_eq!(Dependency::<1_000, 10>::SNAPSHOT_LEN, 147 + 6 * 12, "12 bytes a bucket");
+    assert_eq!(Dependency::<1_000, 4, 8>::SNAPSHOT_LEN, 147 + 8 * 12, "12 bytes an airtime entry");
 }
 
 #[test]
@@ -82,6 +86,13 @@ fn a_snapshot_restored_with_no_sleep_behaves_as_the_original() {
         assert_eq!(restored.circuit(t), original.circuit(t), "circuit at {at}");
         assert_eq!(restored.cooldown_until(t), original.cooldown_until(t), "cooldown at {at}");
         assert_eq!(restored.next_rate_unit(&CONFIG, t), original.next_rate_unit(&CONFIG, t), "rate at {at}");
+        assert_eq!(restored.airtime_used(&CONFIG, t), original.airtime_used(&CONFIG, t), "airtime at {at}");
+        let frame = D::from_millis(5_500);
+        assert_eq!(
+            restored.next_airtime(&CONFIG, t, frame),
+            original.next_airtime(&CONFIG, t, frame),
+            "next airtime at {at}"
+        );
         assert_eq!(
             restored.retries_available(&CONFIG, t),
             original.retries_available(&CONFIG, t),
@@ -123,6 +134,42 @@ fn an_open_circuit_still_open_after_a_short_sleep_stays_open_for_what_remains() 
 }
 
 #[test]
+fn airtime_spent_before_a_sleep_still_counts_after_it_for_what_remains_of_its_window() {
+    // 15 frames of 400 ms back to back from 0 to 6 s: the whole 6 s a minute. The first stops
+    // counting at 60.4 s, the last at 66 s.
+    let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
+    for i in 0..15 {
+        let at = T::from_ticks(i * 400);
+        let mut op = Operation::<HZ, Verdict<HZ>>::start(&ONCE, &CONFIG, context(), at).unwrap();
+        let Action::Dispatch(a) = op.poll(at, &mut dep, &mut ()) else { panic!("frame {i} not sent") };
+        op.on_success(a, T::from_ticks(i * 400 + 400), &mut dep, &mut ());
+    }
+    let saved_at = T::from_ticks(10_000);
+    assert_eq!(dep.airtime_used(&CONFIG, saved_at), D::from_secs(6));
+    // Exact, the next 400 ms could go at 60.4 s; the log keeps 4 entries, so the 15 frames were
+    // merged (conservatively) and it goes a little later, never earlier, and never after the last
+    // frame has left at 66 s.
+    let next = dep.next_airtime(&CONFIG, saved_at, D::from_millis(400)).unwrap().as_ticks();
+    assert!((60_400..=66_000).contains(&next), "{next}");
+    let mut bytes = [0u8; LEN];
+    dep.save(saved_at, &mut bytes).unwrap();
+    // Slept 20 s and woke on a clock restarted at 0: every departure is 30 s closer than at the
+    // save (10 s of it on the old clock, 20 s asleep), on the new clock.
+    let woke = T::from_ticks(50);
+    let restored = Dep::restore(&CONFIG, &bytes, woke, D::from_secs(20)).unwrap();
+    assert_eq!(restored.airtime_used(&CONFIG, woke), D::from_secs(6));
+    for ms in [400, 800, 2_000, 6_000] {
+        let frame = D::from_millis(ms);
+        let before = dep.next_airtime(&CONFIG, saved_at, frame).unwrap().as_ticks();
+        let after = restored.next_airtime(&CONFIG, woke, frame).unwrap().as_ticks();
+        assert_eq!(after, before - 10_000 - 20_000 + 50, "a {ms} ms frame: the same instant, rebased");
+    }
+    // Slept past the last frame's window: nothing counts any more.
+    let restored = Dep::restore(&CONFIG, &bytes, woke, D::from_secs(57)).unwrap();
+    assert_eq!(restored.airtime_used(&CONFIG, woke), D::from_ticks(0));
+}
+
+#[test]
 fn every_single_byte_corruption_is_refused() {
     let (_, bytes) = busy_dependency();
     let now = T::from_ticks(0);
@@ -154,23 +201,28 @@ fn truncated_other_version_other_shape_and_other_config_snapshots_are_refused_wi
         );
     }
     let mut other_version = bytes;
-    other_version[4] = 2;
+    other_version[4] = 1;
     assert_eq!(
         Dep::restore(&CONFIG, &other_version, now, zero).err(),
-        Some(SnapshotError::OtherVersion { found: 2 })
+        Some(SnapshotError::OtherVersion { found: 1 })
     );
     assert_eq!(Dep::restore(&CONFIG, &[0u8; LEN], now, zero).err(), Some(SnapshotError::NotASnapshot));
     assert_eq!(
-        Dependency::<HZ, 8>::restore(&CONFIG, &bytes, now, zero).err(),
+        Dependency::<HZ, 8, 4>::restore(&CONFIG, &bytes, now, zero).err(),
         Some(SnapshotError::OtherShape)
+    );
+    assert_eq!(
+        Dependency::<HZ, 4, 8>::restore(&CONFIG, &bytes, now, zero).err(),
+        Some(SnapshotError::OtherShape),
+        "another airtime-log length"
     );
     let other_window = DependencyConfig::new(D::from_secs(120)).budget(valid(RetryBudget::ratio(10, 1)));
     assert_eq!(Dep::restore(&other_window, &bytes, now, zero).err(), Some(SnapshotError::OtherConfig));
     let mut small = [0u8; LEN - 1];
     assert_eq!(Dep::new(&CONFIG, now).unwrap().save(now, &mut small), Err(SnapshotError::TooShort));
     assert_eq!(
-        SnapshotError::OtherVersion { found: 2 }.to_string(),
-        "the snapshot was written by format version 2, this build reads version 1: starting fresh"
+        SnapshotError::OtherVersion { found: 1 }.to_string(),
+        "the snapshot was written by format version 1, this build reads version 2: starting fresh"
     );
 }
 
