@@ -115,7 +115,8 @@ pub struct Summary<const HZ: u64> {
     pub dispatched: u8,
     /// Of those, retries.
     pub retries: u8,
-    /// Total time scheduled between attempts.
+    /// Total time the core had the operation wait: backoff delays between attempts, and waits for
+    /// a rate-limit unit or for airtime before one.
     pub waited: Duration<HZ>,
     /// From the operation's start to its end.
     pub elapsed: Duration<HZ>,

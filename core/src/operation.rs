@@ -355,6 +355,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             Admission::Go(ticket) => ticket,
             Admission::Wait(at, wait_for) => {
                 let until = Instant::<HZ>::from_ticks(at);
+                self.waited = time::sum(self.waited, time::since(until, now));
                 self.phase = Phase::Ready { not_before: until, reserved: true };
                 let (operation, attempt) = (self.id, number);
                 observer.on_event(&match wait_for {

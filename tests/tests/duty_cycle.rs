@@ -93,6 +93,7 @@ fn retries_spend_airtime_and_the_next_uplink_is_deferred_until_the_first_frame_l
         ]
     );
     assert_eq!(done.disposition, Disposition::Succeeded);
+    assert_eq!(done.summary.waited, D::from_millis(6_500), "the wait for airtime counts as waited");
     // Frames 2 to 4 and the new one: 6 s again.
     assert_eq!(dep.state.airtime_used(&dep.config, T::from_ticks(63_000)), D::from_secs(6));
 }

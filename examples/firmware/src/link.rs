@@ -14,6 +14,10 @@ use core::cell::Cell;
 
 use embassy_time::{Duration, Instant, Timer};
 
+/// A frame's time on air, in ms: what every attempt costs against a duty cycle, whether it is
+/// acknowledged or not.
+pub const AIRTIME_MS: u64 = 120;
+
 /// Why an uplink attempt failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkError {
@@ -40,7 +44,14 @@ pub struct World {
     pub sent_in_silence: u32,
     /// 1 once the network has asked for silence.
     pub silence_asked: u8,
+    /// When the last frames went on the air (real ms, a ring), to measure the busiest minute.
+    pub recent: [u32; RECENT],
+    /// The most airtime in any minute so far, in ms.
+    pub busiest_minute_ms: u32,
 }
+
+/// Frames remembered to measure the busiest minute: more than any minute holds in this run.
+pub const RECENT: usize = 32;
 
 /// The link's state and its seeded loss.
 pub struct Link {
@@ -53,6 +64,8 @@ pub struct Link {
     silence_until: Cell<u64>,
     /// Frames put on the air while the network had asked for silence.
     sent_in_silence: Cell<u32>,
+    recent: Cell<[u32; RECENT]>,
+    busiest_minute_ms: Cell<u32>,
 }
 
 impl Default for Link {
@@ -71,6 +84,8 @@ impl Link {
             sent: Cell::new(0),
             silence_until: Cell::new(0),
             sent_in_silence: Cell::new(0),
+            recent: Cell::new([u32::MAX; RECENT]),
+            busiest_minute_ms: Cell::new(0),
         }
     }
 
@@ -83,6 +98,8 @@ impl Link {
             sent: self.sent.get(),
             sent_in_silence: self.sent_in_silence.get(),
             silence_asked: u8::from(self.silence_asked.get()),
+            recent: self.recent.get(),
+            busiest_minute_ms: self.busiest_minute_ms.get(),
         }
     }
 
@@ -95,6 +112,8 @@ impl Link {
             sent: Cell::new(world.sent),
             silence_until: Cell::new(world.silence_until),
             sent_in_silence: Cell::new(world.sent_in_silence),
+            recent: Cell::new(world.recent),
+            busiest_minute_ms: Cell::new(world.busiest_minute_ms),
         }
     }
 
@@ -113,6 +132,26 @@ impl Link {
         self.sent_in_silence.get()
     }
 
+    /// The most airtime in any minute so far, in ms: the most frames that went on the air within 60
+    /// s of each other, times their 120 ms.
+    pub fn busiest_minute_ms(&self) -> u32 {
+        self.busiest_minute_ms.get()
+    }
+
+    /// Notes a frame going on the air now: the minute ending with it holds every frame that
+    /// started less than a minute before it ended.
+    fn note_on_air(&self) {
+        let start = self.real_ms() as u32;
+        let mut recent = self.recent.get();
+        recent.rotate_right(1);
+        recent[0] = start;
+        self.recent.set(recent);
+        let end = start.saturating_add(AIRTIME_MS as u32);
+        let in_minute = recent.iter().filter(|&&s| s != u32::MAX && s.saturating_add(60_000) > end).count();
+        let airtime = in_minute as u32 * AIRTIME_MS as u32;
+        self.busiest_minute_ms.set(self.busiest_minute_ms.get().max(airtime));
+    }
+
     fn draw(&self) -> u64 {
         // xorshift64*
         let mut x = self.state.get();
@@ -127,10 +166,11 @@ impl Link {
     /// future never completes: the caller's timeout ends it).
     pub async fn send(&self, _frame: &[u8]) -> Result<(), LinkError> {
         self.sent.set(self.sent.get() + 1);
+        self.note_on_air();
         if self.real_ms() / 1_000 < self.silence_until.get() {
             self.sent_in_silence.set(self.sent_in_silence.get() + 1);
         }
-        Timer::after(Duration::from_millis(120)).await;
+        Timer::after(Duration::from_millis(AIRTIME_MS)).await;
         let at = self.real_ms() / 1_000;
         let draw = self.draw();
         let outcome = match at {

@@ -51,12 +51,13 @@ async fn main(_spawner: Spawner) {
         Timer::after(Duration::from_secs(GAP_S)).await;
     }
     hprintln!(
-        "summary: {} uplinks: delivered {}, failed {} | {} transmissions, {} while asked for silence",
+        "summary: {} uplinks: delivered {}, failed {} | {} transmissions, {} while asked for silence | busiest minute on air: {} ms",
         UPLINKS,
         delivered,
         failed,
         link.sent(),
-        link.sent_in_silence()
+        link.sent_in_silence(),
+        link.busiest_minute_ms()
     );
     relent_firmware::exit(delivered + failed == UPLINKS);
 }

@@ -2,6 +2,10 @@
 //! budget, a circuit breaker and a cooldown, on embassy's executor and a SysTick time driver.
 //! One line per uplink, then a summary; exit code 0 when every uplink ended in a known state.
 //!
+//! With the `duty-cycle` feature (on by default), the link may be on air at most 2 % of any minute:
+//! each attempt, retries included, costs the frame's 120 ms of airtime, and an uplink waits for its
+//! turn (or is deferred with `duty_cycle_exceeded` when the turn is too far off).
+//!
 //! With the `deep-sleep` feature (on by default), the device goes into deep sleep for 20 s after
 //! uplink 12: it saves the link's Relent state as a snapshot in a retained RAM section (`.uninit`,
 //! which cortex-m-rt leaves alone at boot and QEMU keeps across a system reset), resets, and
@@ -47,7 +51,7 @@ const POLICY: RetryPolicy<HZ> =
 /// The link as a dependency: retries at most 25 % of transmissions per minute (plus 4), the circuit
 /// opens after 4 failures in a row for 20 s, and a "busy" pauses every uplink for as long as the
 /// network asks, up to 2 minutes.
-const LINK: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60))
+const PROTECTED: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60))
     .budget(match RetryBudget::ratio(25, 4) {
         Ok(b) => b,
         Err(e) => panic!("{}", e.message()),
@@ -55,10 +59,23 @@ const LINK: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60)
     .breaker(BreakerConfig::consecutive_failures(4, Duration::from_secs(20)))
     .cooldown(Duration::from_secs(120));
 
-type LinkState = Dependency<HZ, 4>;
+/// And on air at most 2 % of any minute (1.2 s: ten frames).
+#[cfg(feature = "duty-cycle")]
+const LINK: DependencyConfig<HZ> =
+    PROTECTED.duty_cycle(relent_core::DutyCycle::per_mille(25, Duration::from_secs(60)));
+#[cfg(not(feature = "duty-cycle"))]
+const LINK: DependencyConfig<HZ> = PROTECTED;
 
-/// The link's shared state, in a static: 4 buckets of 15 s.
-static LINK_STATE: SharedDependency<'static, CriticalSectionRawMutex, 4> =
+/// Transmissions the duty cycle remembers (12 bytes each); more are merged, conservatively.
+#[cfg(feature = "duty-cycle")]
+const AIRTIME_LOG: usize = 8;
+#[cfg(not(feature = "duty-cycle"))]
+const AIRTIME_LOG: usize = 0;
+
+type LinkState = Dependency<HZ, 4, AIRTIME_LOG>;
+
+/// The link's shared state, in a static: 4 buckets of 15 s, and the airtime log.
+static LINK_STATE: SharedDependency<'static, CriticalSectionRawMutex, 4, AIRTIME_LOG> =
     match LinkState::new(&LINK, relent_embassy::Instant::from_ticks(0)) {
         Ok(state) => SharedDependency::new(&LINK, state),
         Err(e) => panic!("{}", e.message()),
@@ -88,7 +105,9 @@ async fn main(_spawner: Spawner) {
         let frame = n.to_le_bytes();
         // The network server deduplicates frames by sequence number: a repeat is harmless.
         let safety = ReplaySafety::provider_idempotent_mutation(Duration::from_secs(3_600));
-        let context = Context::new(Duration::from_secs(20), safety).id(u64::from(n));
+        let context = Context::new(Duration::from_secs(20), safety)
+            .id(u64::from(n))
+            .airtime(Duration::from_millis(relent_firmware::link::AIRTIME_MS));
         let at = link.real_ms();
         let radio = &link;
         let result = LINK_STATE
@@ -126,14 +145,15 @@ async fn main(_spawner: Spawner) {
     }
     let total = delivered + deferred + rejected + failed;
     hprintln!(
-        "summary: {} uplinks: delivered {}, deferred {}, rejected {}, failed {} | {} transmissions, {} while asked for silence",
+        "summary: {} uplinks: delivered {}, deferred {}, rejected {}, failed {} | {} transmissions, {} while asked for silence | busiest minute on air: {} ms",
         UPLINKS,
         delivered,
         deferred,
         rejected,
         failed,
         link.sent(),
-        link.sent_in_silence()
+        link.sent_in_silence(),
+        link.busiest_minute_ms()
     );
     relent_firmware::exit(total == UPLINKS);
 }
