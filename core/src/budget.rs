@@ -75,6 +75,7 @@ impl<const HZ: u64> RetryBudget<HZ> {
 
     /// A pool of `capacity` tokens, `refill` more every `period`, reservations held for `hold`.
     /// Seed 003: `token_bucket(10, 10, 60 s, 10 s)`.
+    #[cfg(feature = "token-bucket")]
     pub const fn token_bucket(
         capacity: u32,
         refill: u32,
@@ -152,6 +153,9 @@ pub(crate) struct Bucket {
 impl<const HZ: u64> RetryBudget<HZ> {
     /// The token bucket's numbers, or `None` for a ratio budget.
     pub(crate) const fn bucket(&self) -> Option<Bucket> {
+        if !cfg!(feature = "token-bucket") {
+            return None;
+        }
         match self.kind {
             BudgetKind::TokenBucket { capacity, refill, period, hold } => {
                 Some(Bucket { capacity, refill, period: period.as_ticks(), hold: hold.as_ticks() })

@@ -85,24 +85,28 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         self
     }
 
+    #[cfg(feature = "breaker")]
     /// Adds a circuit breaker.
     pub const fn breaker(mut self, breaker: BreakerConfig<HZ>) -> Self {
         self.breaker = Some(breaker);
         self
     }
 
+    #[cfg(feature = "bulkhead")]
     /// Allows at most `max_in_flight` attempts at once.
     pub const fn bulkhead(mut self, max_in_flight: u16) -> Self {
         self.bulkhead = Some(max_in_flight);
         self
     }
 
+    #[cfg(feature = "rate-limit")]
     /// Limits the rate of attempts, retries included.
     pub const fn rate_limit(mut self, limit: RateLimit<HZ>) -> Self {
         self.rate_limit = Some(limit);
         self
     }
 
+    #[cfg(feature = "duty-cycle")]
     /// Limits the airtime of attempts, retries included: each costs what its
     /// [`Context::airtime`](crate::Context::airtime) states. The dependency state needs an airtime
     /// log for it (`Dependency<HZ, N, L>` with `L` of at least 1).
@@ -111,6 +115,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         self
     }
 
+    #[cfg(feature = "cooldown")]
     /// Lets a positive Retry-After put the whole dependency in cooldown, for at most `max`.
     pub const fn cooldown(mut self, max: Duration<HZ>) -> Self {
         self.cooldown = Some(max);
@@ -144,6 +149,29 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// The longest cooldown one Retry-After can cause, if the cooldown is on.
     pub const fn cooldown_max(&self) -> Option<Duration<HZ>> {
         self.cooldown
+    }
+
+    // What the protections' code reads: a protection compiled out reads as never configured, a
+    // constant `None`, so its code is not linked.
+    #[inline(always)]
+    fn breaker_on(&self) -> Option<&BreakerConfig<HZ>> {
+        if cfg!(feature = "breaker") { self.breaker.as_ref() } else { None }
+    }
+    #[inline(always)]
+    fn bulkhead_on(&self) -> Option<u16> {
+        if cfg!(feature = "bulkhead") { self.bulkhead } else { None }
+    }
+    #[inline(always)]
+    fn rate_limit_on(&self) -> Option<&RateLimit<HZ>> {
+        if cfg!(feature = "rate-limit") { self.rate_limit.as_ref() } else { None }
+    }
+    #[inline(always)]
+    pub(crate) fn duty_cycle_on(&self) -> Option<&DutyCycle<HZ>> {
+        if cfg!(feature = "duty-cycle") { self.duty_cycle.as_ref() } else { None }
+    }
+    #[inline(always)]
+    fn cooldown_on(&self) -> Option<Duration<HZ>> {
+        if cfg!(feature = "cooldown") { self.cooldown } else { None }
     }
 
     /// Checks every part of the configuration.
@@ -367,7 +395,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
 
     /// The earliest instant at or after `now` at which the rate limit allows an attempt.
     pub fn next_rate_unit(&self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Instant<HZ> {
-        match &config.rate_limit {
+        match config.rate_limit_on() {
             Some(limit) => Instant::<HZ>::from_ticks(self.limiter.next_at(limit, now.as_ticks())),
             None => now,
         }
@@ -381,7 +409,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         now: Instant<HZ>,
         airtime: Duration<HZ>,
     ) -> Option<Instant<HZ>> {
-        match &config.duty_cycle {
+        match config.duty_cycle_on() {
             Some(duty) => {
                 self.airtime.next_at(duty, now.as_ticks(), airtime.as_ticks()).map(Instant::<HZ>::from_ticks)
             }
@@ -392,7 +420,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// Airtime that counts against the duty cycle at `now`: what was sent in the last window, by
     /// the conservative rule of [`DutyCycle`] (zero without a duty cycle).
     pub fn airtime_used(&self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Duration<HZ> {
-        let used = match &config.duty_cycle {
+        let used = match config.duty_cycle_on() {
             Some(_) => self.airtime.load(now.as_ticks()),
             None => 0,
         };
@@ -424,13 +452,13 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     ) -> Admission {
         let t = now.as_ticks();
         let refuse = |problem, until| Admission::Refused(Refusal { problem, until });
-        if config.cooldown.is_some() {
+        if config.cooldown_on().is_some() {
             if let Some(until) = self.cooldown.active_until(t) {
                 return refuse(Problem::CooldownActive, Some(until));
             }
         }
         let mut probe = None;
-        if let Some(breaker) = &config.breaker {
+        if let Some(breaker) = config.breaker_on() {
             let (verdict, transition) = self.breaker.check(breaker.probes, t);
             changes.circuit = transition;
             match verdict {
@@ -438,7 +466,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
                 Err(refused) => return refuse(Problem::CircuitOpen, refused.until),
             }
         }
-        if let Some(max) = config.bulkhead {
+        if let Some(max) = config.bulkhead_on() {
             if !self.bulkhead.has_room(max) {
                 return refuse(Problem::BulkheadFull, None);
             }
@@ -446,7 +474,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         // When the attempt can go: now, or later if the rate limit or the duty cycle says so.
         let mut go = t;
         let mut wait_for = WaitFor::RateUnit;
-        if let (Some(limit), false) = (&config.rate_limit, request.reserved) {
+        if let (Some(limit), false) = (config.rate_limit_on(), request.reserved) {
             let due = self.limiter.next_at(limit, t);
             if due > t {
                 let wait = due.saturating_sub(t);
@@ -456,7 +484,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
                 go = due;
             }
         }
-        if let (Some(duty), false) = (&config.duty_cycle, request.reserved) {
+        if let (Some(duty), false) = (config.duty_cycle_on(), request.reserved) {
             self.airtime.prune(t);
             let Some(free) = self.airtime.next_at(duty, go, request.airtime) else {
                 // More than the whole allowance (refused at start; kept for safety).
@@ -500,7 +528,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         if probe.is_some() {
             self.breaker.take_probe();
         }
-        let slot = config.bulkhead.is_some();
+        let slot = config.bulkhead_on().is_some();
         if slot {
             self.bulkhead.take();
         }
@@ -513,10 +541,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
 
     /// Takes a rate unit and records the airtime for an attempt going out at `at`.
     fn charge_timed(&mut self, config: &DependencyConfig<HZ>, at: u64, airtime: u64) {
-        if let Some(limit) = &config.rate_limit {
+        if let Some(limit) = config.rate_limit_on() {
             self.limiter.take(limit, at);
         }
-        if let Some(duty) = &config.duty_cycle {
+        if let Some(duty) = config.duty_cycle_on() {
             self.airtime.record(duty, at, airtime);
         }
     }
@@ -545,21 +573,21 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             }
             Ending::Succeeded => false,
             Ending::Failed { retry_after } => {
-                if let (Some(max), Some(wait)) = (config.cooldown, retry_after) {
+                if let (Some(max), Some(wait)) = (config.cooldown_on(), retry_after) {
                     changes.cooldown_until = self.cooldown.extend(t, wait, max.as_ticks());
                 }
                 true
             }
         };
         let slow = config
-            .breaker
+            .breaker_on()
             .and_then(|b| b.slow_call)
             .is_some_and(|threshold| took.as_ticks() >= threshold.as_ticks());
         let failed = failed || slow;
         if failed {
             self.window.record_failure(now);
         }
-        if let Some(breaker) = &config.breaker {
+        if let Some(breaker) = config.breaker_on() {
             let window = &mut self.window;
             changes.circuit =
                 self.breaker.on_outcome(breaker, failed, ticket.probe, t, || window.totals(now));

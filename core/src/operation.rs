@@ -249,7 +249,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 return Err(StartError::UnsafeWithRetries { max_attempts });
             }
         }
-        if let Some(duty) = config.duty() {
+        if let Some(duty) = config.duty_cycle_on() {
             let (airtime, allowance) = (context.airtime.as_ticks(), duty.airtime().as_ticks());
             if airtime == 0 {
                 return Err(StartError::NoAirtime);
