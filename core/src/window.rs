@@ -8,6 +8,11 @@
 //! The window is time-based, in `N` fixed buckets of `window / N` ticks each (fixed memory, integer
 //! math). It covers the current, partly elapsed bucket and the `N - 1` before it, so it slides in
 //! steps of one bucket. Counts saturate instead of overflowing.
+//!
+//! Every retry decision and every breaker check reads the totals, so they are kept beside the
+//! buckets and updated with them: reading is O(1), and the O(N) sum is redone only when the window
+//! slides to a new bucket (once per bucket width at most). The kept totals are always exactly the
+//! saturating sum of the buckets.
 
 use crate::time::Instant;
 
@@ -44,6 +49,8 @@ pub struct CallWindow<const N: usize> {
     /// The absolute index (ticks / width) of the newest bucket.
     head: u64,
     buckets: [Counts; N],
+    /// The saturating sum of `buckets`.
+    total: Counts,
 }
 
 impl<const N: usize> CallWindow<N> {
@@ -60,7 +67,7 @@ impl<const N: usize> CallWindow<N> {
             Some(h) => h,
             None => 0,
         };
-        Self { width, head, buckets: [Counts::ZERO; N] }
+        Self { width, head, buckets: [Counts::ZERO; N], total: Counts::ZERO }
     }
 
     /// Ticks per bucket.
@@ -80,6 +87,11 @@ impl<const N: usize> CallWindow<N> {
     /// Moves the window to `now`, clearing buckets that fell out of it. An earlier `now` than
     /// one already seen counts as the newest bucket.
     fn advance<const HZ: u64>(&mut self, now: Instant<HZ>) {
+        // Within the newest bucket (or earlier): nothing moves. The common case, decided with a
+        // multiplication rather than a division (head × width cannot overflow: head = t / width).
+        if now.as_ticks().saturating_sub(self.head.saturating_mul(self.width)) < self.width {
+            return;
+        }
         let index = self.index(now);
         let gap = index.saturating_sub(self.head);
         if gap == 0 {
@@ -96,20 +108,27 @@ impl<const N: usize> CallWindow<N> {
             }
         }
         self.head = index;
+        self.total = self.sum();
+    }
+
+    fn sum(&self) -> Counts {
+        self.buckets.iter().fold(Counts::ZERO, |acc, b| acc.plus(*b))
     }
 
     /// Applies `f` to the newest bucket (the slot is always in range: it is an index modulo `N`).
-    fn update_newest(&mut self, f: impl FnOnce(&mut Counts)) {
+    fn update_newest(&mut self, f: impl Fn(&mut Counts)) {
         let slot = self.slot(self.head);
         if let Some(b) = self.buckets.get_mut(slot) {
             f(b);
+            // A saturating increment of the sum is the sum of the incremented buckets.
+            f(&mut self.total);
         }
     }
 
     /// The counts over the window at `now`.
     pub fn totals<const HZ: u64>(&mut self, now: Instant<HZ>) -> Counts {
         self.advance(now);
-        self.buckets.iter().fold(Counts::ZERO, |acc, b| acc.plus(*b))
+        self.total
     }
 
     /// Counts one dispatched attempt.
@@ -129,6 +148,7 @@ impl<const N: usize> CallWindow<N> {
         for b in &mut self.buckets {
             b.failures = 0;
         }
+        self.total.failures = 0;
     }
 
     /// Counts one failed attempt.
@@ -171,7 +191,7 @@ impl<const N: usize> CallWindow<N> {
         }
         let newest_age = r.u64()?;
         let head = rebase.now.checked_div(width).unwrap_or(0);
-        let mut window = Self { width, head, buckets: [Counts::ZERO; N] };
+        let mut window = Self { width, head, buckets: [Counts::ZERO; N], total: Counts::ZERO };
         for back in 0..Self::SLOTS {
             let counts = Counts { calls: r.u32()?, retries: r.u32()?, failures: r.u32()? };
             let age = newest_age.saturating_add(back.saturating_mul(width)).saturating_add(rebase.slept);
@@ -185,6 +205,7 @@ impl<const N: usize> CallWindow<N> {
                 *b = b.plus(counts);
             }
         }
+        window.total = window.sum();
         Ok(window)
     }
 }
@@ -210,6 +231,24 @@ mod tests {
         // At 4.0 s the bucket [0, 1) has slid out; [1, 2) is still in.
         assert_eq!(w.totals(I::from_ticks(4_000)), Counts { calls: 1, retries: 1, failures: 1 });
         assert_eq!(w.totals(I::from_ticks(5_000)), Counts::ZERO);
+    }
+
+    #[test]
+    fn the_kept_totals_are_always_the_sum_of_the_buckets() {
+        let mut w = window();
+        let mut t = 0;
+        for step in 0..2_000u64 {
+            t += (step * 7_919) % 1_300;
+            match step % 5 {
+                0 | 1 => w.record_call(I::from_ticks(t), step % 2 == 0),
+                2 => w.record_failure(I::from_ticks(t)),
+                3 if step % 97 == 0 => w.clear_failures(),
+                _ => {}
+            }
+            let kept = w.totals(I::from_ticks(t));
+            assert_eq!(kept, w.sum(), "at step {step}, t = {t}");
+            assert_eq!(kept, w.buckets.iter().fold(Counts::ZERO, |a, b| a.plus(*b)));
+        }
     }
 
     #[test]
