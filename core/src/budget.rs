@@ -180,6 +180,7 @@ pub(crate) struct TokenBucket {
 
 impl TokenBucket {
     /// A full bucket at tick `now` (an empty one, for a ratio budget, which never reads it).
+    #[cfg_attr(not(feature = "token-bucket"), allow(dead_code))]
     pub(crate) const fn new(bucket: Option<Bucket>, now: u64) -> Self {
         let credit = match bucket {
             Some(b) => (b.capacity as u64).saturating_mul(b.period),

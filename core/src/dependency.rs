@@ -207,6 +207,29 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     }
 }
 
+/// One protection's state: an array of one when its feature is compiled in, of none otherwise, so
+/// a protection compiled out takes no memory, and reaching its state is an `Option` like reaching
+/// its configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct Part<T, const ON: usize>(pub(crate) [T; ON]);
+
+impl<T, const ON: usize> Part<T, ON> {
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.0.first()
+    }
+    fn get_mut(&mut self) -> Option<&mut T> {
+        self.0.first_mut()
+    }
+}
+
+/// Whether each part's state is compiled in (1) or not (0).
+pub(crate) const TOKEN_BUCKET: usize = cfg!(feature = "token-bucket") as usize;
+pub(crate) const BREAKER: usize = cfg!(feature = "breaker") as usize;
+pub(crate) const RATE_LIMIT: usize = cfg!(feature = "rate-limit") as usize;
+pub(crate) const COOLDOWN: usize = cfg!(feature = "cooldown") as usize;
+pub(crate) const BULKHEAD: usize = cfg!(feature = "bulkhead") as usize;
+
 /// The shared state of one dependency, with `N` buckets in its counting window and room for `L`
 /// transmissions in its airtime log (only a duty cycle uses it; 0 by default, costing nothing).
 ///
@@ -219,12 +242,12 @@ impl<const HZ: u64> DependencyConfig<HZ> {
 pub struct Dependency<const HZ: u64, const N: usize, const L: usize = 0> {
     window: CallWindow<N>,
     /// A token-bucket budget's state; unused by a ratio budget, which reads only the window.
-    tokens: TokenBucket,
-    breaker: Breaker,
-    limiter: Limiter,
+    tokens: Part<TokenBucket, TOKEN_BUCKET>,
+    breaker: Part<Breaker, BREAKER>,
+    limiter: Part<Limiter, RATE_LIMIT>,
     airtime: AirtimeLog<L>,
-    cooldown: Cooldown,
-    bulkhead: Bulkhead,
+    cooldown: Part<Cooldown, COOLDOWN>,
+    bulkhead: Part<Bulkhead, BULKHEAD>,
 }
 
 /// What an admitted attempt holds, to be given back when it ends.
@@ -318,34 +341,50 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             Some(b) => b.bucket(),
             None => None,
         };
+        #[cfg(feature = "token-bucket")]
+        let tokens = [TokenBucket::new(bucket, now.as_ticks())];
+        #[cfg(not(feature = "token-bucket"))]
+        let tokens = {
+            let _ = bucket;
+            []
+        };
         Ok(Self {
             window: CallWindow::new(width, now),
-            tokens: TokenBucket::new(bucket, now.as_ticks()),
-            breaker: Breaker::new(),
-            limiter: Limiter::new(),
+            tokens: Part(tokens),
+            breaker: Part([const { Breaker::new() }; BREAKER]),
+            limiter: Part([const { Limiter::new() }; RATE_LIMIT]),
             airtime: AirtimeLog::new(),
-            cooldown: Cooldown::new(),
-            bulkhead: Bulkhead::new(),
+            cooldown: Part([const { Cooldown::new() }; COOLDOWN]),
+            bulkhead: Part([const { Bulkhead::new() }; BULKHEAD]),
         })
     }
 
     /// The parts a snapshot saves, in order.
+    #[allow(clippy::type_complexity)]
     pub(crate) const fn parts(
         &self,
-    ) -> (&CallWindow<N>, &TokenBucket, &Breaker, &Limiter, &AirtimeLog<L>, &Cooldown) {
+    ) -> (
+        &CallWindow<N>,
+        &Part<TokenBucket, TOKEN_BUCKET>,
+        &Part<Breaker, BREAKER>,
+        &Part<Limiter, RATE_LIMIT>,
+        &AirtimeLog<L>,
+        &Part<Cooldown, COOLDOWN>,
+    ) {
         (&self.window, &self.tokens, &self.breaker, &self.limiter, &self.airtime, &self.cooldown)
     }
 
     /// A dependency from restored parts, with no attempt in flight.
     pub(crate) const fn from_parts(
         window: CallWindow<N>,
-        tokens: TokenBucket,
-        breaker: Breaker,
-        limiter: Limiter,
+        tokens: Part<TokenBucket, TOKEN_BUCKET>,
+        breaker: Part<Breaker, BREAKER>,
+        limiter: Part<Limiter, RATE_LIMIT>,
         airtime: AirtimeLog<L>,
-        cooldown: Cooldown,
+        cooldown: Part<Cooldown, COOLDOWN>,
     ) -> Self {
-        Self { window, tokens, breaker, limiter, airtime, cooldown, bulkhead: Bulkhead::new() }
+        let bulkhead = Part([const { Bulkhead::new() }; BULKHEAD]);
+        Self { window, tokens, breaker, limiter, airtime, cooldown, bulkhead }
     }
 
     /// Calls, retries and failures over the window at `now`.
@@ -359,7 +398,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     pub fn retries_available(&mut self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Option<u32> {
         let budget = config.budget?;
         match (budget.kind(), budget.bucket()) {
-            (_, Some(bucket)) => Some(self.tokens.available(&bucket, now.as_ticks())),
+            (_, Some(bucket)) => {
+                self.tokens.get_mut().map(|tokens| tokens.available(&bucket, now.as_ticks()))
+            }
             (BudgetKind::Ratio { percent, floor }, None) => {
                 Some(ratio_headroom(self.window.totals(now), percent, floor))
             }
@@ -369,35 +410,38 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
 
     /// The circuit's state at `now` (an open circuit whose break has ended reads as half-open).
     pub fn circuit(&self, now: Instant<HZ>) -> CircuitState {
-        match self.breaker.open_until() {
+        let Some(breaker) = self.breaker.get() else {
+            return CircuitState::Closed;
+        };
+        match breaker.open_until() {
             Some(until) if now.as_ticks() >= until => CircuitState::HalfOpen,
-            _ => self.breaker.state(),
+            _ => breaker.state(),
         }
     }
 
     /// The end of the circuit's break, if it is open at `now`.
     pub fn circuit_open_until(&self, now: Instant<HZ>) -> Option<Instant<HZ>> {
-        match self.breaker.open_until() {
+        match self.breaker.get()?.open_until() {
             Some(until) if now.as_ticks() < until => Some(Instant::<HZ>::from_ticks(until)),
             _ => None,
         }
     }
 
     /// Attempts in flight (holding a bulkhead slot).
-    pub const fn in_flight(&self) -> u16 {
-        self.bulkhead.in_flight()
+    pub fn in_flight(&self) -> u16 {
+        self.bulkhead.get().map_or(0, Bulkhead::in_flight)
     }
 
     /// The end of the cooldown, if it is active at `now`.
     pub fn cooldown_until(&self, now: Instant<HZ>) -> Option<Instant<HZ>> {
-        self.cooldown.active_until(now.as_ticks()).map(Instant::<HZ>::from_ticks)
+        self.cooldown.get()?.active_until(now.as_ticks()).map(Instant::<HZ>::from_ticks)
     }
 
     /// The earliest instant at or after `now` at which the rate limit allows an attempt.
     pub fn next_rate_unit(&self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Instant<HZ> {
-        match config.rate_limit_on() {
-            Some(limit) => Instant::<HZ>::from_ticks(self.limiter.next_at(limit, now.as_ticks())),
-            None => now,
+        match (config.rate_limit_on(), self.limiter.get()) {
+            (Some(limit), Some(limiter)) => Instant::<HZ>::from_ticks(limiter.next_at(limit, now.as_ticks())),
+            _ => now,
         }
     }
 
@@ -433,7 +477,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             return false;
         };
         match (budget.kind(), budget.bucket()) {
-            (_, Some(bucket)) => self.tokens.available(&bucket, now.as_ticks()) > 0,
+            (_, Some(bucket)) => {
+                self.tokens.get_mut().is_some_and(|t| t.available(&bucket, now.as_ticks()) > 0)
+            }
             (BudgetKind::Ratio { percent, floor }, None) => {
                 ratio_allows(self.window.totals(now), percent, floor)
             }
@@ -452,30 +498,32 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     ) -> Admission {
         let t = now.as_ticks();
         let refuse = |problem, until| Admission::Refused(Refusal { problem, until });
-        if config.cooldown_on().is_some() {
-            if let Some(until) = self.cooldown.active_until(t) {
+        if let (Some(_), Some(cooldown)) = (config.cooldown_on(), self.cooldown.get()) {
+            if let Some(until) = cooldown.active_until(t) {
                 return refuse(Problem::CooldownActive, Some(until));
             }
         }
         let mut probe = None;
-        if let Some(breaker) = config.breaker_on() {
-            let (verdict, transition) = self.breaker.check(breaker.probes, t);
+        if let (Some(config), Some(breaker)) = (config.breaker_on(), self.breaker.get_mut()) {
+            let (verdict, transition) = breaker.check(config.probes, t);
             changes.circuit = transition;
             match verdict {
                 Ok(is_probe) => probe = is_probe,
                 Err(refused) => return refuse(Problem::CircuitOpen, refused.until),
             }
         }
-        if let Some(max) = config.bulkhead_on() {
-            if !self.bulkhead.has_room(max) {
+        if let (Some(max), Some(bulkhead)) = (config.bulkhead_on(), self.bulkhead.get()) {
+            if !bulkhead.has_room(max) {
                 return refuse(Problem::BulkheadFull, None);
             }
         }
         // When the attempt can go: now, or later if the rate limit or the duty cycle says so.
         let mut go = t;
         let mut wait_for = WaitFor::RateUnit;
-        if let (Some(limit), false) = (config.rate_limit_on(), request.reserved) {
-            let due = self.limiter.next_at(limit, t);
+        if let (Some(limit), Some(limiter), false) =
+            (config.rate_limit_on(), self.limiter.get(), request.reserved)
+        {
+            let due = limiter.next_at(limit, t);
             if due > t {
                 let wait = due.saturating_sub(t);
                 if wait > limit.max_wait.as_ticks() || due > request.latest_start {
@@ -510,10 +558,12 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
                 return refuse(Problem::RetryBudgetExhausted, None);
             };
             match (budget.kind(), budget.bucket()) {
-                (_, Some(bucket)) => match self.tokens.reserve(&bucket, t) {
-                    Some(r) => reservation = Some(r),
-                    None => return refuse(Problem::RetryBudgetExhausted, None),
-                },
+                (_, Some(bucket)) => {
+                    match self.tokens.get_mut().and_then(|tokens| tokens.reserve(&bucket, t)) {
+                        Some(r) => reservation = Some(r),
+                        None => return refuse(Problem::RetryBudgetExhausted, None),
+                    }
+                }
                 (BudgetKind::Ratio { percent, floor }, None) => {
                     if !ratio_allows(self.window.totals(now), percent, floor) {
                         return refuse(Problem::RetryBudgetExhausted, None);
@@ -525,13 +575,16 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             }
         }
         // Everything allows it: charge.
-        if probe.is_some() {
-            self.breaker.take_probe();
+        if let (Some(_), Some(breaker)) = (probe, self.breaker.get_mut()) {
+            breaker.take_probe();
         }
-        let slot = config.bulkhead_on().is_some();
-        if slot {
-            self.bulkhead.take();
-        }
+        let slot = match (config.bulkhead_on(), self.bulkhead.get_mut()) {
+            (Some(_), Some(bulkhead)) => {
+                bulkhead.take();
+                true
+            }
+            _ => false,
+        };
         if !request.reserved {
             self.charge_timed(config, t, request.airtime);
         }
@@ -541,8 +594,8 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
 
     /// Takes a rate unit and records the airtime for an attempt going out at `at`.
     fn charge_timed(&mut self, config: &DependencyConfig<HZ>, at: u64, airtime: u64) {
-        if let Some(limit) = config.rate_limit_on() {
-            self.limiter.take(limit, at);
+        if let (Some(limit), Some(limiter)) = (config.rate_limit_on(), self.limiter.get_mut()) {
+            limiter.take(limit, at);
         }
         if let Some(duty) = config.duty_cycle_on() {
             self.airtime.record(duty, at, airtime);
@@ -560,21 +613,27 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     ) -> Changes {
         let t = now.as_ticks();
         let mut changes = Changes::default();
-        if ticket.slot {
-            self.bulkhead.release();
+        if let (true, Some(bulkhead)) = (ticket.slot, self.bulkhead.get_mut()) {
+            bulkhead.release();
         }
-        if let (Some(r), Some(bucket)) = (ticket.reservation, config.budget.and_then(|b| b.bucket())) {
-            self.tokens.settle(&bucket, r, t);
+        if let (Some(r), Some(bucket), Some(tokens)) =
+            (ticket.reservation, config.budget.and_then(|b| b.bucket()), self.tokens.get_mut())
+        {
+            tokens.settle(&bucket, r, t);
         }
         let failed = match ending {
             Ending::Abandoned => {
-                self.breaker.release_probe(ticket.probe);
+                if let Some(breaker) = self.breaker.get_mut() {
+                    breaker.release_probe(ticket.probe);
+                }
                 return changes;
             }
             Ending::Succeeded => false,
             Ending::Failed { retry_after } => {
-                if let (Some(max), Some(wait)) = (config.cooldown_on(), retry_after) {
-                    changes.cooldown_until = self.cooldown.extend(t, wait, max.as_ticks());
+                if let (Some(max), Some(wait), Some(cooldown)) =
+                    (config.cooldown_on(), retry_after, self.cooldown.get_mut())
+                {
+                    changes.cooldown_until = cooldown.extend(t, wait, max.as_ticks());
                 }
                 true
             }
@@ -587,10 +646,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         if failed {
             self.window.record_failure(now);
         }
-        if let Some(breaker) = config.breaker_on() {
+        if let (Some(config), Some(breaker)) = (config.breaker_on(), self.breaker.get_mut()) {
             let window = &mut self.window;
-            changes.circuit =
-                self.breaker.on_outcome(breaker, failed, ticket.probe, t, || window.totals(now));
+            changes.circuit = breaker.on_outcome(config, failed, ticket.probe, t, || window.totals(now));
             if changes.circuit == Some(CircuitState::Closed) {
                 self.window.clear_failures();
             }

@@ -15,8 +15,8 @@
 //! What is not saved: slots, probes and budget reservations of attempts in flight, which did not
 //! survive the reset either.
 //!
-//! The format: magic `RLNT`, a version byte, the tick rate, bucket count and airtime-log length it
-//! was written for, the state, and a CRC-32 (IEEE) of all of it. A truncated, corrupted, other-version or mismatched
+//! The format: magic `RLNT`, a version byte, the tick rate, bucket count, airtime-log length and
+//! set of protections compiled in that it was written for, the state (only the parts compiled in), and a CRC-32 (IEEE) of all of it. A truncated, corrupted, other-version or mismatched
 //! snapshot is refused with a [`SnapshotError`]; nothing is trusted that does not check out, and
 //! [`Dependency::restore_or_new`] starts fresh instead. Every single-byte corruption changes the
 //! CRC-32, so none is accepted. (The CRC is written here rather than taken from a crate because
@@ -27,7 +27,7 @@ use core::fmt;
 use crate::breaker::Breaker;
 use crate::budget::TokenBucket;
 use crate::cooldown::Cooldown;
-use crate::dependency::{Dependency, DependencyConfig};
+use crate::dependency::{BREAKER, COOLDOWN, Dependency, DependencyConfig, RATE_LIMIT, TOKEN_BUCKET};
 use crate::duty::AirtimeLog;
 use crate::limiter::Limiter;
 use crate::time::{Duration, Instant};
@@ -52,7 +52,8 @@ pub enum SnapshotError {
         /// The version found.
         found: u8,
     },
-    /// Written for another tick rate, number of buckets or airtime-log length.
+    /// Written for another tick rate, number of buckets, airtime-log length or set of protections
+    /// compiled in.
     OtherShape,
     /// Written for a dependency configured differently (another window).
     OtherConfig,
@@ -86,7 +87,7 @@ impl fmt::Display for SnapshotError {
                 "the snapshot was written by format version {found}, this build reads version {SNAPSHOT_VERSION}: starting fresh"
             ),
             Self::OtherShape => f.write_str(
-                "the snapshot was written for another tick rate, number of buckets or airtime-log length: starting fresh",
+                "the snapshot was written for another tick rate, number of buckets, airtime-log length or set of protections: starting fresh",
             ),
             Self::OtherConfig => f.write_str(
                 "the snapshot was written for a dependency with another counting window: starting fresh",
@@ -213,14 +214,21 @@ impl Rebase {
 
 impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// Bytes a snapshot of this dependency takes.
-    pub const SNAPSHOT_LEN: usize = 4 + 1 + 8 + 2 + 2 // magic, version, tick rate, buckets, log
+    pub const SNAPSHOT_LEN: usize = 4 + 1 + 8 + 2 + 2 + 1 // magic, version, tick rate, buckets, log, parts
         + CallWindow::<N>::SNAPSHOT_LEN
-        + TokenBucket::SNAPSHOT_LEN
-        + Breaker::SNAPSHOT_LEN
-        + Limiter::SNAPSHOT_LEN
+        + TOKEN_BUCKET * TokenBucket::SNAPSHOT_LEN
+        + BREAKER * Breaker::SNAPSHOT_LEN
+        + RATE_LIMIT * Limiter::SNAPSHOT_LEN
         + AirtimeLog::<L>::SNAPSHOT_LEN
-        + Cooldown::SNAPSHOT_LEN
+        + COOLDOWN * Cooldown::SNAPSHOT_LEN
         + 4; // CRC-32
+
+    /// Which parts' state this build keeps (the protections compiled in), one bit each: a snapshot
+    /// from a build with other parts has another layout.
+    const PARTS: u8 = (cfg!(feature = "token-bucket") as u8)
+        | (cfg!(feature = "breaker") as u8) << 1
+        | (cfg!(feature = "rate-limit") as u8) << 2
+        | (cfg!(feature = "cooldown") as u8) << 3;
 
     /// Writes the state at `now` into `out`, which must hold [`Self::SNAPSHOT_LEN`] bytes.
     pub fn save(&self, now: Instant<HZ>, out: &mut [u8]) -> Result<usize, SnapshotError> {
@@ -231,12 +239,14 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         w.u64(HZ);
         w.u16(u16::try_from(N).unwrap_or(u16::MAX));
         w.u16(u16::try_from(L).unwrap_or(u16::MAX));
-        self.parts().0.save(&mut w, now);
-        self.parts().1.save(&mut w, now);
-        self.parts().2.save(&mut w, now);
-        self.parts().3.save(&mut w, now);
-        self.parts().4.save(&mut w, now);
-        self.parts().5.save(&mut w, now);
+        w.u8(Self::PARTS);
+        let (window, tokens, breaker, limiter, airtime, cooldown) = self.parts();
+        window.save(&mut w, now);
+        tokens.0.iter().for_each(|p| p.save(&mut w, now));
+        breaker.0.iter().for_each(|p| p.save(&mut w, now));
+        limiter.0.iter().for_each(|p| p.save(&mut w, now));
+        airtime.save(&mut w, now);
+        cooldown.0.iter().for_each(|p| p.save(&mut w, now));
         let body = w.written();
         if w.overflow {
             return Err(SnapshotError::TooShort);
@@ -268,7 +278,11 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         if version != SNAPSHOT_VERSION {
             return Err(SnapshotError::OtherVersion { found: version });
         }
-        if r.u64()? != HZ || usize::from(r.u16()?) != N || usize::from(r.u16()?) != L {
+        if r.u64()? != HZ
+            || usize::from(r.u16()?) != N
+            || usize::from(r.u16()?) != L
+            || r.u8()? != Self::PARTS
+        {
             return Err(SnapshotError::OtherShape);
         }
         let len = Self::SNAPSHOT_LEN;
@@ -282,11 +296,22 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         let fresh = Self::new(config, now).map_err(|_| SnapshotError::OtherConfig)?;
         let rebase = Rebase { now: now.as_ticks(), slept: slept.as_ticks() };
         let window = CallWindow::<N>::restore(&mut r, rebase, fresh.parts().0.bucket_width())?;
-        let tokens = TokenBucket::restore(&mut r, rebase)?;
-        let breaker = Breaker::restore(&mut r, rebase)?;
-        let limiter = Limiter::restore(&mut r, rebase)?;
+        let (_, tokens, breaker, limiter, _, cooldown) = fresh.parts();
+        let (mut tokens, mut breaker, mut limiter, mut cooldown) =
+            (tokens.clone(), breaker.clone(), limiter.clone(), cooldown.clone());
+        for p in &mut tokens.0 {
+            *p = TokenBucket::restore(&mut r, rebase)?;
+        }
+        for p in &mut breaker.0 {
+            *p = Breaker::restore(&mut r, rebase)?;
+        }
+        for p in &mut limiter.0 {
+            *p = Limiter::restore(&mut r, rebase)?;
+        }
         let airtime = AirtimeLog::<L>::restore(&mut r, rebase)?;
-        let cooldown = Cooldown::restore(&mut r, rebase)?;
+        for p in &mut cooldown.0 {
+            *p = Cooldown::restore(&mut r, rebase)?;
+        }
         Ok(Self::from_parts(window, tokens, breaker, limiter, airtime, cooldown))
     }
 

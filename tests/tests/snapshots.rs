@@ -70,9 +70,9 @@ fn busy_dependency() -> (Dep, [u8; LEN]) {
 #[test]
 fn the_snapshot_size_is_a_compile_time_constant() {
     const SIZE: usize = Dependency::<1_000, 4>::SNAPSHOT_LEN;
-    assert_eq!(SIZE, 147);
-    assert_eq!(Dependency::<1_000, 10>::SNAPSHOT_LEN, 147 + 6 * 12, "12 bytes a bucket");
-    assert_eq!(Dependency::<1_000, 4, 8>::SNAPSHOT_LEN, 147 + 8 * 12, "12 bytes an airtime entry");
+    assert_eq!(SIZE, 148);
+    assert_eq!(Dependency::<1_000, 10>::SNAPSHOT_LEN, 148 + 6 * 12, "12 bytes a bucket");
+    assert_eq!(Dependency::<1_000, 4, 8>::SNAPSHOT_LEN, 148 + 8 * 12, "12 bytes an airtime entry");
 }
 
 #[test]
@@ -215,6 +215,13 @@ fn truncated_other_version_other_shape_and_other_config_snapshots_are_refused_wi
         Dependency::<HZ, 4, 8>::restore(&CONFIG, &bytes, now, zero).err(),
         Some(SnapshotError::OtherShape),
         "another airtime-log length"
+    );
+    let mut other_parts = bytes;
+    other_parts[17] ^= 0b0100; // written by a build without the rate limiter
+    assert_eq!(
+        Dep::restore(&CONFIG, &other_parts, now, zero).err(),
+        Some(SnapshotError::OtherShape),
+        "another set of protections compiled in"
     );
     let other_window = DependencyConfig::new(D::from_secs(120)).budget(valid(RetryBudget::ratio(10, 1)));
     assert_eq!(Dep::restore(&other_window, &bytes, now, zero).err(), Some(SnapshotError::OtherConfig));
