@@ -9,8 +9,10 @@
 //! are admitted.
 //!
 //! The interval is rarely a whole number of ticks (3 per second at 1 kHz is 333.3 ticks), so the
-//! TAT is kept as whole ticks plus a remainder in `1 / count` of a tick and compared in 128-bit
-//! arithmetic: no drift, no rounding, no floats.
+//! TAT is kept as whole ticks plus a remainder in `1 / count` of a tick: no drift, no rounding, no
+//! floats. The configuration splits the interval and the burst tolerance into whole ticks and
+//! remainders once, when it is built, so deciding and charging a unit are additions and
+//! comparisons: no division on the hot path.
 //!
 //! Because GCRA knows when the next unit is due, the limiter can say when to try again, and with a
 //! `max_wait` an attempt may reserve a unit that is due soon and wait for it (holding nothing else)
@@ -27,18 +29,60 @@ pub struct RateLimit<const HZ: u64> {
     pub(crate) period: Duration<HZ>,
     pub(crate) burst: u32,
     pub(crate) max_wait: Duration<HZ>,
+    /// `period / count`: the emission interval.
+    interval: Split,
+    /// `(burst - 1) × period / count`: how far ahead of time the TAT may run.
+    tolerance: Split,
+}
+
+/// A number of ticks as whole ticks plus `frac / count` of a tick, `frac < count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+struct Split {
+    whole: u64,
+    frac: u32,
+}
+
+impl Split {
+    /// `scaled / count` ticks, where `scaled` is in `1 / count` of a tick.
+    #[allow(clippy::cast_possible_truncation)] // each value is checked against its bound first
+    const fn of(scaled: u128, count: u32) -> Self {
+        let count = if count == 0 { 1 } else { count as u128 };
+        let whole = match scaled.checked_div(count) {
+            Some(w) => w,
+            None => 0,
+        };
+        let frac = match scaled.checked_rem(count) {
+            Some(f) => f,
+            None => 0,
+        };
+        Self {
+            whole: if whole > u64::MAX as u128 { u64::MAX } else { whole as u64 },
+            // frac < count <= u32::MAX
+            frac: if frac > u32::MAX as u128 { u32::MAX } else { frac as u32 },
+        }
+    }
 }
 
 impl<const HZ: u64> RateLimit<HZ> {
     /// `count` attempts per `period`, no burst beyond one unit, and no waiting: an attempt with no
     /// unit available is refused (`rate_limited`) with the instant the next unit is due.
     pub const fn new(count: u32, period: Duration<HZ>) -> Self {
-        Self { count, period, burst: 1, max_wait: Duration::<HZ>::from_ticks(0) }
+        Self {
+            count,
+            period,
+            burst: 1,
+            max_wait: Duration::<HZ>::from_ticks(0),
+            interval: Split::of(period.as_ticks() as u128, count),
+            tolerance: Split { whole: 0, frac: 0 },
+        }
     }
 
     /// Allows bursts of up to `burst` attempts at once.
     pub const fn burst(mut self, burst: u32) -> Self {
         self.burst = burst;
+        let extra = (burst as u128).saturating_sub(1);
+        self.tolerance = Split::of(extra.saturating_mul(self.period.as_ticks() as u128), self.count);
         self
     }
 
@@ -76,33 +120,36 @@ impl Limiter {
         Self { tat: 0, frac: 0 }
     }
 
-    fn scaled_tat(&self, count: u32) -> u128 {
-        u128::from(self.tat).saturating_mul(u128::from(count)).saturating_add(u128::from(self.frac))
-    }
-
-    /// The earliest tick at or after `now` at which a unit may go.
+    /// The earliest tick at or after `now` at which a unit may go: the TAT less the tolerance,
+    /// rounded up to a whole tick (a unit is never taken a fraction of a tick early).
     pub(crate) fn next_at<const HZ: u64>(&self, limit: &RateLimit<HZ>, now: u64) -> u64 {
-        let count = u128::from(limit.count.max(1));
-        let tolerance =
-            u128::from(limit.burst.saturating_sub(1)).saturating_mul(u128::from(limit.period.as_ticks()));
-        let now_scaled = u128::from(now).saturating_mul(count);
-        let earliest = self.scaled_tat(limit.count.max(1)).saturating_sub(tolerance);
-        if earliest <= now_scaled {
-            return now;
-        }
-        // Round up: a unit is never taken a fraction of a tick early.
-        let ticks = earliest.div_ceil(count);
-        u64::try_from(ticks).unwrap_or(u64::MAX)
+        let tol = limit.tolerance;
+        // (tat, frac) - (tol.whole, tol.frac), borrowing a tick when the remainder runs short.
+        let (whole, frac) = match self.frac.checked_sub(tol.frac) {
+            Some(frac) => (self.tat.checked_sub(tol.whole), frac),
+            None => (
+                self.tat.checked_sub(tol.whole).and_then(|w| w.checked_sub(1)),
+                self.frac.saturating_add(limit.count.max(1).saturating_sub(tol.frac)),
+            ),
+        };
+        let Some(whole) = whole else {
+            return now; // earlier than tick 0
+        };
+        let earliest = if frac > 0 { whole.saturating_add(1) } else { whole };
+        earliest.max(now)
     }
 
-    /// Takes the unit due at `next_at(limit, now)`.
+    /// Takes the unit due at `next_at(limit, now)`: the TAT moves on by one interval from itself,
+    /// or from `now` if it had fallen behind.
     pub(crate) fn take<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, now: u64) {
+        if self.tat < now {
+            (self.tat, self.frac) = (now, 0);
+        }
         let count = limit.count.max(1);
-        let wide = u128::from(count);
-        let base = self.scaled_tat(count).max(u128::from(now).saturating_mul(wide));
-        let next = base.saturating_add(u128::from(limit.period.as_ticks()));
-        self.tat = u64::try_from(next.checked_div(wide).unwrap_or(0)).unwrap_or(u64::MAX);
-        self.frac = u32::try_from(next.checked_rem(wide).unwrap_or(0)).unwrap_or(0);
+        let frac = self.frac.saturating_add(limit.interval.frac);
+        let (carry, frac) = if frac >= count { (1, frac.saturating_sub(count)) } else { (0, frac) };
+        self.tat = self.tat.saturating_add(limit.interval.whole).saturating_add(carry);
+        self.frac = frac;
     }
 }
 
