@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as Std;
 
 use relent_tokio::core::{
-    Classify, Context, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryBudget,
+    Classify, Context, DependencyConfig, Disposition, DutyCycle, Jitter, Problem, ReplaySafety, RetryBudget,
     RetryPolicy, Verdict,
 };
 use relent_tokio::{AttemptError, Dependency, Duration, Error, HZ};
@@ -142,6 +142,45 @@ async fn a_retry_after_is_slept_exactly_and_the_value_is_returned() {
         .unwrap();
     assert_eq!(value, "seat 12");
     assert_eq!(*starts.lock().unwrap(), [Std::ZERO, Std::from_millis(1_020)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_duty_cycle_defers_a_costed_call_or_makes_it_wait_on_tokios_timer() {
+    // At most 1 s of "airtime" (a metered resource: a satellite modem's airtime, GPU seconds) in
+    // any 10 s; each call costs 400 ms.
+    let config = budgeted().duty_cycle(DutyCycle::new(Duration::from_secs(1), Duration::from_secs(10)));
+    let dep = payrail(config);
+    let t0 = Instant::now();
+    let costed = read(Std::from_secs(30)).airtime(Duration::from_millis(400));
+    let starts = Mutex::new(Vec::new());
+    let call = |_| {
+        starts.lock().unwrap().push(t0.elapsed());
+        async { Ok::<_, PayrailError>(()) }
+    };
+    for _ in 0..2 {
+        let done = dep.execute_detailed(&CHECKOUT, costed, call).await.unwrap();
+        assert_eq!(done.completion.disposition, Disposition::Succeeded);
+    }
+    // 800 ms used: a third 400 ms call fits only once the first stops counting, at 10.4 s (its
+    // end plus the window). That is further than CHECKOUT's 2 s maximum delay: deferred, unsent.
+    let done = dep.execute_detailed(&CHECKOUT, costed, call).await.unwrap();
+    assert_eq!(
+        (done.completion.disposition, done.completion.code()),
+        (Disposition::Deferred, "duty_cycle_exceeded")
+    );
+    assert_eq!(done.completion.not_before.map(|t| t.as_ticks()), Some(10_400_000));
+    assert_eq!(t0.elapsed(), Std::ZERO);
+    // A policy that may wait 20 s waits on tokio's timer and calls at exactly 10.4 s.
+    let patient = valid(
+        RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(20))
+            .jitter(Jitter::None)
+            .attempt_timeout(Duration::from_secs(3))
+            .build(),
+    );
+    let done = dep.execute_detailed(&patient, costed, call).await.unwrap();
+    assert_eq!(done.completion.disposition, Disposition::Succeeded);
+    assert_eq!(done.completion.summary.waited, Duration::from_millis(10_400));
+    assert_eq!(*starts.lock().unwrap(), [Std::ZERO, Std::ZERO, Std::from_millis(10_400)]);
 }
 
 #[tokio::test(start_paused = true)]
