@@ -141,6 +141,16 @@ pub(crate) struct Reservation {
     epoch: u32,
 }
 
+impl Reservation {
+    /// The epoch it was taken in (a ticket carries it packed).
+    pub(crate) const fn epoch(self) -> u32 {
+        self.epoch
+    }
+    pub(crate) const fn of_epoch(epoch: u32) -> Self {
+        Self { epoch }
+    }
+}
+
 /// A token bucket's numbers, in ticks, as its state's methods read them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Bucket {

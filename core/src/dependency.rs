@@ -250,21 +250,49 @@ pub struct Dependency<const HZ: u64, const N: usize, const L: usize = 0> {
     bulkhead: Part<Bulkhead, BULKHEAD>,
 }
 
-/// What an admitted attempt holds, to be given back when it ends.
+/// What an admitted attempt holds, to be given back when it ends: a budget reservation, a
+/// half-open probe (of an episode), a bulkhead slot. Packed into 8 bytes so that an admission
+/// comes back from `admit` in registers rather than through memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Ticket {
-    reservation: Option<Reservation>,
-    /// The half-open episode this attempt probes, if it is a probe.
-    probe: Option<u16>,
-    slot: bool,
+    /// The reservation's epoch, when `HAS_RESERVATION` is set.
+    epoch: u32,
+    /// The half-open episode this attempt probes, when `HAS_PROBE` is set.
+    episode: u16,
+    flags: u8,
 }
 
-/// A protection's refusal: its problem code and, where known, when to try again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Refusal {
-    pub(crate) problem: Problem,
-    pub(crate) until: Option<u64>,
+impl Ticket {
+    const HAS_RESERVATION: u8 = 1;
+    const HAS_PROBE: u8 = 2;
+    const SLOT: u8 = 4;
+
+    fn new(reservation: Option<Reservation>, probe: Option<u16>, slot: bool) -> Self {
+        let mut flags = 0;
+        if reservation.is_some() {
+            flags |= Self::HAS_RESERVATION;
+        }
+        if probe.is_some() {
+            flags |= Self::HAS_PROBE;
+        }
+        if slot {
+            flags |= Self::SLOT;
+        }
+        Self { epoch: reservation.map_or(0, Reservation::epoch), episode: probe.unwrap_or(0), flags }
+    }
+
+    fn reservation(self) -> Option<Reservation> {
+        (self.flags & Self::HAS_RESERVATION != 0).then(|| Reservation::of_epoch(self.epoch))
+    }
+
+    fn probe(self) -> Option<u16> {
+        (self.flags & Self::HAS_PROBE != 0).then_some(self.episode)
+    }
+
+    fn slot(self) -> bool {
+        self.flags & Self::SLOT != 0
+    }
 }
 
 /// What an attempt asks of the protections.
@@ -296,8 +324,10 @@ pub(crate) enum Admission {
     Go(Ticket),
     /// A rate unit and airtime were reserved for this instant: wait for it, holding nothing else.
     Wait(u64, WaitFor),
-    /// Refused.
-    Refused(Refusal),
+    /// Refused by a protection, with its problem code and, where known, when to try again
+    /// (always after `now`, so never zero: with `NonZeroU64` and the ticket packed, an admission
+    /// is 16 bytes and comes back from `admit` in registers).
+    Refused { problem: Problem, until: Option<core::num::NonZeroU64> },
 }
 
 /// How an attempt ended, for the protections.
@@ -497,7 +527,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         changes: &mut Changes,
     ) -> Admission {
         let t = now.as_ticks();
-        let refuse = |problem, until| Admission::Refused(Refusal { problem, until });
+        let refuse = |problem, until: Option<u64>| Admission::Refused {
+            problem,
+            until: until.and_then(core::num::NonZeroU64::new),
+        };
         if let (Some(_), Some(cooldown)) = (config.cooldown_on(), self.cooldown.get()) {
             if let Some(until) = cooldown.active_until(t) {
                 return refuse(Problem::CooldownActive, Some(until));
@@ -589,7 +622,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             self.charge_timed(config, t, request.airtime);
         }
         self.window.record_call(now, request.retry);
-        Admission::Go(Ticket { reservation, probe, slot })
+        Admission::Go(Ticket::new(reservation, probe, slot))
     }
 
     /// Takes a rate unit and records the airtime for an attempt going out at `at`.
@@ -613,18 +646,18 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     ) -> Changes {
         let t = now.as_ticks();
         let mut changes = Changes::default();
-        if let (true, Some(bulkhead)) = (ticket.slot, self.bulkhead.get_mut()) {
+        if let (true, Some(bulkhead)) = (ticket.slot(), self.bulkhead.get_mut()) {
             bulkhead.release();
         }
         if let (Some(r), Some(bucket), Some(tokens)) =
-            (ticket.reservation, config.budget.and_then(|b| b.bucket()), self.tokens.get_mut())
+            (ticket.reservation(), config.budget.and_then(|b| b.bucket()), self.tokens.get_mut())
         {
             tokens.settle(&bucket, r, t);
         }
         let failed = match ending {
             Ending::Abandoned => {
                 if let Some(breaker) = self.breaker.get_mut() {
-                    breaker.release_probe(ticket.probe);
+                    breaker.release_probe(ticket.probe());
                 }
                 return changes;
             }
@@ -648,7 +681,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         }
         if let (Some(config), Some(breaker)) = (config.breaker_on(), self.breaker.get_mut()) {
             let window = &mut self.window;
-            changes.circuit = breaker.on_outcome(config, failed, ticket.probe, t, || window.totals(now));
+            changes.circuit = breaker.on_outcome(config, failed, ticket.probe(), t, || window.totals(now));
             if changes.circuit == Some(CircuitState::Closed) {
                 self.window.clear_failures();
             }
@@ -663,6 +696,7 @@ mod tests {
 
     #[test]
     fn state_sizes() {
+        assert_eq!(core::mem::size_of::<Admission>(), 16, "returned in registers");
         // Reported in the README.
         assert_eq!(core::mem::size_of::<TokenBucket>(), 32);
         assert_eq!(core::mem::size_of::<Breaker>(), 32);

@@ -364,22 +364,22 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 });
                 return Action::Wait { until };
             }
-            Admission::Refused(refusal) => {
-                let retry_at = refusal.until.map(Instant::<HZ>::from_ticks);
+            Admission::Refused { problem, until } => {
+                let retry_at = until.map(|t| Instant::<HZ>::from_ticks(t.get()));
                 observer.on_event(&Event::Refused {
                     operation: self.id,
                     attempt: number,
                     at: now,
-                    problem: refusal.problem,
+                    problem,
                     retry_at,
                 });
                 self.not_before_hint = retry_at;
-                let disposition = match refusal.problem {
+                let disposition = match problem {
                     Problem::RetryBudgetExhausted => Disposition::Failed,
                     Problem::CooldownActive | Problem::DutyCycleExceeded => Disposition::Deferred,
                     _ => Disposition::Rejected,
                 };
-                self.finish(now, disposition, Some(refusal.problem), observer);
+                self.finish(now, disposition, Some(problem), observer);
                 return Action::Done;
             }
         };

@@ -70,6 +70,38 @@ fn core(c: &mut Criterion) {
     });
     g.finish();
 
+    // A whole decision from nothing, in a plain loop on both sides (no batched inputs, whose
+    // memory traffic the batched figures below include): relent-core starts an operation, admits
+    // its first attempt and decides what to do after its failure (budget, breaker, deadline,
+    // replay statement, jitter); backon builds its backoff and takes one step.
+    let mut g = c.benchmark_group("decision_from_scratch");
+    g.bench_function("backon_build_and_step", |b| {
+        b.iter(|| {
+            ExponentialBuilder::default()
+                .with_min_delay(Std::from_millis(100))
+                .with_max_delay(Std::from_secs(2))
+                .with_max_times(3)
+                .with_jitter()
+                .build()
+                .next()
+        })
+    });
+    g.bench_function("relent_core_start_admit_fail", |b| {
+        let mut dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
+        let mut rng = seeded(1);
+        let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
+        let mut t = 0;
+        b.iter(|| {
+            t += 1_000;
+            let now = T::from_ticks(t);
+            let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
+            let Action::Dispatch(attempt) = op.poll(now, &mut dep, &mut ()) else { unreachable!() };
+            op.on_failure(attempt, T::from_ticks(t + 500), &mut dep, &mut rng, Verdict::Retryable, &mut ());
+            op.is_done()
+        })
+    });
+    g.finish();
+
     let mut g = c.benchmark_group("retry_decision");
     g.bench_function("relent_core_on_failure", |b| {
         // Setup and measured call take turns with the dependency and the clock.
