@@ -268,6 +268,7 @@ impl Ticket {
     const HAS_PROBE: u8 = 2;
     const SLOT: u8 = 4;
 
+    #[inline]
     fn new(reservation: Option<Reservation>, probe: Option<u16>, slot: bool) -> Self {
         let mut flags = 0;
         if reservation.is_some() {
