@@ -33,9 +33,10 @@
 //! At dispatch, each attempt's timeout is `min(ceiling, time left before the deadline)` (seed 000:
 //! the third attempt is cut to fit), and no attempt is dispatched once the deadline has passed. Every
 //! attempt, the first included, then passes the dependency's protections in their fixed order
-//! (cooldown, circuit, bulkhead, rate limit, retry budget: see [`crate::Dependency`]); a refusal ends
-//! the operation with the protection's code, keeping the last failure. A rate unit due soon enough
-//! (within the limit's `max_wait` and before the deadline) is reserved and waited for instead.
+//! (cooldown, circuit, bulkhead, rate limit, duty cycle, retry budget: see [`crate::Dependency`]);
+//! a refusal ends the operation with the protection's code, keeping the last failure. A rate unit
+//! due soon enough (within the limit's `max_wait`) and airtime free soon enough (within the
+//! policy's maximum delay), both before the deadline, are reserved and waited for instead.
 //!
 //! What an attempt holds (a bulkhead slot, a half-open probe, a budget reservation) is recorded in
 //! the operation as well as in the [`Attempt`], so it is given back when the attempt is reported,
