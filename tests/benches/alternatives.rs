@@ -48,21 +48,19 @@ const CONFIG: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
     .breaker(BreakerConfig::failure_ratio(90, 1_000_000, D::from_secs(30)))
     .rate_limit(RateLimit::new(1_000_000, D::from_secs(1)).burst(1_000));
 
+/// backon's equivalent of `POLICY`: 3 attempts, 100 ms doubling to 2 s, with jitter.
+fn backon_policy() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Std::from_millis(100))
+        .with_max_delay(Std::from_secs(2))
+        .with_max_times(3)
+        .with_jitter()
+}
+
 fn core(c: &mut Criterion) {
     let mut g = c.benchmark_group("backoff_step");
     g.bench_function("backon", |b| {
-        b.iter_batched(
-            || {
-                ExponentialBuilder::default()
-                    .with_min_delay(Std::from_millis(100))
-                    .with_max_delay(Std::from_secs(2))
-                    .with_max_times(3)
-                    .with_jitter()
-                    .build()
-            },
-            |mut backoff| backoff.next(),
-            BatchSize::SmallInput,
-        )
+        b.iter_batched(|| backon_policy().build(), |mut backoff| backoff.next(), BatchSize::SmallInput)
     });
     g.bench_function("relent_core", |b| {
         let mut rng = seeded(1);
@@ -75,17 +73,7 @@ fn core(c: &mut Criterion) {
     // its first attempt and decides what to do after its failure (budget, breaker, deadline,
     // replay statement, jitter); backon builds its backoff and takes one step.
     let mut g = c.benchmark_group("decision_from_scratch");
-    g.bench_function("backon_build_and_step", |b| {
-        b.iter(|| {
-            ExponentialBuilder::default()
-                .with_min_delay(Std::from_millis(100))
-                .with_max_delay(Std::from_secs(2))
-                .with_max_times(3)
-                .with_jitter()
-                .build()
-                .next()
-        })
-    });
+    g.bench_function("backon_build_and_step", |b| b.iter(|| backon_policy().build().next()));
     g.bench_function("relent_core_start_admit_fail", |b| {
         let mut dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
         let mut rng = seeded(1);
