@@ -15,8 +15,8 @@ use std::sync::Mutex;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::MockDriver;
 use relent_embassy::core::{
-    Classify, Context, Dependency, DependencyConfig, Event, Jitter, Problem, ReplaySafety, RetryBudget,
-    RetryPolicy, Verdict,
+    Classify, Context, Dependency, DependencyConfig, Disposition, DutyCycle, Event, Jitter, Problem,
+    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_embassy::{AttemptError, Duration, HZ, Instant, SharedDependency};
 
@@ -128,6 +128,41 @@ fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
         })
         .collect();
     assert_eq!(scheduled, [1_000_000], "1 s in embassy ticks (1 MHz with the mock driver)");
+}
+
+/// A radio link on air at most 1 % of any 100 s (1 s), every frame 400 ms.
+const RADIO: DependencyConfig<HZ> = LINK.duty_cycle(DutyCycle::per_mille(10, Duration::from_secs(100)));
+
+#[test]
+fn a_frame_over_the_duty_cycle_waits_on_embassys_timer_or_is_deferred_to_the_tick() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    MockDriver::get().reset();
+    let radio: SharedDependency<'static, CriticalSectionRawMutex, 4, 8> =
+        SharedDependency::new(&RADIO, Dependency::new(&RADIO, relent_embassy::now()).unwrap());
+    let t0 = embassy_time::Instant::now();
+    let starts = RefCell::new(Vec::new());
+    let frame = |deadline_ms| read(deadline_ms).airtime(Duration::from_millis(400));
+    let mut rng = rng();
+    let mut send = |_| {
+        starts.borrow_mut().push(elapsed_ms(t0));
+        async { Ok::<(), LinkError>(()) }
+    };
+    // Two frames: 800 ms of the 1 s. The third fits once the first stops counting, at 100.4 s:
+    // further than CHECKOUT's 2 s maximum delay, so it is deferred, unsent, with that instant.
+    for _ in 0..2 {
+        let done = run(radio.execute(&CHECKOUT, frame(10_000), &mut rng, &mut send)).unwrap();
+        assert_eq!(done.completion.disposition, Disposition::Succeeded);
+    }
+    let done = run(radio.execute(&CHECKOUT, frame(10_000), &mut rng, &mut send)).unwrap();
+    assert_eq!(done.completion.problem, Some(Problem::DutyCycleExceeded));
+    assert_eq!(done.completion.not_before, Some(Instant::from_ticks(100_400_000)));
+    // At 99 s the wait is 1.4 s, within the maximum delay: it waits on embassy's timer and goes at
+    // exactly 100.4 s.
+    run(async { embassy_time::Timer::at(embassy_time::Instant::from_secs(99)).await });
+    let done = run(radio.execute(&CHECKOUT, frame(10_000), &mut rng, &mut send)).unwrap();
+    assert_eq!(done.completion.disposition, Disposition::Succeeded);
+    assert_eq!(done.completion.summary.waited, Duration::from_millis(1_400));
+    assert_eq!(*starts.borrow(), [0, 0, 100_400]);
 }
 
 static STATIC_LINK: SharedDependency<'static, CriticalSectionRawMutex, 4> =
