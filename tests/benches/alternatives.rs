@@ -157,6 +157,14 @@ fn core(c: &mut Criterion) {
 #[derive(Debug)]
 struct Refused;
 
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("refused")
+    }
+}
+
+impl std::error::Error for Refused {}
+
 impl relent_core::Classify<HZ> for Refused {
     fn classify(&self) -> Verdict<HZ> {
         Verdict::Retryable
@@ -245,6 +253,35 @@ fn adapters(c: &mut Criterion) {
                     let mut svc = tower::retry::Retry::new(policy, service);
                     let calls = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(u8::from(!fails_first)));
                     svc.ready().await.map_err(|_| ()).unwrap().call(calls).await
+                })
+            })
+        });
+        // Like for like with relent-tokio, which always enforces a per-attempt timeout: the same
+        // two, each attempt under a 3 s timeout.
+        g.bench_function("backon_with_attempt_timeout", |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let mut first = fails_first;
+                    (|| {
+                        let fail = std::mem::replace(&mut first, false);
+                        async move {
+                            tokio::time::timeout(Std::from_secs(3), call(fail)).await.map_err(|_| Refused)?
+                        }
+                    })
+                    .retry(backoff)
+                    .sleep(tokio::time::sleep)
+                    .await
+                })
+            })
+        });
+        g.bench_function("tower_retry_with_budget_and_attempt_timeout", |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let policy = TowerPolicy { budget: tower_budget.clone(), retried: false };
+                    let timed = tower::timeout::Timeout::new(service, Std::from_secs(3));
+                    let mut svc = tower::retry::Retry::new(policy, timed);
+                    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(u8::from(!fails_first)));
+                    svc.ready().await.map_err(|_| ()).unwrap().call(calls).await.map_err(|_| ())
                 })
             })
         });
