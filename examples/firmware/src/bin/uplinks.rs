@@ -2,6 +2,9 @@
 //! budget, a circuit breaker and a cooldown, on embassy's executor and a SysTick time driver.
 //! One line per uplink, then a summary; exit code 0 when every uplink ended in a known state.
 //!
+//! The cooldown is the `cooldown` feature (on by default; size.sh builds without it to measure
+//! retry, budget and breaker alone).
+//!
 //! With the `duty-cycle` feature (on by default), the link may be on air at most 2 % of any minute:
 //! each attempt, retries included, costs the frame's 120 ms of airtime, and an uplink waits for its
 //! turn (or is deferred with `duty_cycle_exceeded` when the turn is too far off).
@@ -48,23 +51,27 @@ const POLICY: RetryPolicy<HZ> =
         Err(e) => panic!("{}", e.message()),
     };
 
-/// The link as a dependency: retries at most 25 % of transmissions per minute (plus 4), the circuit
-/// opens after 4 failures in a row for 20 s, and a "busy" pauses every uplink for as long as the
-/// network asks, up to 2 minutes.
+/// The link as a dependency: retries at most 25 % of transmissions per minute (plus 4), and the
+/// circuit opens after 4 failures in a row for 20 s.
 const PROTECTED: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60))
     .budget(match RetryBudget::ratio(25, 4) {
         Ok(b) => b,
         Err(e) => panic!("{}", e.message()),
     })
-    .breaker(BreakerConfig::consecutive_failures(4, Duration::from_secs(20)))
-    .cooldown(Duration::from_secs(120));
+    .breaker(BreakerConfig::consecutive_failures(4, Duration::from_secs(20)));
 
-/// And on air at most 2 % of any minute (1.2 s: ten frames).
+/// And a "busy" pauses every uplink for as long as the network asks, up to 2 minutes.
+#[cfg(feature = "cooldown")]
+const COOLED: DependencyConfig<HZ> = PROTECTED.cooldown(Duration::from_secs(120));
+#[cfg(not(feature = "cooldown"))]
+const COOLED: DependencyConfig<HZ> = PROTECTED;
+
+/// And on air at most 2.5 % of any minute (1.5 s: twelve frames).
 #[cfg(feature = "duty-cycle")]
 const LINK: DependencyConfig<HZ> =
-    PROTECTED.duty_cycle(relent_core::DutyCycle::per_mille(25, Duration::from_secs(60)));
+    COOLED.duty_cycle(relent_core::DutyCycle::per_mille(25, Duration::from_secs(60)));
 #[cfg(not(feature = "duty-cycle"))]
-const LINK: DependencyConfig<HZ> = PROTECTED;
+const LINK: DependencyConfig<HZ> = COOLED;
 
 /// Transmissions the duty cycle remembers (12 bytes each); more are merged, conservatively.
 #[cfg(feature = "duty-cycle")]
