@@ -47,9 +47,11 @@ impl fmt::Display for Disposition {
 }
 
 /// Why an operation stopped short of success: the retry stage's reasons, and the protections'
-/// refusals. The codes are stable: grep for them.
+/// refusals. The codes are stable: grep for them. New protections bring new codes, so the enum is
+/// `non_exhaustive`: match the codes you act on and keep a fallback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Problem {
     /// Every attempt the policy allows was made.
     AttemptsExhausted,

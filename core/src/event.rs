@@ -43,9 +43,11 @@ pub enum AfterFailure {
     Stop(Problem),
 }
 
-/// One thing the core decided.
+/// One thing the core decided. New protections bring new events, so the enum is `non_exhaustive`:
+/// an observer matches what it records and ignores the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Event<const HZ: u64> {
     /// Attempt `attempt` (1 for the first) was handed to the caller to run.
     AttemptDispatched {

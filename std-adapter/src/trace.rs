@@ -99,6 +99,8 @@ impl Observer<HZ> for Trace<'_> {
                     )
                 }
             }
+            // An event this version does not know yet (the enum is non_exhaustive).
+            _ => tracing::debug!(dependency, operation, event = ?event, "relent: event"),
         }
     }
 }

@@ -165,6 +165,8 @@ pub fn line(event: &Event<HZ>) -> String {
             let problem = problem.map(|p| format!(", {p}")).unwrap_or_default();
             write!(s, "{} done: {disposition}{problem} after {dispatched} dispatched", secs(at.as_ticks()))
         }
+        // A new event must get its own transcript line before it can appear in a transcript.
+        other => write!(s, "unrendered event: {other:?}"),
     };
     s
 }

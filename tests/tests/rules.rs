@@ -268,6 +268,7 @@ fn the_observer_sees_every_event_of_a_run_once_and_in_order() {
             Event::CircuitChanged { .. } => "circuit",
             Event::CooldownExtended { .. } => "cooldown",
             Event::Completed { .. } => "completed",
+            _ => "unknown",
         })
     };
     let Action::Dispatch(a) = op.poll(T::from_ticks(0), &mut dep.state, &mut observer) else { panic!() };

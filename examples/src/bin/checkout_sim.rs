@@ -191,7 +191,8 @@ fn run_checkout(
             Event::WaitingForAirtime { until, .. } => {
                 println!("  {:>6}  wait for airtime until {} s", "", rel(until.as_ticks()))
             }
-            Event::AttemptFailed { .. } | Event::Completed { .. } => {}
+            // Failures and completions are printed by the loop below; anything else is not shown.
+            _ => {}
         }
     };
     let mut script = checkout.script.iter().copied();
