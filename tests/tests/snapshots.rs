@@ -169,6 +169,67 @@ fn airtime_spent_before_a_sleep_still_counts_after_it_for_what_remains_of_its_wi
     assert_eq!(restored.airtime_used(&CONFIG, woke), D::from_ticks(0));
 }
 
+/// CRC-32/IEEE, written here independently of the core's, to forge snapshots whose checksum is
+/// right and whose contents are not.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = u32::MAX;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn an_airtime_log_that_save_could_not_have_written_is_refused_even_with_a_valid_checksum() {
+    // Four frames, one log entry each, saved at 2 s.
+    let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
+    for i in 0..4 {
+        let at = T::from_ticks(i * 400);
+        let mut op = Operation::<HZ, Verdict<HZ>>::start(&ONCE, &CONFIG, context(), at).unwrap();
+        let Action::Dispatch(a) = op.poll(at, &mut dep, &mut ()) else { panic!("frame {i} not sent") };
+        op.on_success(a, T::from_ticks(i * 400 + 400), &mut dep, &mut ());
+    }
+    let mut bytes = [0u8; LEN];
+    dep.save(T::from_ticks(2_000), &mut bytes).unwrap();
+    // The log is the 4 entries of 12 bytes (remaining u64, cost u32) before the cooldown and CRC.
+    let log = LEN - 4 - 8 - 4 * 12;
+    let entry = |b: &[u8; LEN], k: usize| {
+        let at = log + 12 * k;
+        (
+            u64::from_le_bytes(b[at..at + 8].try_into().unwrap()),
+            u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()),
+        )
+    };
+    assert_eq!(entry(&bytes, 0), (58_400, 400), "the first frame ended at 0.4 s and counts until 60.4 s");
+    assert_eq!(entry(&bytes, 3), (59_600, 400));
+    let forge = |edit: &dyn Fn(&mut [u8; LEN])| {
+        let mut forged = bytes;
+        edit(&mut forged);
+        let crc = crc32(&forged[..LEN - 4]).to_le_bytes();
+        forged[LEN - 4..].copy_from_slice(&crc);
+        Dep::restore(&CONFIG, &forged, T::from_ticks(0), D::from_ticks(0)).err()
+    };
+    assert_eq!(forge(&|_| {}), None, "the forging itself is sound: unchanged, it restores");
+    // Out of order: the first two entries swapped.
+    assert_eq!(
+        forge(&|b| {
+            let (first, second) = (log, log + 12);
+            let tmp: [u8; 12] = b[first..first + 12].try_into().unwrap();
+            b.copy_within(second..second + 12, first);
+            b[second..second + 12].copy_from_slice(&tmp);
+        }),
+        Some(SnapshotError::Corrupted)
+    );
+    // An entry in use after one that is not.
+    assert_eq!(forge(&|b| b[log + 12..log + 24].fill(0)), Some(SnapshotError::Corrupted));
+    // Time still to count with no cost, and a cost with no time.
+    assert_eq!(forge(&|b| b[log + 36 + 8..log + 48].fill(0)), Some(SnapshotError::Corrupted));
+    assert_eq!(forge(&|b| b[log + 36..log + 44].fill(0)), Some(SnapshotError::Corrupted));
+}
+
 #[test]
 fn every_single_byte_corruption_is_refused() {
     let (_, bytes) = busy_dependency();
