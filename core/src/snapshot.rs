@@ -225,10 +225,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
 
     /// Which parts' state this build keeps (the protections compiled in), one bit each: a snapshot
     /// from a build with other parts has another layout.
-    const PARTS: u8 = (cfg!(feature = "token-bucket") as u8)
-        | (cfg!(feature = "breaker") as u8) << 1
-        | (cfg!(feature = "rate-limit") as u8) << 2
-        | (cfg!(feature = "cooldown") as u8) << 3;
+    const PARTS: u8 = ((TOKEN_BUCKET == 1) as u8)
+        | ((BREAKER == 1) as u8) << 1
+        | ((RATE_LIMIT == 1) as u8) << 2
+        | ((COOLDOWN == 1) as u8) << 3;
 
     /// Writes the state at `now` into `out`, which must hold [`Self::SNAPSHOT_LEN`] bytes.
     pub fn save(&self, now: Instant<HZ>, out: &mut [u8]) -> Result<usize, SnapshotError> {

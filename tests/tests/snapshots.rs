@@ -133,17 +133,23 @@ fn an_open_circuit_still_open_after_a_short_sleep_stays_open_for_what_remains() 
     assert_eq!(dep.circuit_open_until(woke), Some(T::from_ticks(15_000)));
 }
 
-#[test]
-fn airtime_spent_before_a_sleep_still_counts_after_it_for_what_remains_of_its_window() {
-    // 15 frames of 400 ms back to back from 0 to 6 s: the whole 6 s a minute. The first stops
-    // counting at 60.4 s, the last at 66 s.
+/// A fresh dependency after `n` frames of 400 ms sent back to back from 0, each acknowledged.
+fn frames_back_to_back(n: u64) -> Dep {
     let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
-    for i in 0..15 {
+    for i in 0..n {
         let at = T::from_ticks(i * 400);
         let mut op = Operation::<HZ, Verdict<HZ>>::start(&ONCE, &CONFIG, context(), at).unwrap();
         let Action::Dispatch(a) = op.poll(at, &mut dep, &mut ()) else { panic!("frame {i} not sent") };
         op.on_success(a, T::from_ticks(i * 400 + 400), &mut dep, &mut ());
     }
+    dep
+}
+
+#[test]
+fn airtime_spent_before_a_sleep_still_counts_after_it_for_what_remains_of_its_window() {
+    // 15 frames of 400 ms back to back from 0 to 6 s: the whole 6 s a minute. The first stops
+    // counting at 60.4 s, the last at 66 s.
+    let dep = frames_back_to_back(15);
     let saved_at = T::from_ticks(10_000);
     assert_eq!(dep.airtime_used(&CONFIG, saved_at), D::from_secs(6));
     // Exact, the next 400 ms could go at 60.4 s; the log keeps 4 entries, so the 15 frames were
@@ -185,13 +191,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 #[test]
 fn an_airtime_log_that_save_could_not_have_written_is_refused_even_with_a_valid_checksum() {
     // Four frames, one log entry each, saved at 2 s.
-    let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
-    for i in 0..4 {
-        let at = T::from_ticks(i * 400);
-        let mut op = Operation::<HZ, Verdict<HZ>>::start(&ONCE, &CONFIG, context(), at).unwrap();
-        let Action::Dispatch(a) = op.poll(at, &mut dep, &mut ()) else { panic!("frame {i} not sent") };
-        op.on_success(a, T::from_ticks(i * 400 + 400), &mut dep, &mut ());
-    }
+    let dep = frames_back_to_back(4);
     let mut bytes = [0u8; LEN];
     dep.save(T::from_ticks(2_000), &mut bytes).unwrap();
     // The log is the 4 entries of 12 bytes (remaining u64, cost u32) before the cooldown and CRC.
