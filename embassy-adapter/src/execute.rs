@@ -43,20 +43,20 @@ pub struct Done<T, E> {
     pub completion: Completion<HZ, AttemptError<E>>,
 }
 
-/// Abandons the operation if the future running it is dropped before it ends.
-struct Running<'a, 'c, M: RawMutex, const N: usize, const L: usize, E, O: Observer<HZ> + ?Sized> {
+/// The operation being run: abandoned if the future running it is dropped before it ends.
+struct Running<'a, 'c, M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> {
     op: Operation<'a, HZ, AttemptError<E>>,
     shared: &'a SharedDependency<'c, M, N, L>,
-    observer: &'a mut O,
+    observer: B,
 }
 
-impl<M: RawMutex, const N: usize, const L: usize, E, O: Observer<HZ> + ?Sized> Drop
-    for Running<'_, '_, M, N, L, E, O>
+impl<M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Drop
+    for Running<'_, '_, M, N, L, E, B>
 {
     fn drop(&mut self) {
         if !self.op.is_done() {
-            let (op, observer) = (&mut self.op, &mut *self.observer);
-            self.shared.lock(|state| op.abandon(now(), state, &mut Both(observer)));
+            let (op, observer) = (&mut self.op, &mut self.observer);
+            self.shared.lock(|state| op.abandon(now(), state, observer));
         }
     }
 }
@@ -64,31 +64,35 @@ impl<M: RawMutex, const N: usize, const L: usize, E, O: Observer<HZ> + ?Sized> D
 impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N, L> {
     /// Runs `operation` through this dependency under `policy`, logging every event with defmt
     /// when that feature is on. `operation` is called once per attempt.
-    pub async fn execute<T, E, F, Fut, R>(
-        &self,
-        policy: &RetryPolicy<HZ>,
+    ///
+    /// The operation starts when `execute` is called (its deadline runs from then, as
+    /// `embassy_time::with_timeout`'s does); the policy and context are checked then too, and a
+    /// refusal is the future's output. Nothing is sent until the future is polled.
+    pub fn execute<'a, T, E, F, Fut, R>(
+        &'a self,
+        policy: &'a RetryPolicy<HZ>,
         context: Context<HZ>,
-        rng: &mut R,
+        rng: &'a mut R,
         operation: F,
-    ) -> Result<Done<T, E>, StartError>
+    ) -> impl Future<Output = Result<Done<T, E>, StartError>>
     where
         F: FnMut(AttemptInfo) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: Classify<HZ>,
         R: RngCore + ?Sized,
     {
-        self.execute_with(policy, context, rng, &mut Log, operation).await
+        run(self.begin(policy, context, Log), rng, operation)
     }
 
     /// As [`SharedDependency::execute`], also handing every event to `observer`.
-    pub async fn execute_with<T, E, F, Fut, R, O>(
-        &self,
-        policy: &RetryPolicy<HZ>,
+    pub fn execute_with<'a, T, E, F, Fut, R, O>(
+        &'a self,
+        policy: &'a RetryPolicy<HZ>,
         context: Context<HZ>,
-        rng: &mut R,
-        observer: &mut O,
-        mut operation: F,
-    ) -> Result<Done<T, E>, StartError>
+        rng: &'a mut R,
+        observer: &'a mut O,
+        operation: F,
+    ) -> impl Future<Output = Result<Done<T, E>, StartError>>
     where
         F: FnMut(AttemptInfo) -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -96,15 +100,46 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
         R: RngCore + ?Sized,
         O: Observer<HZ> + ?Sized,
     {
+        run(self.begin(policy, context, Both(observer)), rng, operation)
+    }
+
+    /// Starts the operation now: what the future of `run` holds from its first poll to its end.
+    fn begin<'a, E, B: Observer<HZ>>(
+        &'a self,
+        policy: &'a RetryPolicy<HZ>,
+        context: Context<HZ>,
+        observer: B,
+    ) -> Result<Running<'a, 'c, M, N, L, E, B>, StartError> {
         let op = Operation::start(policy, self.config(), context, now())?;
-        let mut running = Running { op, shared: self, observer };
+        Ok(Running { op, shared: self, observer })
+    }
+}
+
+/// The loop. An `async` block rather than an `async fn`: an `async fn` moves each argument into a
+/// local of its own, so its future would hold the started operation twice. This one holds it once,
+/// in place, beside the attempt in flight and the attempt's own future (a test checks it).
+#[allow(clippy::manual_async_fn)]
+fn run<M: RawMutex, const N: usize, const L: usize, T, E, F, Fut, R, B>(
+    mut started: Result<Running<'_, '_, M, N, L, E, B>, StartError>,
+    rng: &mut R,
+    mut operation: F,
+) -> impl Future<Output = Result<Done<T, E>, StartError>>
+where
+    F: FnMut(AttemptInfo) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Classify<HZ>,
+    R: RngCore + ?Sized,
+    B: Observer<HZ>,
+{
+    async move {
+        let running = match &mut started {
+            Ok(running) => running,
+            Err(e) => return Err(*e),
+        };
         let mut value = None;
         loop {
-            let action = {
-                let Running { op, shared, observer } = &mut running;
-                shared.lock(|state| op.poll(now(), state, &mut Both(&mut **observer)))
-            };
-            match action {
+            let Running { op, shared, observer } = &mut *running;
+            match shared.lock(|state| op.poll(now(), state, observer)) {
                 Action::Dispatch(attempt) => {
                     let info = AttemptInfo {
                         number: attempt.number(),
@@ -113,8 +148,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
                         deadline: to_embassy(attempt.deadline()),
                     };
                     let result = embassy_time::with_deadline(info.expires, operation(info)).await;
-                    let Running { op, shared, observer } = &mut running;
-                    let observer = &mut Both(&mut **observer);
+                    let Running { op, shared, observer } = &mut *running;
                     shared.lock(|state| match result {
                         Ok(Ok(v)) => {
                             value = Some(v);

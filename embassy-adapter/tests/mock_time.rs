@@ -190,3 +190,54 @@ fn a_static_dependency_gives_back_its_slot_when_the_operation_is_dropped_mid_att
             .unwrap();
     assert_eq!(done.value, Some(1));
 }
+
+#[test]
+fn the_deadline_runs_from_the_call_and_a_refused_start_is_the_futures_output() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    MockDriver::get().reset();
+    let link = shared();
+    let mut rng = rng();
+    let t0 = embassy_time::Instant::now();
+    let deadlines = RefCell::new(Vec::new());
+    let fut = link.execute(&CHECKOUT, read(7_500), &mut rng, |info| {
+        deadlines.borrow_mut().push(info.deadline - t0);
+        async { Ok::<_, LinkError>(()) }
+    });
+    MockDriver::get().advance(embassy_time::Duration::from_millis(500));
+    assert!(run(fut).unwrap().completion.is_success());
+    assert_eq!(*deadlines.borrow(), [embassy_time::Duration::from_millis(7_500)]);
+
+    // Retries without a replay-safety statement: refused, and the operation is never called.
+    let unsafe_context = Context::new(Duration::from_secs(5), ReplaySafety::Unsafe);
+    let called = RefCell::new(0);
+    let refused = run(link.execute(&CHECKOUT, unsafe_context, &mut rng, |_| {
+        *called.borrow_mut() += 1;
+        async { Ok::<_, LinkError>(()) }
+    }));
+    assert!(
+        matches!(refused, Err(relent_embassy::core::StartError::UnsafeWithRetries { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(*called.borrow(), 0);
+}
+
+/// The future of `execute` holds the operation once (an `async fn` taking it as an argument would
+/// hold it twice), beside the attempt and the attempt's own future.
+#[test]
+fn the_execute_future_holds_the_operation_once() {
+    use relent_embassy::core::{Attempt, Operation};
+    let link = shared();
+    let mut rng = rng();
+    let attempt_future = async { Ok::<u8, LinkError>(1) };
+    let attempt_future_size = core::mem::size_of_val(&embassy_time::with_timeout(
+        embassy_time::Duration::from_secs(1),
+        attempt_future,
+    ));
+    let fut = link.execute(&CHECKOUT, read(1_000), &mut rng, |_| async { Ok::<u8, LinkError>(1) });
+    let held = core::mem::size_of::<Operation<'_, HZ, AttemptError<LinkError>>>()
+        + core::mem::size_of::<Attempt<HZ>>()
+        + attempt_future_size;
+    let size = core::mem::size_of_val(&fut);
+    assert!(size >= held, "{size} < {held}: the operation is not in the future?");
+    assert!(size <= held + 64, "the execute future is {size} bytes, {} more than it needs", size - held);
+}
