@@ -51,69 +51,94 @@ impl Dependency {
     /// Runs `operation` through this dependency's pipeline under `policy`, and returns its value, or
     /// an [`Error`] with the completion. `operation` is called once per attempt with the attempt's
     /// [`AttemptInfo`]. A context whose id is 0 gets the next id of this dependency.
-    pub async fn execute<T, E, F, Fut>(
+    pub fn execute<T, E, F, Fut>(
         &self,
         policy: &RetryPolicy<HZ>,
         context: Context<HZ>,
         operation: F,
-    ) -> Result<T, Error<E>>
+    ) -> impl Future<Output = Result<T, Error<E>>>
     where
         F: FnMut(AttemptInfo) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: Classify<HZ>,
     {
-        match self.execute_detailed(policy, context, operation).await {
+        run(&self.inner, policy, context, operation, |ran, inner| match ran {
             Ok(Detailed { value: Some(v), completion })
                 if completion.disposition == relent_core::Disposition::Succeeded =>
             {
                 Ok(v)
             }
             // The name is cloned only for an error: the success path touches no reference count.
-            Ok(detailed) => detailed.into_result(self.inner.name.clone()),
+            Ok(detailed) => detailed.into_result(inner.name.clone()),
             Err(e) => Err(Error::Start(e)),
-        }
+        })
     }
 
     /// As [`Dependency::execute`], returning the value with the whole completion (disposition,
     /// problem code, attempts, time waited and used, last failure), as seed 003's
     /// `executeDetailed`. Refuses, before anything is sent, a policy and context that cannot run
     /// together (see `Operation::start`).
-    pub async fn execute_detailed<T, E, F, Fut>(
+    pub fn execute_detailed<T, E, F, Fut>(
         &self,
         policy: &RetryPolicy<HZ>,
         context: Context<HZ>,
-        mut operation: F,
-    ) -> Result<Detailed<T, E>, relent_core::StartError>
+        operation: F,
+    ) -> impl Future<Output = Result<Detailed<T, E>, relent_core::StartError>>
     where
         F: FnMut(AttemptInfo) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: Classify<HZ>,
     {
-        let inner = &*self.inner;
+        run(&self.inner, policy, context, operation, |ran, _| ran)
+    }
+}
+
+/// The loop, and `finish` applied to its outcome. An `async` block rather than an `async fn` (an
+/// `async fn` copies each argument into a local of its own, so its future holds it twice), and one
+/// for both entry points (awaiting one future from another would hold both): the future holds the
+/// arguments, the operation, the attempt in flight and the attempt's own future once each.
+#[allow(clippy::manual_async_fn)]
+fn run<T, E, F, Fut, Out, Fin>(
+    inner: &Inner,
+    policy: &RetryPolicy<HZ>,
+    context: Context<HZ>,
+    mut operation: F,
+    finish: Fin,
+) -> impl Future<Output = Out>
+where
+    F: FnMut(AttemptInfo) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Classify<HZ>,
+    Fin: FnOnce(Result<Detailed<T, E>, relent_core::StartError>, &Inner) -> Out,
+{
+    async move {
         let context = if context.operation_id().0 == 0 { context.id(inner.next_id()) } else { context };
-        let trace = &mut Trace { dependency: &inner.name };
         let started = inner.clock.now();
-        let op = Operation::start(policy, &inner.config, context, started)?;
+        let op = match Operation::start(policy, &inner.config, context, started) {
+            Ok(op) => op,
+            Err(e) => return finish(Err(e), inner),
+        };
         let mut running = Running { op, inner };
         let mut value = None;
         // One lock and one clock read per step: a report and the next poll share them.
         let mut action = {
             let mut locked = inner.lock();
-            running.op.poll(started, &mut locked.state, trace)
+            running.op.poll(started, &mut locked.state, &mut trace(inner))
         };
         loop {
             action = match action {
                 Action::Dispatch(attempt) => {
-                    let info = info(inner, &attempt, running.op.id());
-                    let attempt_timeout = attempt.timeout();
-                    let result = tokio::time::timeout_at(info.expires, operation(info)).await;
+                    let result = {
+                        let info = info(inner, &attempt, running.op.id());
+                        tokio::time::timeout_at(info.expires, operation(info)).await
+                    };
                     let mut locked = inner.lock();
                     let now = inner.clock.now();
                     let locked = &mut *locked;
                     match result {
                         Ok(Ok(v)) => {
                             value = Some(v);
-                            running.op.on_success(attempt, now, &mut locked.state, trace);
+                            running.op.on_success(attempt, now, &mut locked.state, &mut trace(inner));
                         }
                         Ok(Err(e)) => running.op.on_failure(
                             attempt,
@@ -121,31 +146,39 @@ impl Dependency {
                             &mut locked.state,
                             &mut locked.rng,
                             AttemptError::Failed(e),
-                            trace,
+                            &mut trace(inner),
                         ),
-                        Err(_elapsed) => running.op.on_failure(
-                            attempt,
-                            now,
-                            &mut locked.state,
-                            &mut locked.rng,
-                            AttemptError::TimedOut { after: attempt_timeout },
-                            trace,
-                        ),
+                        Err(_elapsed) => {
+                            let after = attempt.timeout();
+                            running.op.on_failure(
+                                attempt,
+                                now,
+                                &mut locked.state,
+                                &mut locked.rng,
+                                AttemptError::TimedOut { after },
+                                &mut trace(inner),
+                            )
+                        }
                     }
-                    running.op.poll(now, &mut locked.state, trace)
+                    running.op.poll(now, &mut locked.state, &mut trace(inner))
                 }
                 // Holding nothing: the lock was released above.
                 Action::Wait { until } => {
                     tokio::time::sleep_until(inner.clock.instant(until)).await;
                     let mut locked = inner.lock();
-                    running.op.poll(inner.clock.now(), &mut locked.state, trace)
+                    running.op.poll(inner.clock.now(), &mut locked.state, &mut trace(inner))
                 }
                 Action::Done => break,
             };
         }
         let completion = running.op.take_completion().expect("the core has a completion once poll says Done");
-        Ok(Detailed { value, completion })
+        finish(Ok(Detailed { value, completion }), inner)
     }
+}
+
+/// The tracer, built where it is used: holding one across an await would take room in the future.
+fn trace(inner: &Inner) -> Trace<'_> {
+    Trace { dependency: &inner.name }
 }
 
 fn info(inner: &Inner, attempt: &Attempt<HZ>, operation: OperationId) -> AttemptInfo {

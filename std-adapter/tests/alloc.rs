@@ -65,3 +65,32 @@ fn execute_with_a_retry_does_not_allocate() {
     assert_eq!(counted.count_total, 0, "allocations in 100 operations with a retry each: {counted:?}");
     assert_eq!(dep.inspect(|s, _, now| s.counts(now)).calls, 200, "each operation really made two attempts");
 }
+
+/// The future of `execute` holds the operation once (an `async fn` taking it as an argument, or one
+/// future awaiting another, would hold it twice), beside the context, the attempt in flight and the
+/// attempt's own future under its timeout.
+#[test]
+fn the_execute_future_holds_the_operation_once() {
+    use relent_tokio::AttemptError;
+    use relent_tokio::core::{Attempt, Operation};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let _entered = runtime.enter();
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(100, 0).unwrap());
+    let dep = Dependency::with_seed("payrail", config, 1).unwrap();
+    let context =
+        Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));
+    let attempt = || async { Ok::<u32, Refused>(7) };
+    let timed = tokio::time::timeout(std::time::Duration::from_secs(1), attempt());
+    let held = size_of::<Operation<'_, HZ, AttemptError<Refused>>>()
+        + size_of::<Attempt<HZ>>()
+        + size_of_val(&context)
+        + size_of_val(&timed);
+    for (entry, size) in [
+        ("execute", size_of_val(&dep.execute(&POLICY, context, |_| attempt()))),
+        ("execute_detailed", size_of_val(&dep.execute_detailed(&POLICY, context, |_| attempt()))),
+    ] {
+        assert!(size >= held, "{entry}: {size} < {held}: the operation is not in the future?");
+        assert!(size <= held + 64, "{entry}'s future is {size} bytes, {} more than it needs", size - held);
+        eprintln!("{entry}: {size} bytes, {held} held");
+    }
+}
