@@ -69,14 +69,18 @@ pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: u64, hi: u
     };
     // Lemire, "Fast Random Integer Generation in an Interval" (2019): the high word of x * range
     // is uniform in [0, range) once draws whose low word falls below 2^64 mod range are rejected.
-    let threshold = range.wrapping_neg().checked_rem(range).unwrap_or(0);
+    // That threshold is below `range`, so it is computed (a 64-bit division) only for a low word
+    // below `range`: a draw in 2^64 / range, almost never for a delay in ticks.
+    let mut threshold = None;
     let mut offset = 0;
     for _ in 0..MAX_REJECTIONS {
         let wide = u128::from(rng.next_u64()).wrapping_mul(u128::from(range));
         let [high, low] =
             [(wide >> 64), wide & u128::from(u64::MAX)].map(|w| u64::try_from(w).unwrap_or(u64::MAX));
         offset = high;
-        if low >= threshold {
+        if low >= range
+            || low >= *threshold.get_or_insert_with(|| range.wrapping_neg().checked_rem(range).unwrap_or(0))
+        {
             break;
         }
     }
