@@ -52,7 +52,7 @@ use crate::error::StartError;
 use crate::event::{AfterFailure, DelaySource, Event, Observer, OperationId};
 use crate::policy::{RetryPolicy, check_hold};
 use crate::safety::ReplaySafety;
-use crate::time::{self, Duration, Instant};
+use crate::time::{self, Duration, Instant, MaybeTicks};
 
 /// What the caller states about one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,8 +209,9 @@ pub struct Operation<'p, const HZ: u64, E> {
     policy: &'p RetryPolicy<HZ>,
     config: &'p DependencyConfig<HZ>,
     id: OperationId,
-    /// `None` for an unsafe operation.
-    safe_until: Option<Instant<HZ>>,
+    /// When a repeat stops being safe: the start of time for an unsafe operation, which refuses a
+    /// retry at any instant just as an expired statement does.
+    safe_until: Instant<HZ>,
     started: Instant<HZ>,
     deadline: Instant<HZ>,
     latest: Instant<HZ>,
@@ -220,8 +221,10 @@ pub struct Operation<'p, const HZ: u64, E> {
     previous_delay: Duration<HZ>,
     waited: Duration<HZ>,
     last_failure: Option<E>,
-    retry_after: Option<Duration<HZ>>,
-    not_before_hint: Option<Instant<HZ>>,
+    /// The wait the far side stated on the last failure, if any.
+    retry_after: MaybeTicks,
+    /// For a deferred or rejected operation: the earliest instant to try again, where known.
+    not_before_hint: MaybeTicks,
 }
 
 impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
@@ -263,7 +266,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             policy,
             config,
             id: context.id,
-            safe_until: context.safety.valid_for().map(|d| time::add(now, d)),
+            safe_until: match context.safety.valid_for() {
+                Some(d) => time::add(now, d),
+                None => Instant::<HZ>::from_ticks(0),
+            },
             started: now,
             deadline: time::add(now, context.deadline),
             latest: now,
@@ -273,8 +279,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),
             last_failure: None,
-            retry_after: None,
-            not_before_hint: None,
+            retry_after: MaybeTicks::NONE,
+            not_before_hint: MaybeTicks::NONE,
         })
     }
 
@@ -331,7 +337,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let needed = if retry { self.policy.min_remaining().as_ticks().max(1) } else { 1 };
         let stop = if remaining.as_ticks() < needed {
             Some(Problem::DeadlineExceeded)
-        } else if retry && self.safe_until.is_none_or(|until| now >= until) {
+        } else if retry && now >= self.safe_until {
             Some(Problem::ReplayStatementExpired)
         } else {
             None
@@ -374,7 +380,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                     problem,
                     retry_at,
                 });
-                self.not_before_hint = retry_at;
+                self.not_before_hint = MaybeTicks::new(retry_at.map(|t| t.as_ticks()));
                 let disposition = match problem {
                     Problem::RetryBudgetExhausted => Disposition::Failed,
                     Problem::CooldownActive | Problem::DutyCycleExceeded => Disposition::Deferred,
@@ -496,7 +502,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let verdict = failure.classify();
         let ending = Ending::Failed { retry_after: verdict.retry_after().map(|d| d.as_ticks()) };
         let changes = dependency.complete(self.config, now, ticket, ending, time::since(now, since));
-        self.retry_after = verdict.retry_after();
+        self.retry_after = MaybeTicks::new(verdict.retry_after().map(|d| d.as_ticks()));
         self.last_failure = Some(failure);
         let decision = self.decide(now, verdict, dependency, rng);
         let then = match decision {
@@ -540,10 +546,12 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                         problem,
                         retry_at,
                     });
-                    self.not_before_hint = retry_at;
+                    self.not_before_hint = MaybeTicks::new(retry_at.map(|t| t.as_ticks()));
                 }
                 if disposition == Disposition::Deferred {
-                    self.not_before_hint = self.retry_after.map(|wait| time::add(now, wait));
+                    self.not_before_hint = MaybeTicks::new(
+                        self.retry_after.duration().map(|wait| time::add(now, wait).as_ticks()),
+                    );
                 }
                 self.finish(now, disposition, Some(problem), observer);
             }
@@ -594,7 +602,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         };
         let delay = Duration::<HZ>::from_ticks(delay);
         let starts = time::add(now, delay);
-        if self.safe_until.is_none_or(|until| starts >= until) {
+        if starts >= self.safe_until {
             return stop(Disposition::Failed, Problem::ReplayStatementExpired);
         }
         // A circuit that this failure (or another operation) opened, and that stays open past the
@@ -655,8 +663,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 elapsed: time::since(at, self.started),
             },
             last_failure: self.last_failure.take(),
-            retry_after: self.retry_after,
-            not_before: self.not_before_hint,
+            retry_after: self.retry_after.duration(),
+            not_before: self.not_before_hint.instant(),
         })
     }
 }

@@ -54,6 +54,48 @@ pub(crate) const fn one_second<const HZ: u64>() -> u64 {
     HZ
 }
 
+/// An optional tick count in 8 bytes, where `Option<u64>` takes 16: the state an operation keeps
+/// for its whole life is smaller, on a Cortex-M and in a server's future alike. `u64::MAX` means
+/// none, so a real count is kept at `u64::MAX - 1` at most: one tick before the end of time, where
+/// the core already saturates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct MaybeTicks(u64);
+
+impl MaybeTicks {
+    pub(crate) const NONE: Self = Self(u64::MAX);
+
+    #[inline]
+    pub(crate) const fn new(ticks: Option<u64>) -> Self {
+        match ticks {
+            Some(t) if t < u64::MAX => Self(t),
+            Some(_) => Self(u64::MAX - 1),
+            None => Self::NONE,
+        }
+    }
+
+    #[inline]
+    pub(crate) const fn get(self) -> Option<u64> {
+        if self.0 == u64::MAX { None } else { Some(self.0) }
+    }
+
+    #[inline]
+    pub(crate) const fn instant<const HZ: u64>(self) -> Option<Instant<HZ>> {
+        match self.get() {
+            Some(t) => Some(Instant::<HZ>::from_ticks(t)),
+            None => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) const fn duration<const HZ: u64>(self) -> Option<Duration<HZ>> {
+        match self.get() {
+            Some(t) => Some(Duration::<HZ>::from_ticks(t)),
+            None => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +107,16 @@ mod tests {
     fn add_saturates_at_the_end_of_time() {
         let t = I::from_ticks(u64::MAX - 1);
         assert_eq!(add(t, D::from_ticks(5)).as_ticks(), u64::MAX);
+    }
+
+    #[test]
+    fn maybe_ticks_keeps_every_count_but_the_last_tick_of_time() {
+        for t in [0, 1, 42, u64::MAX - 1] {
+            assert_eq!(MaybeTicks::new(Some(t)).get(), Some(t));
+        }
+        assert_eq!(MaybeTicks::new(Some(u64::MAX)).get(), Some(u64::MAX - 1));
+        assert_eq!(MaybeTicks::new(None).get(), None);
+        assert_eq!(core::mem::size_of::<MaybeTicks>(), 8);
     }
 
     #[test]

@@ -33,8 +33,8 @@ fn state_types_stay_small() {
             size_of::<Dependency<HZ, 10, 8>>(),
             344,
         ),
-        ("Operation<'_, HZ, Verdict<HZ>>", size_of::<Operation<'static, HZ, Verdict<HZ>>>(), 168),
-        ("Operation<'_, HZ, ()> (error type of size 0)", size_of::<Operation<'static, HZ, ()>>(), 152),
+        ("Operation<'_, HZ, Verdict<HZ>>", size_of::<Operation<'static, HZ, Verdict<HZ>>>(), 144),
+        ("Operation<'_, HZ, ()> (error type of size 0)", size_of::<Operation<'static, HZ, ()>>(), 128),
         ("Attempt<HZ>", size_of::<Attempt<HZ>>(), 40),
         ("Completion<HZ, ()>", size_of::<Completion<HZ, ()>>(), 72),
     ];
