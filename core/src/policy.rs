@@ -312,6 +312,20 @@ mod tests {
     }
 
     #[test]
+    fn doubling_is_base_times_a_power_of_two_saturating_for_every_base_and_retry() {
+        for base in [1, 3, 1_000, (1 << 40) + 7, u64::MAX / 3, u64::MAX - 1, u64::MAX] {
+            let p = RetryPolicy::<HZ>::exponential(8, D::from_ticks(base), D::from_ticks(u64::MAX))
+                .build()
+                .unwrap();
+            for retry in 0..=u8::MAX {
+                let doublings = u32::from(retry.saturating_sub(1));
+                let expected = 1u64.checked_shl(doublings).map_or(u64::MAX, |f| base.saturating_mul(f));
+                assert_eq!(p.nominal_delay(retry).as_ticks(), expected, "base {base}, retry {retry}");
+            }
+        }
+    }
+
+    #[test]
     fn a_huge_retry_number_saturates_at_the_maximum_delay() {
         assert_eq!(policy(Jitter::None).nominal_delay(u8::MAX).as_ticks(), 2000);
     }
