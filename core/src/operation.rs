@@ -232,6 +232,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     /// before anything is dispatched: a policy that allows more than one attempt needs a retry
     /// budget on the dependency that fits the policy, and a replay-safety statement in the context
     /// (seed 003).
+    #[inline]
     pub fn start(
         policy: &'p RetryPolicy<HZ>,
         config: &'p DependencyConfig<HZ>,
