@@ -321,3 +321,25 @@ async fn many_tasks_on_a_multi_threaded_runtime_share_one_dependency() {
     // How many were rejected depends on how the scheduler overlaps the tasks; what must hold is above.
     assert!(dispatched > 0, "{dispatched} dispatched, {rejected} rejected");
 }
+
+#[tokio::test(start_paused = true)]
+async fn operations_without_an_id_get_the_dependencys_next_one_and_a_given_id_is_kept() {
+    let dep = payrail(budgeted());
+    let mut ids = Vec::new();
+    for context in [read(Std::from_secs(1)), read(Std::from_secs(1)).id(77), read(Std::from_secs(1))] {
+        let ran =
+            dep.execute_detailed(
+                &CHECKOUT,
+                context,
+                |info| async move { Ok::<_, PayrailError>(info.operation) },
+            );
+        let detailed = ran.await.unwrap();
+        assert_eq!(
+            detailed.value,
+            Some(detailed.completion.operation),
+            "the attempt is told its operation's id"
+        );
+        ids.push(detailed.completion.operation.0);
+    }
+    assert_eq!(ids, [1, 77, 2]);
+}
