@@ -318,8 +318,10 @@ mod tests {
                 .build()
                 .unwrap();
             for retry in 0..=u8::MAX {
+                // Worked out in 128 bits, independently of the policy's own arithmetic.
                 let doublings = u32::from(retry.saturating_sub(1));
-                let expected = 1u64.checked_shl(doublings).map_or(u64::MAX, |f| base.saturating_mul(f));
+                let exact = if doublings < 64 { u128::from(base) << doublings } else { u128::MAX };
+                let expected = u64::try_from(exact).unwrap_or(u64::MAX);
                 assert_eq!(p.nominal_delay(retry).as_ticks(), expected, "base {base}, retry {retry}");
             }
         }
