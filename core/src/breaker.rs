@@ -15,7 +15,7 @@
 //! answers in 20 s is down for a caller with a 3 s timeout.
 
 use crate::error::ConfigError;
-use crate::time::Duration;
+use crate::time::{Duration, Ticks};
 use crate::window::Counts;
 
 /// When a closed circuit opens.
@@ -170,14 +170,14 @@ impl CircuitState {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Phase {
     Closed,
-    Open { until: u64 },
+    Open { until: Ticks },
     HalfOpen { in_flight: u8, successes: u8 },
 }
 
 /// Why the breaker refused an attempt: open until an instant, or half-open with every probe out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Refused {
-    pub(crate) until: Option<u64>,
+    pub(crate) until: Option<Ticks>,
 }
 
 /// The breaker's state.
@@ -209,7 +209,7 @@ impl Breaker {
     }
 
     /// The instant an open circuit's break ends.
-    pub(crate) const fn open_until(&self) -> Option<u64> {
+    pub(crate) const fn open_until(&self) -> Option<Ticks> {
         match self.phase {
             Phase::Open { until } => Some(until),
             _ => None,
@@ -222,7 +222,7 @@ impl Breaker {
     pub(crate) fn check(
         &mut self,
         probes: u8,
-        now: u64,
+        now: Ticks,
     ) -> (Result<Option<u16>, Refused>, Option<CircuitState>) {
         let mut transition = None;
         if let Phase::Open { until } = self.phase {
@@ -281,7 +281,7 @@ impl Breaker {
         config: &BreakerConfig<HZ>,
         failed: bool,
         probe: Option<u16>,
-        now: u64,
+        now: Ticks,
         window: impl FnOnce() -> Counts,
     ) -> Option<CircuitState> {
         let probe = self.is_current(probe);
@@ -345,7 +345,7 @@ impl Breaker {
         self.ring_next = if next >= size { 0 } else { next };
     }
 
-    fn open<const HZ: u64>(&mut self, config: &BreakerConfig<HZ>, now: u64) {
+    fn open<const HZ: u64>(&mut self, config: &BreakerConfig<HZ>, now: Ticks) {
         self.phase = Phase::Open { until: now.saturating_add(config.break_for.as_ticks()) };
         self.consecutive = 0;
     }
@@ -357,21 +357,21 @@ impl Breaker {
     /// saved.
     pub(crate) const SNAPSHOT_LEN: usize = 1 + 8 + 1 + 2 + 4 + 8 + 1 + 1;
 
-    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
         match self.phase {
             Phase::Closed => {
                 w.u8(0);
-                w.u64(0);
+                w.ticks(0);
                 w.u8(0);
             }
             Phase::Open { until } => {
                 w.u8(1);
-                w.u64(until.saturating_sub(now));
+                w.ticks(until.saturating_sub(now));
                 w.u8(0);
             }
             Phase::HalfOpen { successes, .. } => {
                 w.u8(2);
-                w.u64(0);
+                w.ticks(0);
                 w.u8(successes);
             }
         }
@@ -386,7 +386,7 @@ impl Breaker {
         r: &mut crate::snapshot::Reader<'_>,
         rebase: crate::snapshot::Rebase,
     ) -> Result<Self, crate::snapshot::SnapshotError> {
-        let (tag, remaining, successes) = (r.u8()?, r.u64()?, r.u8()?);
+        let (tag, remaining, successes) = (r.u8()?, r.ticks()?, r.u8()?);
         let phase = match tag {
             0 => Phase::Closed,
             // A break that ended during the sleep becomes half-open on the next attempt.
@@ -410,7 +410,7 @@ mod tests {
     const HZ: u64 = 1_000;
     type D = Duration<HZ>;
 
-    fn outcome(b: &mut Breaker, cfg: &BreakerConfig<HZ>, failed: bool, now: u64) -> Option<CircuitState> {
+    fn outcome(b: &mut Breaker, cfg: &BreakerConfig<HZ>, failed: bool, now: Ticks) -> Option<CircuitState> {
         let (ok, _) = b.check(cfg.probes, now);
         let probe = ok.unwrap();
         if probe.is_some() {
@@ -471,7 +471,7 @@ mod tests {
         let cfg = BreakerConfig::count_window(4, 50, 4, D::from_secs(10));
         let mut b = Breaker::new();
         for (i, failed) in [true, false, false, false, false, true].into_iter().enumerate() {
-            assert_eq!(outcome(&mut b, &cfg, failed, i as u64), None, "outcome {i}");
+            assert_eq!(outcome(&mut b, &cfg, failed, i as Ticks), None, "outcome {i}");
         }
         // Last four: false, false, true, true -> 50 %.
         assert_eq!(outcome(&mut b, &cfg, true, 6), Some(CircuitState::Open));

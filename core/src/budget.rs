@@ -28,7 +28,7 @@
 //! `retry_budget_exhausted`.
 
 use crate::error::ConfigError;
-use crate::time::Duration;
+use crate::time::{Duration, Ticks, wide};
 use crate::window::Counts;
 
 /// A retry budget's configuration. The state it governs lives in a
@@ -91,7 +91,7 @@ impl<const HZ: u64> RetryBudget<HZ> {
         if period.as_ticks() == 0 {
             return Err(ConfigError::ZeroBudgetPeriod);
         }
-        if (capacity as u64).checked_mul(period.as_ticks()).is_none() {
+        if (capacity as u64).checked_mul(wide(period.as_ticks())).is_none() {
             return Err(ConfigError::BudgetTooLargeForTickRate);
         }
         Ok(Self { kind: BudgetKind::TokenBucket { capacity, refill, period, hold } })
@@ -156,8 +156,8 @@ impl Reservation {
 pub(crate) struct Bucket {
     capacity: u32,
     refill: u32,
-    period: u64,
-    hold: u64,
+    period: Ticks,
+    hold: Ticks,
 }
 
 impl<const HZ: u64> RetryBudget<HZ> {
@@ -181,9 +181,10 @@ impl<const HZ: u64> RetryBudget<HZ> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct TokenBucket {
+    /// Wide enough for `capacity × period` at any tick width.
     credit: u64,
-    updated: u64,
-    lapse_at: u64,
+    updated: Ticks,
+    lapse_at: Ticks,
     reserved: u32,
     epoch: u32,
 }
@@ -191,18 +192,18 @@ pub(crate) struct TokenBucket {
 impl TokenBucket {
     /// A full bucket at tick `now` (an empty one, for a ratio budget, which never reads it).
     #[cfg_attr(not(feature = "token-bucket"), allow(dead_code))]
-    pub(crate) const fn new(bucket: Option<Bucket>, now: u64) -> Self {
+    pub(crate) const fn new(bucket: Option<Bucket>, now: Ticks) -> Self {
         let credit = match bucket {
-            Some(b) => (b.capacity as u64).saturating_mul(b.period),
+            Some(b) => (b.capacity as u64).saturating_mul(wide(b.period)),
             None => 0,
         };
         Self { credit, updated: now, lapse_at: 0, reserved: 0, epoch: 0 }
     }
 
-    fn catch_up(&mut self, b: &Bucket, now: u64) {
+    fn catch_up(&mut self, b: &Bucket, now: Ticks) {
         let elapsed = now.saturating_sub(self.updated);
-        let full = u64::from(b.capacity).saturating_mul(b.period);
-        self.credit = self.credit.saturating_add(elapsed.saturating_mul(u64::from(b.refill))).min(full);
+        let full = u64::from(b.capacity).saturating_mul(wide(b.period));
+        self.credit = self.credit.saturating_add(wide(elapsed).saturating_mul(u64::from(b.refill))).min(full);
         self.updated = self.updated.max(now);
         if self.reserved > 0 && now >= self.lapse_at {
             // Every outstanding reservation was made with an expiry at or before lapse_at, so all
@@ -213,13 +214,13 @@ impl TokenBucket {
     }
 
     /// Whole tokens neither spent nor reserved at `now`.
-    pub(crate) fn available(&mut self, b: &Bucket, now: u64) -> u32 {
+    pub(crate) fn available(&mut self, b: &Bucket, now: Ticks) -> u32 {
         self.catch_up(b, now);
-        let whole = self.credit.checked_div(b.period).unwrap_or(0);
+        let whole = self.credit.checked_div(wide(b.period)).unwrap_or(0);
         u32::try_from(whole).unwrap_or(u32::MAX).saturating_sub(self.reserved)
     }
 
-    pub(crate) fn reserve(&mut self, b: &Bucket, now: u64) -> Option<Reservation> {
+    pub(crate) fn reserve(&mut self, b: &Bucket, now: Ticks) -> Option<Reservation> {
         if self.available(b, now) == 0 {
             return None;
         }
@@ -228,12 +229,12 @@ impl TokenBucket {
         Some(Reservation { epoch: self.epoch })
     }
 
-    pub(crate) fn settle(&mut self, b: &Bucket, reservation: Reservation, now: u64) {
+    pub(crate) fn settle(&mut self, b: &Bucket, reservation: Reservation, now: Ticks) {
         self.catch_up(b, now);
         if reservation.epoch == self.epoch {
             self.reserved = self.reserved.saturating_sub(1);
         }
-        self.credit = self.credit.saturating_sub(b.period);
+        self.credit = self.credit.saturating_sub(wide(b.period));
     }
 }
 
@@ -242,9 +243,9 @@ impl TokenBucket {
     /// to date. Reservations of attempts in flight are not saved.
     pub(crate) const SNAPSHOT_LEN: usize = 16;
 
-    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
         w.u64(self.credit);
-        w.u64(now.saturating_sub(self.updated));
+        w.ticks(now.saturating_sub(self.updated));
     }
 
     pub(crate) fn restore(
@@ -252,7 +253,7 @@ impl TokenBucket {
         rebase: crate::snapshot::Rebase,
     ) -> Result<Self, crate::snapshot::SnapshotError> {
         let credit = r.u64()?;
-        let updated = rebase.ago(r.u64()?);
+        let updated = rebase.ago(r.ticks()?);
         Ok(Self { credit, updated, lapse_at: 0, reserved: 0, epoch: 0 })
     }
 }
@@ -264,7 +265,7 @@ mod tests {
     const HZ: u64 = 1_000;
     type D = Duration<HZ>;
 
-    fn bucket(capacity: u32, refill: u32, period_s: u64, hold_s: u64) -> (Bucket, TokenBucket) {
+    fn bucket(capacity: u32, refill: u32, period_s: Ticks, hold_s: Ticks) -> (Bucket, TokenBucket) {
         let budget =
             RetryBudget::<HZ>::token_bucket(capacity, refill, D::from_secs(period_s), D::from_secs(hold_s));
         let b = budget.unwrap().bucket().unwrap();
@@ -319,8 +320,10 @@ mod tests {
             RetryBudget::<HZ>::token_bucket(1, 1, D::from_ticks(0), d),
             Err(ConfigError::ZeroBudgetPeriod)
         );
+        // Credit is counted in 64 bits: only 64-bit ticks can overflow it.
+        #[cfg(not(feature = "ticks-u32"))]
         assert_eq!(
-            RetryBudget::<HZ>::token_bucket(u32::MAX, 1, D::from_ticks(u64::MAX / 2), d),
+            RetryBudget::<HZ>::token_bucket(u32::MAX, 1, D::from_ticks(Ticks::MAX / 2), d),
             Err(ConfigError::BudgetTooLargeForTickRate)
         );
         assert_eq!(RetryBudget::<HZ>::ratio(101, 0), Err(ConfigError::BudgetPercentOutOfRange));

@@ -22,6 +22,14 @@ pub enum Verdict<const HZ: u64> {
 }
 
 impl<const HZ: u64> Verdict<HZ> {
+    /// Retryable after a wait the far side stated in whole seconds (a modem's "busy, try again in
+    /// N s", an HTTP `Retry-After: N`). Never panics: where `secs` seconds do not fit in
+    /// [`Ticks`](crate::Ticks) at `HZ`, the wait saturates, and a wait that long defers the
+    /// operation instead of sleeping (fugit's `Duration::from_secs` would overflow instead).
+    pub const fn retryable_after_secs(secs: u32) -> Self {
+        Self::RetryableAfter(Duration::<HZ>::from_ticks(crate::time::seconds::<HZ>(secs)))
+    }
+
     /// Whether another attempt may help.
     pub const fn is_retryable(&self) -> bool {
         !matches!(self, Self::NotRetryable)
@@ -39,17 +47,15 @@ impl<const HZ: u64> Verdict<HZ> {
 /// Implemented by the caller for its error type: says whether a failure is worth retrying.
 ///
 /// ```
-/// use relent_core::{Classify, Duration, Verdict};
+/// use relent_core::{Classify, Verdict};
 ///
-/// enum UplinkError { NoAck, Busy { retry_in_s: u64 }, Rejected }
+/// enum UplinkError { NoAck, Busy { retry_in_s: u32 }, Rejected }
 ///
 /// impl<const HZ: u64> Classify<HZ> for UplinkError {
 ///     fn classify(&self) -> Verdict<HZ> {
 ///         match self {
 ///             UplinkError::NoAck => Verdict::Retryable,
-///             UplinkError::Busy { retry_in_s } => {
-///                 Verdict::RetryableAfter(Duration::<HZ>::from_ticks(retry_in_s.saturating_mul(HZ)))
-///             }
+///             UplinkError::Busy { retry_in_s } => Verdict::retryable_after_secs(*retry_in_s),
 ///             UplinkError::Rejected => Verdict::NotRetryable,
 ///         }
 ///     }

@@ -8,11 +8,12 @@
 //! during the cooldown is not sent; the operation is deferred with the remaining wait as its hint
 //! (`cooldown_active`).
 
+use crate::time::Ticks;
 /// The cooldown's state: the instant before which nothing is sent, in ticks (0: none yet).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Cooldown {
-    until: u64,
+    until: Ticks,
 }
 
 impl Cooldown {
@@ -21,12 +22,12 @@ impl Cooldown {
     }
 
     /// The instant the cooldown ends, if it is active at `now`.
-    pub(crate) const fn active_until(&self, now: u64) -> Option<u64> {
+    pub(crate) const fn active_until(&self, now: Ticks) -> Option<Ticks> {
         if now < self.until { Some(self.until) } else { None }
     }
 
     /// Extends the cooldown to `now + min(wait, max)`. Returns the new end when it moved later.
-    pub(crate) fn extend(&mut self, now: u64, wait: u64, max: u64) -> Option<u64> {
+    pub(crate) fn extend(&mut self, now: Ticks, wait: Ticks, max: Ticks) -> Option<Ticks> {
         let until = now.saturating_add(wait.min(max));
         if wait > 0 && until > self.until {
             self.until = until;
@@ -41,15 +42,15 @@ impl Cooldown {
     /// Bytes of a cooldown in a snapshot: what remains of it.
     pub(crate) const SNAPSHOT_LEN: usize = 8;
 
-    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
-        w.u64(self.until.saturating_sub(now));
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
+        w.ticks(self.until.saturating_sub(now));
     }
 
     pub(crate) fn restore(
         r: &mut crate::snapshot::Reader<'_>,
         rebase: crate::snapshot::Rebase,
     ) -> Result<Self, crate::snapshot::SnapshotError> {
-        Ok(Self { until: rebase.until(r.u64()?) })
+        Ok(Self { until: rebase.until(r.ticks()?) })
     }
 }
 

@@ -48,7 +48,7 @@ use crate::cooldown::Cooldown;
 use crate::duty::{AirtimeLog, DutyCycle};
 use crate::error::ConfigError;
 use crate::limiter::{Limiter, RateLimit};
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, Ticks};
 use crate::window::{CallWindow, Counts};
 
 /// A dependency's configuration. Build it with `const fn`s; [`Dependency::new`] validates it.
@@ -304,11 +304,11 @@ pub(crate) struct Request {
     /// A rate unit and the attempt's airtime were reserved for it while it waited.
     pub(crate) reserved: bool,
     /// The last tick at which the operation could still start this attempt.
-    pub(crate) latest_start: u64,
+    pub(crate) latest_start: Ticks,
     /// The attempt's airtime, in ticks (a duty cycle charges it).
-    pub(crate) airtime: u64,
+    pub(crate) airtime: Ticks,
     /// The longest wait for airtime that fits the policy (its maximum delay), in ticks.
-    pub(crate) airtime_wait: u64,
+    pub(crate) airtime_wait: Ticks,
 }
 
 /// What an admitted attempt waits for.
@@ -324,11 +324,11 @@ pub(crate) enum Admission {
     /// Go; the ticket must be given back.
     Go(Ticket),
     /// A rate unit and airtime were reserved for this instant: wait for it, holding nothing else.
-    Wait(u64, WaitFor),
+    Wait(Ticks, WaitFor),
     /// Refused by a protection, with its problem code and, where known, when to try again
-    /// (always after `now`, so never zero: with `NonZeroU64` and the ticket packed, an admission
+    /// (always after `now`, so never zero: with `NonZero` ticks and the ticket packed, an admission
     /// is 16 bytes and comes back from `admit` in registers).
-    Refused { problem: Problem, until: Option<core::num::NonZeroU64> },
+    Refused { problem: Problem, until: Option<core::num::NonZero<Ticks>> },
 }
 
 /// How an attempt ended, for the protections.
@@ -336,7 +336,7 @@ pub(crate) enum Admission {
 pub(crate) enum Ending {
     Succeeded,
     Failed {
-        retry_after: Option<u64>,
+        retry_after: Option<Ticks>,
     },
     /// Cancelled by the caller, or lost: no outcome is known.
     Abandoned,
@@ -346,7 +346,7 @@ pub(crate) enum Ending {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Changes {
     pub(crate) circuit: Option<CircuitState>,
-    pub(crate) cooldown_until: Option<u64>,
+    pub(crate) cooldown_until: Option<Ticks>,
 }
 
 impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
@@ -358,7 +358,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         if let Err(e) = config.validate() {
             return Err(e);
         }
-        let width = match config.window.as_ticks().checked_div(N as u64) {
+        let width = match config.window.as_ticks().checked_div(CallWindow::<N>::SLOTS) {
             Some(w) => w,
             None => 0,
         };
@@ -528,9 +528,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         changes: &mut Changes,
     ) -> Admission {
         let t = now.as_ticks();
-        let refuse = |problem, until: Option<u64>| Admission::Refused {
+        let refuse = |problem, until: Option<Ticks>| Admission::Refused {
             problem,
-            until: until.and_then(core::num::NonZeroU64::new),
+            until: until.and_then(core::num::NonZero::<Ticks>::new),
         };
         if let (Some(_), Some(cooldown)) = (config.cooldown_on(), self.cooldown.get()) {
             if let Some(until) = cooldown.active_until(t) {
@@ -627,7 +627,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     }
 
     /// Takes a rate unit and records the airtime for an attempt going out at `at`.
-    fn charge_timed(&mut self, config: &DependencyConfig<HZ>, at: u64, airtime: u64) {
+    fn charge_timed(&mut self, config: &DependencyConfig<HZ>, at: Ticks, airtime: Ticks) {
         if let (Some(limit), Some(limiter)) = (config.rate_limit_on(), self.limiter.get_mut()) {
             limiter.take(limit, at);
         }
@@ -697,12 +697,13 @@ mod tests {
 
     #[test]
     fn state_sizes() {
-        assert_eq!(core::mem::size_of::<Admission>(), 16, "returned in registers");
-        // Reported in the README.
-        assert_eq!(core::mem::size_of::<TokenBucket>(), 32);
-        assert_eq!(core::mem::size_of::<Breaker>(), 32);
-        assert_eq!(core::mem::size_of::<Limiter>(), 16);
-        assert_eq!(core::mem::size_of::<Cooldown>(), 8);
+        let t = core::mem::size_of::<crate::time::Ticks>();
+        assert_eq!(core::mem::size_of::<Admission>(), 8 + t, "returned in registers");
+        // Reported in the README (64-bit ticks; 32-bit ticks save 4 bytes an instant).
+        assert_eq!(core::mem::size_of::<TokenBucket>(), if t == 8 { 32 } else { 24 });
+        assert_eq!(core::mem::size_of::<Breaker>(), if t == 8 { 32 } else { 24 });
+        assert_eq!(core::mem::size_of::<Limiter>(), 2 * t);
+        assert_eq!(core::mem::size_of::<Cooldown>(), t);
         assert_eq!(core::mem::size_of::<Bulkhead>(), 2);
     }
 }

@@ -32,11 +32,11 @@
 //! conservative (the merged entry counts wherever either would have) and exact again once the
 //! merged airtime has left, so a small log only delays the release of some airtime by the gap it
 //! merged across. Entries that have left are dropped.
-//! Costs are stored as `u32` ticks (the allowance is checked to fit), departures as `u64`: 12 bytes
+//! Costs are stored as `u32` ticks (the allowance is checked to fit), departures as `Ticks`: 12 bytes
 //! an entry.
 
 use crate::error::ConfigError;
-use crate::time::Duration;
+use crate::time::{Duration, Ticks, Wide};
 
 /// A duty cycle: at most `airtime` of transmission inside any window of `window`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,7 @@ impl<const HZ: u64> DutyCycle<HZ> {
         // window × per_mille / 1000 ≤ window × 65.535, computed without overflow as whole thousandths
         // plus the rest.
         let w = window.as_ticks();
-        let pm = per_mille as u64;
+        let pm = per_mille as Ticks;
         let airtime = (w / 1_000).saturating_mul(pm).saturating_add((w % 1_000).saturating_mul(pm) / 1_000);
         Self { airtime: Duration::<HZ>::from_ticks(airtime), window }
     }
@@ -83,7 +83,7 @@ impl<const HZ: u64> DutyCycle<HZ> {
         if self.airtime.as_ticks() > self.window.as_ticks() {
             return Err(ConfigError::DutyCycleAboveWindow);
         }
-        if self.airtime.as_ticks() > u32::MAX as u64 {
+        if self.airtime.as_ticks() > u32::MAX as Ticks {
             return Err(ConfigError::DutyCycleAirtimeTooLarge);
         }
         Ok(())
@@ -98,7 +98,7 @@ impl<const HZ: u64> DutyCycle<HZ> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct AirtimeLog<const L: usize> {
-    leaves: [u64; L],
+    leaves: [Ticks; L],
     costs: [u32; L],
 }
 
@@ -113,7 +113,7 @@ impl<const L: usize> AirtimeLog<L> {
     }
 
     /// Entries in use, as (leaves the window at, cost).
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (Ticks, u32)> + '_ {
         self.leaves.iter().copied().zip(self.costs.iter().copied()).take(self.live())
     }
 
@@ -125,7 +125,7 @@ impl<const L: usize> AirtimeLog<L> {
     }
 
     /// Drops the entries that no longer count at `now` (nor, since `now` never goes back, later).
-    pub(crate) fn prune(&mut self, now: u64) {
+    pub(crate) fn prune(&mut self, now: Ticks) {
         let live = self.live();
         let stale = self.leaves.iter().take(live).take_while(|&&leave| leave <= now).count();
         if stale > 0 {
@@ -136,15 +136,20 @@ impl<const L: usize> AirtimeLog<L> {
     }
 
     /// Airtime that counts against a transmission starting at `t`.
-    pub(crate) fn load(&self, t: u64) -> u64 {
+    pub(crate) fn load(&self, t: Ticks) -> Ticks {
         self.entries()
             .filter(|&(leave, _)| leave > t)
-            .fold(0u64, |sum, (_, cost)| sum.saturating_add(u64::from(cost)))
+            .fold(Ticks::MIN, |sum, (_, cost)| sum.saturating_add(Ticks::from(cost)))
     }
 
     /// The earliest instant at or after `now` at which a transmission of `cost` ticks may start, or
     /// `None` if it never can (it costs more than the whole allowance).
-    pub(crate) fn next_at<const HZ: u64>(&self, duty: &DutyCycle<HZ>, now: u64, cost: u64) -> Option<u64> {
+    pub(crate) fn next_at<const HZ: u64>(
+        &self,
+        duty: &DutyCycle<HZ>,
+        now: Ticks,
+        cost: Ticks,
+    ) -> Option<Ticks> {
         let room = duty.airtime.as_ticks().checked_sub(cost)?;
         if self.load(now) <= room {
             return Some(now);
@@ -153,7 +158,7 @@ impl<const L: usize> AirtimeLog<L> {
         // room. (Among equal departures the last one's running sum is exact, at the same instant.)
         let mut remaining = self.load(0);
         for (leave, c) in self.entries() {
-            remaining = remaining.saturating_sub(u64::from(c));
+            remaining = remaining.saturating_sub(Ticks::from(c));
             if leave >= now && remaining <= room {
                 return Some(leave);
             }
@@ -163,8 +168,9 @@ impl<const L: usize> AirtimeLog<L> {
     }
 
     /// Records a transmission of `cost` ticks starting at `start` (nothing for a cost of zero).
-    pub(crate) fn record<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, start: u64, cost: u64) {
+    pub(crate) fn record<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, start: Ticks, cost: Ticks) {
         let leave = start.saturating_add(cost).saturating_add(duty.window.as_ticks());
+        #[allow(clippy::useless_conversion)] // With 32-bit ticks, already a u32.
         let cost = u32::try_from(cost).unwrap_or(u32::MAX);
         if cost == 0 || L == 0 {
             return;
@@ -179,9 +185,9 @@ impl<const L: usize> AirtimeLog<L> {
         // one's airtime until the later one leaves, so pick the merge that holds the least airtime
         // for the least extra time (gap × cost held), the latest on a tie: old airtime, about to
         // leave, is the last that should be held back.
-        let mut best: Option<(u128, Merge)> = None;
-        let mut consider = |gap: u64, held: u32, merge: Merge| {
-            let harm = u128::from(gap).saturating_mul(u128::from(held));
+        let mut best: Option<(Wide, Merge)> = None;
+        let mut consider = |gap: Ticks, held: u32, merge: Merge| {
+            let harm = Wide::from(gap).saturating_mul(Wide::from(held));
             if best.is_none_or(|(h, _)| harm <= h) {
                 best = Some((harm, merge));
             }
@@ -237,7 +243,7 @@ impl<const L: usize> AirtimeLog<L> {
         }
     }
 
-    fn insert(&mut self, pos: usize, leave: u64, cost: u32) {
+    fn insert(&mut self, pos: usize, leave: Ticks, cost: u32) {
         let live = self.live();
         if live >= L || pos > live {
             return;
@@ -266,17 +272,17 @@ impl<const L: usize> AirtimeLog<L> {
     /// 0 for an entry not in use).
     pub(crate) const SNAPSHOT_LEN: usize = L * (8 + 4);
 
-    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
         // Entries that no longer count are not saved, so the ones written all count.
         let counting = self.entries().filter(|&(leave, _)| leave > now);
         let mut written = 0usize;
         for (leave, cost) in counting {
-            w.u64(leave.saturating_sub(now));
+            w.ticks(leave.saturating_sub(now));
             w.u32(cost);
             written = written.saturating_add(1);
         }
         for _ in written..L {
-            w.u64(0);
+            w.ticks(0);
             w.u32(0);
         }
     }
@@ -287,9 +293,9 @@ impl<const L: usize> AirtimeLog<L> {
     ) -> Result<Self, crate::snapshot::SnapshotError> {
         let mut log = Self::new();
         let mut kept = 0usize;
-        let (mut previous, mut ended) = (0u64, false);
+        let (mut previous, mut ended) = (Ticks::MIN, false);
         for _ in 0..L {
-            let (remaining, cost) = (r.u64()?, r.u32()?);
+            let (remaining, cost) = (r.ticks()?, r.u32()?);
             // What `save` writes: entries in use first, in order of departure, then zeros.
             let in_use = remaining > 0 && cost > 0;
             if (in_use && (ended || remaining < previous)) || (!in_use && (remaining, cost) != (0, 0)) {
@@ -320,7 +326,7 @@ mod tests {
 
     const HZ: u64 = 1_000;
 
-    fn duty(airtime: u64, window: u64) -> DutyCycle<HZ> {
+    fn duty(airtime: Ticks, window: Ticks) -> DutyCycle<HZ> {
         DutyCycle::new(Duration::<HZ>::from_ticks(airtime), Duration::<HZ>::from_ticks(window))
     }
 
@@ -393,6 +399,8 @@ mod tests {
         assert_eq!(duty(0, 10).validate(), Err(ConfigError::ZeroDutyCycleAirtime));
         assert_eq!(duty(1, 0).validate(), Err(ConfigError::ZeroDutyCycleWindow));
         assert_eq!(duty(11, 10).validate(), Err(ConfigError::DutyCycleAboveWindow));
+        // Airtime is counted in 32 bits: only 64-bit ticks can state more.
+        #[cfg(not(feature = "ticks-u32"))]
         assert_eq!(duty(1 << 33, 1 << 40).validate(), Err(ConfigError::DutyCycleAirtimeTooLarge));
         assert_eq!(duty(10, 10).validate(), Ok(()));
     }

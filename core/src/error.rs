@@ -6,6 +6,7 @@
 //! outcome of a call: outcomes are [`Completion`](crate::Completion)s with a
 //! [`Problem`](crate::Problem) code. Every message says what is wrong and how to fix it.
 
+use crate::time::Ticks;
 use core::fmt;
 
 /// A policy, budget or dependency configuration that cannot be built.
@@ -242,9 +243,9 @@ pub enum StartError {
     /// never be sent.
     AirtimeAboveDutyCycle {
         /// The attempt's airtime, in ticks.
-        airtime: u64,
+        airtime: Ticks,
         /// The duty cycle's allowance per window, in ticks.
-        allowance: u64,
+        allowance: Ticks,
     },
 }
 

@@ -15,6 +15,7 @@
 //! bounded so that a broken RNG (one that returns the same word forever) cannot hang the caller;
 //! after [`MAX_REJECTIONS`] rejections the last draw is used with its negligible bias.
 
+use crate::time::{Ticks, Wide};
 use rand_core::RngCore;
 
 /// How a computed backoff delay `d` is randomised.
@@ -54,9 +55,18 @@ impl Jitter {
 /// Rejections after which a draw is accepted as it is (see the module doc).
 pub(crate) const MAX_REJECTIONS: u32 = 16;
 
+/// One uniformly random word as wide as [`Ticks`].
+#[inline]
+fn draw<R: RngCore + ?Sized>(rng: &mut R) -> Ticks {
+    #[cfg(not(feature = "ticks-u32"))]
+    return rng.next_u64();
+    #[cfg(feature = "ticks-u32")]
+    return rng.next_u32();
+}
+
 /// A uniformly distributed integer in `[lo, hi]`, both ends included. Returns `lo` when
 /// `hi <= lo`.
-pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: u64, hi: u64) -> u64 {
+pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: Ticks, hi: Ticks) -> Ticks {
     let Some(span) = hi.checked_sub(lo) else {
         return lo;
     };
@@ -64,8 +74,8 @@ pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: u64, hi: u
         return lo;
     }
     let Some(range) = span.checked_add(1) else {
-        // The whole u64 range: every word is already uniform.
-        return rng.next_u64();
+        // The whole Ticks range: every word is already uniform.
+        return draw(rng);
     };
     // Lemire, "Fast Random Integer Generation in an Interval" (2019): the high word of x * range
     // is uniform in [0, range) once draws whose low word falls below 2^64 mod range are rejected.
@@ -74,9 +84,9 @@ pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: u64, hi: u
     let mut threshold = None;
     let mut offset = 0;
     for _ in 0..MAX_REJECTIONS {
-        let wide = u128::from(rng.next_u64()).wrapping_mul(u128::from(range));
-        let [high, low] =
-            [(wide >> 64), wide & u128::from(u64::MAX)].map(|w| u64::try_from(w).unwrap_or(u64::MAX));
+        let wide = Wide::from(draw(rng)).wrapping_mul(Wide::from(range));
+        let [high, low] = [(wide >> Ticks::BITS), wide & Wide::from(Ticks::MAX)]
+            .map(|w| Ticks::try_from(w).unwrap_or(Ticks::MAX));
         offset = high;
         if low >= range
             || low >= *threshold.get_or_insert_with(|| range.wrapping_neg().checked_rem(range).unwrap_or(0))
@@ -93,16 +103,17 @@ mod tests {
     use super::*;
 
     /// Returns its words in order, then repeats the last.
-    struct Script<'a>(&'a [u64], usize);
+    struct Script<'a>(&'a [Ticks], usize);
 
     impl RngCore for Script<'_> {
         fn next_u32(&mut self) -> u32 {
             self.next_u64() as u32
         }
+        #[allow(clippy::unnecessary_cast)] // A cast only with 64-bit ticks.
         fn next_u64(&mut self) -> u64 {
             let i = self.1.min(self.0.len() - 1);
             self.1 += 1;
-            self.0[i]
+            self.0[i] as u64
         }
         fn fill_bytes(&mut self, dst: &mut [u8]) {
             for b in dst {
@@ -114,18 +125,18 @@ mod tests {
     #[test]
     fn extremes_of_the_rng_map_to_the_ends_of_the_interval() {
         assert_eq!(uniform_inclusive(&mut Script(&[0], 0), 10, 20), 10);
-        assert_eq!(uniform_inclusive(&mut Script(&[u64::MAX], 0), 10, 20), 20);
+        assert_eq!(uniform_inclusive(&mut Script(&[Ticks::MAX], 0), 10, 20), 20);
     }
 
     #[test]
     fn an_empty_or_inverted_interval_gives_its_lower_end() {
-        assert_eq!(uniform_inclusive(&mut Script(&[u64::MAX], 0), 7, 7), 7);
-        assert_eq!(uniform_inclusive(&mut Script(&[u64::MAX], 0), 9, 3), 9);
+        assert_eq!(uniform_inclusive(&mut Script(&[Ticks::MAX], 0), 7, 7), 7);
+        assert_eq!(uniform_inclusive(&mut Script(&[Ticks::MAX], 0), 9, 3), 9);
     }
 
     #[test]
     fn the_full_u64_range_uses_the_raw_word() {
-        assert_eq!(uniform_inclusive(&mut Script(&[42], 0), 0, u64::MAX), 42);
+        assert_eq!(uniform_inclusive(&mut Script(&[42], 0), 0, Ticks::MAX), 42);
     }
 
     #[test]
@@ -138,7 +149,7 @@ mod tests {
     #[test]
     fn a_rejected_draw_is_replaced_by_the_next_one() {
         // First word rejected (low word 0 < threshold 1), second word maps to the top.
-        let mut rng = Script(&[0, u64::MAX], 0);
+        let mut rng = Script(&[0, Ticks::MAX], 0);
         assert_eq!(uniform_inclusive(&mut rng, 5, 7), 7);
         assert_eq!(rng.1, 2);
     }

@@ -18,7 +18,7 @@
 //! `max_wait` an attempt may reserve a unit that is due soon and wait for it (holding nothing else)
 //! instead of being refused.
 
-use crate::time::Duration;
+use crate::time::{Duration, Ticks, Wide};
 
 /// A rate limit's configuration: `count` units per `period`, bursts of up to `burst`, and how long
 /// an attempt may wait for a unit.
@@ -39,15 +39,15 @@ pub struct RateLimit<const HZ: u64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 struct Split {
-    whole: u64,
+    whole: Ticks,
     frac: u32,
 }
 
 impl Split {
     /// `scaled / count` ticks, where `scaled` is in `1 / count` of a tick.
     #[allow(clippy::cast_possible_truncation)] // each value is checked against its bound first
-    const fn of(scaled: u128, count: u32) -> Self {
-        let count = if count == 0 { 1 } else { count as u128 };
+    const fn of(scaled: Wide, count: u32) -> Self {
+        let count = if count == 0 { 1 } else { count as Wide };
         let whole = match scaled.checked_div(count) {
             Some(w) => w,
             None => 0,
@@ -57,9 +57,9 @@ impl Split {
             None => 0,
         };
         Self {
-            whole: if whole > u64::MAX as u128 { u64::MAX } else { whole as u64 },
+            whole: if whole > Ticks::MAX as Wide { Ticks::MAX } else { whole as Ticks },
             // frac < count <= u32::MAX
-            frac: if frac > u32::MAX as u128 { u32::MAX } else { frac as u32 },
+            frac: if frac > u32::MAX as Wide { u32::MAX } else { frac as u32 },
         }
     }
 }
@@ -73,7 +73,7 @@ impl<const HZ: u64> RateLimit<HZ> {
             period,
             burst: 1,
             max_wait: Duration::<HZ>::from_ticks(0),
-            interval: Split::of(period.as_ticks() as u128, count),
+            interval: Split::of(period.as_ticks() as Wide, count),
             tolerance: Split { whole: 0, frac: 0 },
         }
     }
@@ -81,8 +81,8 @@ impl<const HZ: u64> RateLimit<HZ> {
     /// Allows bursts of up to `burst` attempts at once.
     pub const fn burst(mut self, burst: u32) -> Self {
         self.burst = burst;
-        let extra = (burst as u128).saturating_sub(1);
-        self.tolerance = Split::of(extra.saturating_mul(self.period.as_ticks() as u128), self.count);
+        let extra = (burst as Wide).saturating_sub(1);
+        self.tolerance = Split::of(extra.saturating_mul(self.period.as_ticks() as Wide), self.count);
         self
     }
 
@@ -111,7 +111,7 @@ impl<const HZ: u64> RateLimit<HZ> {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Limiter {
-    tat: u64,
+    tat: Ticks,
     frac: u32,
 }
 
@@ -122,7 +122,7 @@ impl Limiter {
 
     /// The earliest tick at or after `now` at which a unit may go: the TAT less the tolerance,
     /// rounded up to a whole tick (a unit is never taken a fraction of a tick early).
-    pub(crate) fn next_at<const HZ: u64>(&self, limit: &RateLimit<HZ>, now: u64) -> u64 {
+    pub(crate) fn next_at<const HZ: u64>(&self, limit: &RateLimit<HZ>, now: Ticks) -> Ticks {
         let tol = limit.tolerance;
         // (tat, frac) - (tol.whole, tol.frac), borrowing a tick when the remainder runs short.
         let (whole, frac) = match self.frac.checked_sub(tol.frac) {
@@ -141,7 +141,7 @@ impl Limiter {
 
     /// Takes the unit due at `next_at(limit, now)`: the TAT moves on by one interval from itself,
     /// or from `now` if it had fallen behind.
-    pub(crate) fn take<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, now: u64) {
+    pub(crate) fn take<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, now: Ticks) {
         if self.tat < now {
             (self.tat, self.frac) = (now, 0);
         }
@@ -157,9 +157,9 @@ impl Limiter {
     /// Bytes of a limiter in a snapshot: how far ahead its next arrival time was, and the remainder.
     pub(crate) const SNAPSHOT_LEN: usize = 12;
 
-    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
         let ahead = self.tat.saturating_sub(now);
-        w.u64(ahead);
+        w.ticks(ahead);
         w.u32(if ahead == 0 { 0 } else { self.frac });
     }
 
@@ -167,7 +167,7 @@ impl Limiter {
         r: &mut crate::snapshot::Reader<'_>,
         rebase: crate::snapshot::Rebase,
     ) -> Result<Self, crate::snapshot::SnapshotError> {
-        let (ahead, frac) = (r.u64()?, r.u32()?);
+        let (ahead, frac) = (r.ticks()?, r.u32()?);
         let tat = rebase.until(ahead);
         Ok(Self { tat, frac: if tat == 0 { 0 } else { frac } })
     }
@@ -179,7 +179,7 @@ mod tests {
 
     const HZ: u64 = 1_000;
 
-    fn admitted_in_first_second(limit: RateLimit<HZ>) -> Vec<u64> {
+    fn admitted_in_first_second(limit: RateLimit<HZ>) -> Vec<Ticks> {
         let mut l = Limiter::new();
         let mut admitted = Vec::new();
         for t in 0..1_000 {
@@ -221,7 +221,7 @@ mod tests {
     fn the_end_of_time_saturates() {
         let limit = RateLimit::<HZ>::new(1, Duration::<HZ>::from_secs(10));
         let mut l = Limiter::new();
-        l.take(&limit, u64::MAX - 1);
-        assert_eq!(l.next_at(&limit, u64::MAX), u64::MAX);
+        l.take(&limit, Ticks::MAX - 1);
+        assert_eq!(l.next_at(&limit, Ticks::MAX), Ticks::MAX);
     }
 }

@@ -36,7 +36,7 @@ use rand_core::RngCore;
 
 use crate::error::ConfigError;
 use crate::jitter::{Jitter, uniform_inclusive};
-use crate::time::Duration;
+use crate::time::{Duration, Ticks};
 
 /// The most attempts a policy may allow, the first call included (seed 003).
 pub const MAX_ATTEMPTS: u8 = 64;
@@ -148,9 +148,9 @@ impl<const HZ: u64> RetryPolicy<HZ> {
             Backoff::Constant => base,
             Backoff::Exponential => {
                 let doublings = retry.saturating_sub(1) as u32;
-                match 1u64.checked_shl(doublings) {
+                match Ticks::MIN.saturating_add(1).checked_shl(doublings) {
                     Some(factor) => base.saturating_mul(factor),
-                    None => u64::MAX,
+                    None => Ticks::MAX,
                 }
             }
         };
@@ -307,21 +307,21 @@ mod tests {
     #[test]
     fn exponential_doubles_from_the_base_and_stops_at_the_maximum() {
         let p = policy(Jitter::None);
-        let delays: [u64; 7] = core::array::from_fn(|i| p.nominal_delay(i as u8 + 1).as_ticks());
+        let delays: [Ticks; 7] = core::array::from_fn(|i| p.nominal_delay(i as u8 + 1).as_ticks());
         assert_eq!(delays, [100, 200, 400, 800, 1600, 2000, 2000]);
     }
 
     #[test]
     fn doubling_is_base_times_a_power_of_two_saturating_for_every_base_and_retry() {
-        for base in [1, 3, 1_000, (1 << 40) + 7, u64::MAX / 3, u64::MAX - 1, u64::MAX] {
-            let p = RetryPolicy::<HZ>::exponential(8, D::from_ticks(base), D::from_ticks(u64::MAX))
+        for base in [1, 3, 1_000, (Ticks::MAX >> 24) + 7, Ticks::MAX / 3, Ticks::MAX - 1, Ticks::MAX] {
+            let p = RetryPolicy::<HZ>::exponential(8, D::from_ticks(base), D::from_ticks(Ticks::MAX))
                 .build()
                 .unwrap();
             for retry in 0..=u8::MAX {
                 // Worked out in 128 bits, independently of the policy's own arithmetic.
                 let doublings = u32::from(retry.saturating_sub(1));
                 let exact = if doublings < 64 { u128::from(base) << doublings } else { u128::MAX };
-                let expected = u64::try_from(exact).unwrap_or(u64::MAX);
+                let expected = Ticks::try_from(exact).unwrap_or(Ticks::MAX);
                 assert_eq!(p.nominal_delay(retry).as_ticks(), expected, "base {base}, retry {retry}");
             }
         }

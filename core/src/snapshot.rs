@@ -30,7 +30,7 @@ use crate::cooldown::Cooldown;
 use crate::dependency::{BREAKER, COOLDOWN, Dependency, DependencyConfig, RATE_LIMIT, TOKEN_BUCKET};
 use crate::duty::AirtimeLog;
 use crate::limiter::Limiter;
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, Ticks};
 use crate::window::CallWindow;
 
 const MAGIC: [u8; 4] = *b"RLNT";
@@ -148,6 +148,10 @@ impl<'a> Writer<'a> {
     pub(crate) fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
     }
+    /// A tick count, in 8 bytes at any tick width: a snapshot reads the same on either.
+    pub(crate) fn ticks(&mut self, v: Ticks) {
+        self.u64(crate::time::wide(v));
+    }
 
     pub(crate) fn written(&self) -> usize {
         self.at
@@ -186,19 +190,25 @@ impl<'a> Reader<'a> {
     pub(crate) fn u64(&mut self) -> Result<u64, SnapshotError> {
         self.take().map(u64::from_le_bytes)
     }
+    /// A tick count saved with [`Writer::ticks`]; with 32-bit ticks, one too large for them
+    /// saturates (a wait that long is as good as forever, an age that long as the start of time).
+    #[allow(clippy::useless_conversion)]
+    pub(crate) fn ticks(&mut self) -> Result<Ticks, SnapshotError> {
+        self.u64().map(|v| Ticks::try_from(v).unwrap_or(Ticks::MAX))
+    }
 }
 
 /// How instants move across a sleep: saved relative to `saved_at`, restored relative to `now`,
 /// `slept` later in real time.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rebase {
-    pub(crate) now: u64,
-    pub(crate) slept: u64,
+    pub(crate) now: Ticks,
+    pub(crate) slept: Ticks,
 }
 
 impl Rebase {
     /// A future instant saved as what remained of it: what remains now, after the sleep.
-    pub(crate) const fn until(&self, remaining: u64) -> u64 {
+    pub(crate) const fn until(&self, remaining: Ticks) -> Ticks {
         if remaining == 0 {
             return 0;
         }
@@ -207,7 +217,7 @@ impl Rebase {
 
     /// A past instant saved as its age: that instant on the new clock (0 when it is older than the
     /// new clock's start).
-    pub(crate) const fn ago(&self, age: u64) -> u64 {
+    pub(crate) const fn ago(&self, age: Ticks) -> Ticks {
         self.now.saturating_sub(age.saturating_add(self.slept))
     }
 }

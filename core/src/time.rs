@@ -7,16 +7,36 @@
 //! choosing.
 //!
 //! fugit's `+` and `-` panic on overflow. The core therefore does all tick arithmetic through the
-//! saturating helpers below: an instant saturates at `u64::MAX` ticks, which the core reads as
+//! saturating helpers below: an instant saturates at `Ticks::MAX` ticks, which the core reads as
 //! "never" (a deadline that far away is no deadline), and a duration between instants saturates at
-//! zero. That is what lets every input, including instants near `u64::MAX`, be handled without a
+//! zero. That is what lets every input, including instants near `Ticks::MAX`, be handled without a
 //! panic.
 
+/// The integer the core counts ticks in: `u64`, or `u32` with the `ticks-u32` feature.
+#[cfg(not(feature = "ticks-u32"))]
+pub type Ticks = u64;
+/// The integer the core counts ticks in: `u64`, or `u32` with the `ticks-u32` feature.
+#[cfg(feature = "ticks-u32")]
+pub type Ticks = u32;
+
+/// Twice as wide as [`Ticks`]: products of two tick counts fit in it.
+#[cfg(not(feature = "ticks-u32"))]
+pub(crate) type Wide = u128;
+#[cfg(feature = "ticks-u32")]
+pub(crate) type Wide = u64;
+
 /// An instant on the caller's monotonic clock, in ticks of `1 / HZ` seconds.
-pub type Instant<const HZ: u64> = fugit::MonotonicTimerInstantU64<HZ>;
+pub type Instant<const HZ: u64> = fugit::MonotonicTimerInstant<Ticks, HZ>;
 
 /// A span of time in ticks of `1 / HZ` seconds.
-pub type Duration<const HZ: u64> = fugit::TimerDurationU64<HZ>;
+pub type Duration<const HZ: u64> = fugit::TimerDuration<Ticks, HZ>;
+
+/// A tick count as a `u64`, whatever the width of [`Ticks`]: for products with counts.
+#[inline]
+#[allow(clippy::unnecessary_cast)]
+pub(crate) const fn wide(t: Ticks) -> u64 {
+    t as u64
+}
 
 /// `t + d`, saturating at the end of time.
 #[inline]
@@ -48,35 +68,45 @@ pub(crate) const fn latest<const HZ: u64>(a: Instant<HZ>, b: Instant<HZ>) -> Ins
     if a.as_ticks() >= b.as_ticks() { a } else { b }
 }
 
-/// One second at `HZ`, in ticks.
+/// `secs` seconds at `HZ`, in ticks, saturating.
 #[inline]
-pub(crate) const fn one_second<const HZ: u64>() -> u64 {
-    HZ
+#[allow(clippy::cast_possible_truncation)] // Checked against Ticks::MAX first.
+pub(crate) const fn seconds<const HZ: u64>(secs: u32) -> Ticks {
+    let t = (secs as u64).saturating_mul(HZ);
+    if t > wide(Ticks::MAX) { Ticks::MAX } else { t as Ticks }
 }
 
-/// An optional tick count in 8 bytes, where `Option<u64>` takes 16: the state an operation keeps
-/// for its whole life is smaller, on a Cortex-M and in a server's future alike. `u64::MAX` means
-/// none, so a real count is kept at `u64::MAX - 1` at most: one tick before the end of time, where
+/// One second at `HZ`, in ticks.
+#[inline]
+#[allow(clippy::cast_possible_truncation)] // Checked against Ticks::MAX first.
+pub(crate) const fn one_second<const HZ: u64>() -> Ticks {
+    // Saturating where a second does not fit in 32-bit ticks (a rate above 4.29 GHz).
+    if HZ > wide(Ticks::MAX) { Ticks::MAX } else { HZ as Ticks }
+}
+
+/// An optional tick count in 8 bytes, where `Option<Ticks>` takes 16: the state an operation keeps
+/// for its whole life is smaller, on a Cortex-M and in a server's future alike. `Ticks::MAX` means
+/// none, so a real count is kept at `Ticks::MAX - 1` at most: one tick before the end of time, where
 /// the core already saturates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub(crate) struct MaybeTicks(u64);
+pub(crate) struct MaybeTicks(Ticks);
 
 impl MaybeTicks {
-    pub(crate) const NONE: Self = Self(u64::MAX);
+    pub(crate) const NONE: Self = Self(Ticks::MAX);
 
     #[inline]
-    pub(crate) const fn new(ticks: Option<u64>) -> Self {
+    pub(crate) const fn new(ticks: Option<Ticks>) -> Self {
         match ticks {
-            Some(t) if t < u64::MAX => Self(t),
-            Some(_) => Self(u64::MAX - 1),
+            Some(t) if t < Ticks::MAX => Self(t),
+            Some(_) => Self(Ticks::MAX - 1),
             None => Self::NONE,
         }
     }
 
     #[inline]
-    pub(crate) const fn get(self) -> Option<u64> {
-        if self.0 == u64::MAX { None } else { Some(self.0) }
+    pub(crate) const fn get(self) -> Option<Ticks> {
+        if self.0 == Ticks::MAX { None } else { Some(self.0) }
     }
 
     #[inline]
@@ -105,18 +135,30 @@ mod tests {
 
     #[test]
     fn add_saturates_at_the_end_of_time() {
-        let t = I::from_ticks(u64::MAX - 1);
-        assert_eq!(add(t, D::from_ticks(5)).as_ticks(), u64::MAX);
+        let t = I::from_ticks(Ticks::MAX - 1);
+        assert_eq!(add(t, D::from_ticks(5)).as_ticks(), Ticks::MAX);
     }
 
     #[test]
     fn maybe_ticks_keeps_every_count_but_the_last_tick_of_time() {
-        for t in [0, 1, 42, u64::MAX - 1] {
+        for t in [0, 1, 42, Ticks::MAX - 1] {
             assert_eq!(MaybeTicks::new(Some(t)).get(), Some(t));
         }
-        assert_eq!(MaybeTicks::new(Some(u64::MAX)).get(), Some(u64::MAX - 1));
+        assert_eq!(MaybeTicks::new(Some(Ticks::MAX)).get(), Some(Ticks::MAX - 1));
         assert_eq!(MaybeTicks::new(None).get(), None);
-        assert_eq!(core::mem::size_of::<MaybeTicks>(), 8);
+        assert_eq!(core::mem::size_of::<MaybeTicks>(), core::mem::size_of::<Ticks>());
+    }
+
+    #[test]
+    fn seconds_saturate_instead_of_overflowing() {
+        assert_eq!(seconds::<1_000>(7), 7_000);
+        assert_eq!(seconds::<1_000_000>(u32::MAX), wide_or_max(u64::from(u32::MAX) * 1_000_000));
+        assert_eq!(seconds::<{ u64::MAX }>(2), Ticks::MAX);
+    }
+
+    /// `t` in ticks, or `Ticks::MAX` where it does not fit.
+    fn wide_or_max(t: u64) -> Ticks {
+        Ticks::try_from(t).unwrap_or(Ticks::MAX)
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! slides to a new bucket (once per bucket width at most). The kept totals are always exactly the
 //! saturating sum of the buckets.
 
-use crate::time::Instant;
+use crate::time::{Instant, Ticks};
 
 /// Counts in one bucket or summed over the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,23 +45,26 @@ impl Counts {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CallWindow<const N: usize> {
     /// Ticks per bucket, at least 1.
-    width: u64,
+    width: Ticks,
     /// The absolute index (ticks / width) of the newest bucket.
-    head: u64,
+    head: Ticks,
     buckets: [Counts; N],
     /// The saturating sum of `buckets`.
     total: Counts,
 }
 
 impl<const N: usize> CallWindow<N> {
-    /// `N` as u64, and a build error for `N == 0` (there is no window without a bucket).
-    const SLOTS: u64 = {
+    /// `N` as [`Ticks`], and a build error for `N == 0` (there is no window without a bucket)
+    /// or for more buckets than ticks can count.
+    #[allow(clippy::cast_possible_truncation)]
+    pub(crate) const SLOTS: Ticks = {
         assert!(N > 0, "a CallWindow needs at least one bucket");
-        N as u64
+        assert!(N as u64 <= crate::time::wide(Ticks::MAX), "too many buckets for the tick width");
+        N as Ticks
     };
 
     /// A window of `N` buckets, `width` ticks each, starting empty at `now`.
-    pub(crate) const fn new<const HZ: u64>(width: u64, now: Instant<HZ>) -> Self {
+    pub(crate) const fn new<const HZ: u64>(width: Ticks, now: Instant<HZ>) -> Self {
         let width = if width == 0 { 1 } else { width };
         let head = match now.as_ticks().checked_div(width) {
             Some(h) => h,
@@ -71,15 +74,15 @@ impl<const N: usize> CallWindow<N> {
     }
 
     /// Ticks per bucket.
-    pub const fn bucket_width(&self) -> u64 {
+    pub const fn bucket_width(&self) -> Ticks {
         self.width
     }
 
-    fn index<const HZ: u64>(&self, now: Instant<HZ>) -> u64 {
+    fn index<const HZ: u64>(&self, now: Instant<HZ>) -> Ticks {
         now.as_ticks().checked_div(self.width).unwrap_or(0)
     }
 
-    fn slot(&self, index: u64) -> usize {
+    fn slot(&self, index: Ticks) -> usize {
         // index % N < N <= usize::MAX, so the conversion cannot fail.
         usize::try_from(index.checked_rem(Self::SLOTS).unwrap_or(0)).unwrap_or(0)
     }
@@ -165,10 +168,10 @@ impl<const N: usize> CallWindow<N> {
     /// refused), how long ago the newest bucket began, then each bucket's counts, newest first.
     pub(crate) const SNAPSHOT_LEN: usize = 16 + N * 12;
 
-    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: u64) {
-        w.u64(self.width);
+    pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
+        w.ticks(self.width);
         let head_start = self.head.saturating_mul(self.width);
-        w.u64(now.saturating_sub(head_start));
+        w.ticks(now.saturating_sub(head_start));
         for back in 0..Self::SLOTS {
             let counts = match self.head.checked_sub(back) {
                 Some(index) => self.buckets.get(self.slot(index)).copied().unwrap_or(Counts::ZERO),
@@ -186,12 +189,12 @@ impl<const N: usize> CallWindow<N> {
     pub(crate) fn restore(
         r: &mut crate::snapshot::Reader<'_>,
         rebase: crate::snapshot::Rebase,
-        width: u64,
+        width: Ticks,
     ) -> Result<Self, crate::snapshot::SnapshotError> {
-        if r.u64()? != width {
+        if r.ticks()? != width {
             return Err(crate::snapshot::SnapshotError::OtherConfig);
         }
-        let newest_age = r.u64()?;
+        let newest_age = r.ticks()?;
         let head = rebase.now.checked_div(width).unwrap_or(0);
         let mut window = Self { width, head, buckets: [Counts::ZERO; N], total: Counts::ZERO };
         for back in 0..Self::SLOTS {
@@ -239,7 +242,7 @@ mod tests {
     fn the_kept_totals_are_always_the_sum_of_the_buckets() {
         let mut w = window();
         let mut t = 0;
-        for step in 0..2_000u64 {
+        for step in 0..Ticks::from(2_000u16) {
             t += (step * 7_919) % 1_300;
             match step % 5 {
                 0 | 1 => w.record_call(I::from_ticks(t), step % 2 == 0),
@@ -274,10 +277,10 @@ mod tests {
 
     #[test]
     fn the_window_works_at_the_end_of_time() {
-        let mut w: CallWindow<4> = CallWindow::new(1_000, I::from_ticks(u64::MAX - 5_000));
-        w.record_call(I::from_ticks(u64::MAX - 10), true);
-        w.record_call(I::from_ticks(u64::MAX), false);
-        assert_eq!(w.totals(I::from_ticks(u64::MAX)), Counts { calls: 2, retries: 1, failures: 0 });
+        let mut w: CallWindow<4> = CallWindow::new(1_000, I::from_ticks(Ticks::MAX - 5_000));
+        w.record_call(I::from_ticks(Ticks::MAX - 10), true);
+        w.record_call(I::from_ticks(Ticks::MAX), false);
+        assert_eq!(w.totals(I::from_ticks(Ticks::MAX)), Counts { calls: 2, retries: 1, failures: 0 });
     }
 
     #[test]
