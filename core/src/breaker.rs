@@ -208,6 +208,13 @@ impl Breaker {
         }
     }
 
+    /// Moves the instant an open circuit's break ends `by` ticks earlier.
+    pub(crate) fn rebase(&mut self, by: Ticks) {
+        if let Phase::Open { until } = &mut self.phase {
+            *until = crate::time::earlier(*until, by);
+        }
+    }
+
     /// The instant an open circuit's break ends.
     pub(crate) const fn open_until(&self) -> Option<Ticks> {
         match self.phase {

@@ -213,6 +213,15 @@ impl TokenBucket {
         }
     }
 
+    /// Moves the bucket's instants `by` ticks earlier. A bucket last brought up to date before the
+    /// new clock's start counts its refill from tick 0: it may hold less credit than it earned,
+    /// never more (only a bucket idle for longer than `by` ticks, which has refilled anyway unless
+    /// its refill takes longer than that).
+    pub(crate) fn rebase(&mut self, by: Ticks) {
+        self.updated = crate::time::earlier(self.updated, by);
+        self.lapse_at = crate::time::earlier(self.lapse_at, by);
+    }
+
     /// Whole tokens neither spent nor reserved at `now`.
     pub(crate) fn available(&mut self, b: &Bucket, now: Ticks) -> u32 {
         self.catch_up(b, now);

@@ -21,6 +21,11 @@ impl Cooldown {
         Self { until: 0 }
     }
 
+    /// Moves the cooldown's end `by` ticks earlier.
+    pub(crate) fn rebase(&mut self, by: Ticks) {
+        self.until = crate::time::earlier(self.until, by);
+    }
+
     /// The instant the cooldown ends, if it is active at `now`.
     pub(crate) const fn active_until(&self, now: Ticks) -> Option<Ticks> {
         if now < self.until { Some(self.until) } else { None }

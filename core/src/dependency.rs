@@ -203,7 +203,52 @@ impl<const HZ: u64> DependencyConfig<HZ> {
                 return Err(e);
             }
         }
+        if !self.spans_fit() {
+            return Err(ConfigError::SpanTooLongForTicks);
+        }
         Ok(())
+    }
+
+    /// Whether every duration of the configuration is at most [`crate::MAX_SPAN`].
+    const fn spans_fit(&self) -> bool {
+        let (period, hold) = match &self.budget {
+            Some(b) => match b.kind() {
+                BudgetKind::TokenBucket { period, hold, .. } => (period.as_ticks(), hold.as_ticks()),
+                BudgetKind::Ratio { .. } => (0, 0),
+            },
+            None => (0, 0),
+        };
+        let (break_for, slow_call) = match &self.breaker {
+            Some(b) => (b.break_for.as_ticks(), ticks_or_zero(b.slow_call)),
+            None => (0, 0),
+        };
+        let (rate_period, max_wait) = match &self.rate_limit {
+            Some(r) => (r.period.as_ticks(), r.max_wait.as_ticks()),
+            None => (0, 0),
+        };
+        let duty_window = match &self.duty_cycle {
+            Some(d) => d.window.as_ticks(),
+            None => 0,
+        };
+        crate::time::all_fit(&[
+            self.window.as_ticks(),
+            period,
+            hold,
+            break_for,
+            slow_call,
+            rate_period,
+            max_wait,
+            duty_window,
+            ticks_or_zero(self.cooldown),
+        ])
+    }
+}
+
+/// A duration's ticks, or zero for none.
+const fn ticks_or_zero<const HZ: u64>(d: Option<Duration<HZ>>) -> Ticks {
+    match d {
+        Some(d) => d.as_ticks(),
+        None => 0,
     }
 }
 
@@ -388,6 +433,37 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             cooldown: Part([const { Cooldown::new() }; COOLDOWN]),
             bulkhead: Part([const { Bulkhead::new() }; BULKHEAD]),
         })
+    }
+
+    /// Restarts this dependency's clock `by` ticks later: every instant it holds moves `by` ticks
+    /// earlier, so that it reads the same on a clock whose tick 0 is the old clock's tick `by`.
+    /// Each [`Operation`](crate::Operation) that uses it must be rebased by the same amount before
+    /// its next call ([`Operation::rebase`](crate::Operation::rebase)).
+    ///
+    /// This is how 32-bit ticks (the `ticks-u32` feature) run for longer than 2^32 ticks (49.7 days
+    /// at 1 kHz): relent-embassy restarts the clock 2^30 ticks later each time it reaches 2^31.
+    ///
+    /// An instant more than `by` ticks before the old clock's `now` becomes tick 0 of the new one. That
+    /// is exact as long as the new clock's `now` is at least [`crate::MAX_SPAN`] (every span in the
+    /// configuration is at most that, so tick 0 is then as long ago as anything the state
+    /// remembers), with one conservative exception: a token bucket idle since before the new tick
+    /// 0 counts its refill from tick 0, and may hold less credit than it earned, never more.
+    pub fn rebase(&mut self, by: Duration<HZ>) {
+        let by = by.as_ticks();
+        self.window.rebase(by);
+        if let Some(t) = self.tokens.get_mut() {
+            t.rebase(by);
+        }
+        if let Some(b) = self.breaker.get_mut() {
+            b.rebase(by);
+        }
+        if let Some(l) = self.limiter.get_mut() {
+            l.rebase(by);
+        }
+        self.airtime.rebase(by);
+        if let Some(c) = self.cooldown.get_mut() {
+            c.rebase(by);
+        }
     }
 
     /// The parts a snapshot saves, in order.

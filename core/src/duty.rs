@@ -108,6 +108,14 @@ impl<const L: usize> AirtimeLog<L> {
         Self { leaves: [0; L], costs: [0; L] }
     }
 
+    /// Moves every transmission's departure from the window `by` ticks earlier: one that left
+    /// before the new clock's start leaves at tick 0, which counts against nothing.
+    pub(crate) fn rebase(&mut self, by: Ticks) {
+        for leave in &mut self.leaves {
+            *leave = crate::time::earlier(*leave, by);
+        }
+    }
+
     fn live(&self) -> usize {
         self.costs.iter().take_while(|&&c| c > 0).count()
     }

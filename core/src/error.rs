@@ -85,6 +85,8 @@ pub enum ConfigError {
     DutyCycleAirtimeTooLarge,
     /// A duty cycle on a dependency with no airtime log (`L = 0`).
     AirtimeLogSize,
+    /// A duration longer than [`MAX_SPAN`](crate::MAX_SPAN) ticks, with 32-bit ticks.
+    SpanTooLongForTicks,
 }
 
 impl ConfigError {
@@ -120,6 +122,7 @@ impl ConfigError {
             Self::DutyCycleAboveWindow => "duty_cycle_above_window",
             Self::DutyCycleAirtimeTooLarge => "duty_cycle_airtime_too_large",
             Self::AirtimeLogSize => "airtime_log_size",
+            Self::SpanTooLongForTicks => "span_too_long_for_ticks",
         }
     }
 
@@ -207,6 +210,9 @@ impl ConfigError {
             Self::AirtimeLogSize => {
                 "a duty cycle needs an airtime log to remember what was sent: give the dependency state its third parameter, for example Dependency<HZ, 4, 8> for 8 entries"
             }
+            Self::SpanTooLongForTicks => {
+                "with 32-bit ticks (the ticks-u32 feature) no delay, timeout, window, break, cooldown or period may exceed MAX_SPAN, 2^30 ticks (12.4 days at 1 kHz, 17.9 minutes at 1 MHz): shorten it, use a lower tick rate, or 64-bit ticks"
+            }
         }
     }
 }
@@ -239,6 +245,11 @@ pub enum StartError {
     Budget(ConfigError),
     /// The dependency limits airtime (a duty cycle) and the context states none.
     NoAirtime,
+    /// The operation's deadline is longer than [`MAX_SPAN`](crate::MAX_SPAN) ticks (32-bit ticks only).
+    DeadlineTooLong {
+        /// The deadline, in ticks.
+        deadline: Ticks,
+    },
     /// One attempt costs more airtime than the duty cycle allows in a whole window, so it can
     /// never be sent.
     AirtimeAboveDutyCycle {
@@ -257,6 +268,7 @@ impl StartError {
             Self::RetryWithoutBudget { .. } => "retry_without_budget",
             Self::Budget(e) => e.as_str(),
             Self::NoAirtime => "no_airtime",
+            Self::DeadlineTooLong { .. } => "deadline_too_long",
             Self::AirtimeAboveDutyCycle { .. } => "airtime_above_duty_cycle",
         }
     }
@@ -280,6 +292,12 @@ impl fmt::Display for StartError {
             Self::NoAirtime => f.write_str(
                 "the dependency limits airtime with a duty cycle, and the operation states no airtime: a transmission \
                  that costs nothing would never be limited. Give the frame's time on air with Context::airtime",
+            ),
+            Self::DeadlineTooLong { deadline } => write!(
+                f,
+                "a deadline of {deadline} ticks is longer than 32-bit ticks plan ahead (MAX_SPAN, {} ticks: 12.4 days at 1 kHz, \
+                 17.9 minutes at 1 MHz): shorten the deadline, use a lower tick rate, or 64-bit ticks",
+                crate::MAX_SPAN
             ),
             Self::AirtimeAboveDutyCycle { airtime, allowance } => write!(
                 f,

@@ -53,7 +53,7 @@ pub use operation::{Action, Attempt, Context, Operation};
 pub use policy::{Backoff, MAX_ATTEMPTS, RetryPolicy, RetryPolicyBuilder};
 pub use safety::ReplaySafety;
 pub use snapshot::{SNAPSHOT_VERSION, SnapshotError};
-pub use time::{Duration, Instant, Ticks};
+pub use time::{Duration, Instant, MAX_SPAN, Ticks};
 pub use window::{CallWindow, Counts};
 
 /// Re-exported so callers name the same `RngCore` the core takes.

@@ -120,6 +120,16 @@ impl Limiter {
         Self { tat: 0, frac: 0 }
     }
 
+    /// Moves the theoretical arrival time `by` ticks earlier. One before the new clock's start is
+    /// in the past either way, and a past arrival time allows a unit at once.
+    pub(crate) fn rebase(&mut self, by: Ticks) {
+        if self.tat < by {
+            (self.tat, self.frac) = (0, 0);
+        } else {
+            self.tat = crate::time::earlier(self.tat, by);
+        }
+    }
+
     /// The earliest tick at or after `now` at which a unit may go: the TAT less the tolerance,
     /// rounded up to a whole tick (a unit is never taken a fraction of a tick early).
     pub(crate) fn next_at<const HZ: u64>(&self, limit: &RateLimit<HZ>, now: Ticks) -> Ticks {

@@ -239,6 +239,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         context: Context<HZ>,
         now: Instant<HZ>,
     ) -> Result<Self, StartError> {
+        if !time::fits(context.deadline.as_ticks()) {
+            return Err(StartError::DeadlineTooLong { deadline: context.deadline.as_ticks() });
+        }
         let max_attempts = policy.max_attempts();
         if max_attempts > 1 {
             let Some(budget) = config.retry_budget() else {
@@ -268,6 +271,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             config,
             id: context.id,
             safe_until: match context.safety.valid_for() {
+                // Saturating at the end of time (a statement that long holds for good) is kept by
+                // `rebase`, and the deadline ends the operation first anyway.
                 Some(d) => time::add(now, d),
                 None => Instant::<HZ>::from_ticks(0),
             },
@@ -283,6 +288,31 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             retry_after: MaybeTicks::NONE,
             not_before_hint: MaybeTicks::NONE,
         })
+    }
+
+    /// Restarts the operation's clock `by` ticks later, as [`Dependency::rebase`] does for its
+    /// dependency (and with the same `by`, before the operation's next call). A completion not yet
+    /// taken is rebased too. Only an operation older than `by` ticks (which has outlived its
+    /// deadline, at most [`crate::MAX_SPAN`]) loses anything: its start becomes tick 0, and its
+    /// completion reports less time elapsed than there was.
+    pub fn rebase(&mut self, by: Duration<HZ>) {
+        let by = by.as_ticks();
+        let earlier = |t: Instant<HZ>| Instant::<HZ>::from_ticks(time::earlier(t.as_ticks(), by));
+        self.safe_until = earlier(self.safe_until);
+        self.started = earlier(self.started);
+        self.deadline = earlier(self.deadline);
+        self.latest = earlier(self.latest);
+        match &mut self.phase {
+            Phase::Ready { not_before: t, .. }
+            | Phase::InFlight { since: t, .. }
+            | Phase::Done { at: t, .. } => {
+                *t = earlier(*t);
+            }
+            Phase::Taken => {}
+        }
+        if let Some(t) = self.not_before_hint.get() {
+            self.not_before_hint = MaybeTicks::new(Some(time::earlier(t, by)));
+        }
     }
 
     /// The operation's id.
@@ -667,5 +697,206 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             retry_after: self.retry_after.duration(),
             not_before: self.not_before_hint.instant(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::breaker::{BreakerConfig, CircuitState};
+    use crate::budget::RetryBudget;
+    use crate::duty::DutyCycle;
+    use crate::error::ConfigError;
+    use crate::jitter::Jitter;
+    use crate::limiter::RateLimit;
+    use crate::time::{MAX_SPAN, Ticks};
+
+    const HZ: u64 = 1_000;
+    type D = Duration<HZ>;
+    type I = Instant<HZ>;
+
+    const POLICY: RetryPolicy<HZ> = match RetryPolicy::exponential(4, D::from_millis(100), D::from_secs(2))
+        .jitter(Jitter::Full)
+        .attempt_timeout(D::from_secs(1))
+        .build()
+    {
+        Ok(p) => p,
+        Err(_) => panic!(),
+    };
+
+    /// Every protection there is, so that rebasing is checked on every piece of state.
+    fn config() -> DependencyConfig<HZ> {
+        DependencyConfig::new(D::from_secs(10))
+            .budget(RetryBudget::ratio(20, 3).unwrap())
+            .breaker(BreakerConfig::consecutive_failures(5, D::from_secs(2)))
+            .rate_limit(RateLimit::new(5, D::from_secs(1)).max_wait(D::from_millis(500)))
+            .duty_cycle(DutyCycle::new(D::from_secs(1), D::from_secs(10)))
+            .cooldown(D::from_secs(30))
+    }
+
+    /// A small PRNG (xorshift64*), the same sequence in every run.
+    struct Xs(u64);
+    impl RngCore for Xs {
+        fn next_u64(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn next_u32(&mut self) -> u32 {
+            (self.next_u64() >> 32) as u32
+        }
+        fn fill_bytes(&mut self, dst: &mut [u8]) {
+            dst.fill(self.next_u32() as u8);
+        }
+    }
+
+    /// What the caller saw, on the original clock: instants are reported as `ticks + offset`.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Seen {
+        Dispatch { number: u8, timeout: Ticks, at: Ticks },
+        Wait { until: Ticks },
+        Done(Disposition, Option<Problem>, u8, Ticks, Ticks, Option<Ticks>),
+    }
+
+    /// Runs 40 operations against one dependency from `start`, with seeded outcomes. At each
+    /// `(operation, step)` in `rebases`, the clock restarts `by` ticks later: the dependency and the
+    /// operation in progress are rebased, and every later `now` is read on the new clock.
+    fn run(start: Ticks, rebases: &[(usize, usize, Ticks)]) -> (Vec<Seen>, usize) {
+        let config = config();
+        let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(start)).unwrap();
+        let (mut outcomes, mut jitter) = (Xs(0x1234_5678), Xs(0x9e37_79b9));
+        let (mut t, mut offset) = (start, 0 as Ticks);
+        let (mut seen, mut restarts) = (Vec::new(), 0);
+        for n in 0..40 {
+            let context = Context::new(D::from_secs(8), ReplaySafety::replayable_read(D::from_secs(60)))
+                .airtime(D::from_millis(50));
+            let mut op =
+                Operation::<HZ, Verdict<HZ>>::start(&POLICY, &config, context, I::from_ticks(t - offset))
+                    .unwrap();
+            for step in 0.. {
+                for &(_, _, by) in rebases.iter().filter(|&&(o, s, _)| (o, s) == (n, step)) {
+                    dep.rebase(D::from_ticks(by));
+                    op.rebase(D::from_ticks(by));
+                    offset += by;
+                    restarts += 1;
+                }
+                let now = I::from_ticks(t - offset);
+                match op.poll(now, &mut dep, &mut ()) {
+                    Action::Dispatch(attempt) => {
+                        let at = attempt.started().as_ticks() + offset;
+                        seen.push(Seen::Dispatch {
+                            number: attempt.number(),
+                            timeout: attempt.timeout().as_ticks(),
+                            at,
+                        });
+                        t += 30;
+                        let done = I::from_ticks(t - offset);
+                        match outcomes.next_u32() % 6 {
+                            0 | 1 => op.on_success(attempt, done, &mut dep, &mut ()),
+                            2 | 3 => op.on_failure(
+                                attempt,
+                                done,
+                                &mut dep,
+                                &mut jitter,
+                                Verdict::Retryable,
+                                &mut (),
+                            ),
+                            4 => {
+                                let busy = Verdict::RetryableAfter(D::from_millis(400));
+                                op.on_failure(attempt, done, &mut dep, &mut jitter, busy, &mut ())
+                            }
+                            _ => op.on_failure(
+                                attempt,
+                                done,
+                                &mut dep,
+                                &mut jitter,
+                                Verdict::NotRetryable,
+                                &mut (),
+                            ),
+                        }
+                    }
+                    Action::Wait { until } => {
+                        seen.push(Seen::Wait { until: until.as_ticks() + offset });
+                        t = until.as_ticks() + offset;
+                    }
+                    Action::Done => {
+                        let c = op.take_completion().unwrap();
+                        let s = c.summary;
+                        let not_before = c.not_before.map(|i| i.as_ticks() + offset);
+                        seen.push(Seen::Done(
+                            c.disposition,
+                            c.problem,
+                            s.dispatched,
+                            s.waited.as_ticks(),
+                            s.elapsed.as_ticks(),
+                            not_before,
+                        ));
+                        break;
+                    }
+                }
+            }
+            t += 1_200;
+        }
+        (seen, restarts)
+    }
+
+    #[test]
+    fn a_rebased_clock_gives_the_same_transcript() {
+        // Late enough that a restart by 2^30 ticks leaves the clock well past the longest span.
+        let start: Ticks = 1_200_000_000;
+        let (plain, _) = run(start, &[]);
+        // Between operations, and with an operation waiting for its retry and with one in flight.
+        let (rebased, restarts) = run(start, &[(3, 0, 1 << 30), (10, 2, 40_000_000), (12, 4, 100_000)]);
+        assert_eq!(restarts, 3);
+        assert!(plain.iter().filter(|s| matches!(s, Seen::Dispatch { number: 2.., .. })).count() > 5);
+        assert!(
+            plain.iter().any(|s| matches!(s, Seen::Done(Disposition::Deferred | Disposition::Rejected, ..)))
+        );
+        assert_eq!(plain, rebased);
+    }
+
+    #[test]
+    fn an_idle_dependency_rebased_past_everything_it_holds_starts_clean() {
+        let config = config();
+        let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(1_000)).unwrap();
+        let mut cooled = dep.clone();
+        // A cooldown until 31 s, then the clock restarts so far on that all of it is in the past.
+        let context = Context::new(D::from_secs(8), ReplaySafety::replayable_read(D::from_secs(60)))
+            .airtime(D::from_millis(50));
+        let mut op =
+            Operation::<HZ, Verdict<HZ>>::start(&POLICY, &config, context, I::from_ticks(1_000)).unwrap();
+        let Action::Dispatch(a) = op.poll(I::from_ticks(1_000), &mut cooled, &mut ()) else { panic!() };
+        let busy = Verdict::RetryableAfter(D::from_secs(60));
+        op.on_failure(a, I::from_ticks(1_100), &mut cooled, &mut Xs(1), busy, &mut ());
+        assert_eq!(cooled.cooldown_until(I::from_ticks(1_100)), Some(I::from_ticks(31_100)));
+        cooled.rebase(D::from_ticks(MAX_SPAN));
+        dep.rebase(D::from_ticks(MAX_SPAN));
+        let later = I::from_ticks(50_000_000);
+        assert_eq!(cooled.cooldown_until(later), None);
+        assert_eq!(cooled.counts(later), dep.counts(later));
+        assert_eq!(cooled.circuit(later), CircuitState::Closed);
+    }
+
+    #[test]
+    fn spans_longer_than_32_bit_ticks_plan_ahead_are_refused_with_their_codes() {
+        let long = D::from_ticks(MAX_SPAN.saturating_add(1));
+        let policy = RetryPolicy::<HZ>::exponential(3, D::from_millis(100), long).build();
+        let dependency = DependencyConfig::new(long).budget(RetryBudget::ratio(10, 1).unwrap());
+        let context = Context::new(long, ReplaySafety::replayable_read(D::from_secs(1)));
+        let fine = DependencyConfig::new(D::from_secs(10)).budget(RetryBudget::ratio(10, 1).unwrap());
+        let started = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &fine, context, I::from_ticks(0));
+        if cfg!(feature = "ticks-u32") {
+            assert_eq!(policy.unwrap_err(), ConfigError::SpanTooLongForTicks);
+            assert_eq!(dependency.validate(), Err(ConfigError::SpanTooLongForTicks));
+            assert_eq!(started.unwrap_err(), StartError::DeadlineTooLong { deadline: long.as_ticks() });
+        } else {
+            // 64-bit ticks have no limit: MAX_SPAN is the end of time, and nothing exceeds it.
+            assert_eq!(MAX_SPAN, Ticks::MAX);
+            assert!(policy.is_ok() && dependency.validate().is_ok() && started.is_ok());
+        }
     }
 }

@@ -271,10 +271,16 @@ impl<const HZ: u64> RetryPolicyBuilder<HZ> {
         if grows && p.max_attempts > 1 && p.base_delay.as_ticks() == 0 {
             return Err(ConfigError::ZeroBaseDelay);
         }
-        if let Some(t) = p.attempt_timeout {
-            if t.as_ticks() == 0 {
-                return Err(ConfigError::ZeroAttemptTimeout);
-            }
+        let ceiling = match p.attempt_timeout {
+            Some(t) if t.as_ticks() == 0 => return Err(ConfigError::ZeroAttemptTimeout),
+            Some(t) => t.as_ticks(),
+            None => 0,
+        };
+        // The base delay is at most the maximum delay.
+        let spans =
+            [p.max_delay.as_ticks(), ceiling, p.min_remaining.as_ticks(), p.retry_after_spread.as_ticks()];
+        if !crate::time::all_fit(&spans) {
+            return Err(ConfigError::SpanTooLongForTicks);
         }
         Ok(p)
     }
@@ -313,15 +319,16 @@ mod tests {
 
     #[test]
     fn doubling_is_base_times_a_power_of_two_saturating_for_every_base_and_retry() {
-        for base in [1, 3, 1_000, (Ticks::MAX >> 24) + 7, Ticks::MAX / 3, Ticks::MAX - 1, Ticks::MAX] {
-            let p = RetryPolicy::<HZ>::exponential(8, D::from_ticks(base), D::from_ticks(Ticks::MAX))
-                .build()
-                .unwrap();
+        // The longest maximum delay there may be: the end of time with 64-bit ticks.
+        let max = crate::time::MAX_SPAN;
+        for base in [1, 3, 1_000, (max >> 24) + 7, max / 3, max - 1, max] {
+            let p =
+                RetryPolicy::<HZ>::exponential(8, D::from_ticks(base), D::from_ticks(max)).build().unwrap();
             for retry in 0..=u8::MAX {
                 // Worked out in 128 bits, independently of the policy's own arithmetic.
                 let doublings = u32::from(retry.saturating_sub(1));
                 let exact = if doublings < 64 { u128::from(base) << doublings } else { u128::MAX };
-                let expected = Ticks::try_from(exact).unwrap_or(Ticks::MAX);
+                let expected = Ticks::try_from(exact).unwrap_or(Ticks::MAX).min(max);
                 assert_eq!(p.nominal_delay(retry).as_ticks(), expected, "base {base}, retry {retry}");
             }
         }

@@ -38,6 +38,45 @@ pub(crate) const fn wide(t: Ticks) -> u64 {
     t as u64
 }
 
+/// The longest duration, in ticks, that a policy, a dependency's configuration or an operation's
+/// deadline may state: with 32-bit ticks, 2^30 (12.4 days at 1 kHz, 9.1 hours at 32,768 Hz,
+/// 17.9 minutes at 1 MHz); with 64-bit ticks, no limit (`u64::MAX`).
+///
+/// With 32-bit ticks the clock must be restarted before it runs out ([`crate::Dependency::rebase`]):
+/// relent-embassy restarts it 2^30 ticks later whenever it reaches 2^31, so `now` stays below 2^31
+/// and, with every duration at most 2^30, no instant the core computes saturates.
+pub const MAX_SPAN: Ticks = if cfg!(feature = "ticks-u32") { 1 << 30 } else { Ticks::MAX };
+
+/// Whether a duration of `d` ticks is at most [`MAX_SPAN`].
+#[inline]
+pub(crate) const fn fits(d: Ticks) -> bool {
+    #[cfg(feature = "ticks-u32")]
+    return d <= MAX_SPAN;
+    #[cfg(not(feature = "ticks-u32"))]
+    {
+        let _ = d;
+        true
+    }
+}
+
+/// Whether every duration in `spans` is at most [`MAX_SPAN`].
+pub(crate) const fn all_fit(mut spans: &[Ticks]) -> bool {
+    while let [first, rest @ ..] = spans {
+        if !fits(*first) {
+            return false;
+        }
+        spans = rest;
+    }
+    true
+}
+
+/// Instant `t` on a clock restarted `by` ticks later (see [`crate::Dependency::rebase`]): `t - by`,
+/// tick 0 for an instant before the new clock's start, and the end of time ("never") kept as it is.
+#[inline]
+pub(crate) const fn earlier(t: Ticks, by: Ticks) -> Ticks {
+    if t == Ticks::MAX { t } else { t.saturating_sub(by) }
+}
+
 /// `t + d`, saturating at the end of time.
 #[inline]
 pub(crate) const fn add<const HZ: u64>(t: Instant<HZ>, d: Duration<HZ>) -> Instant<HZ> {

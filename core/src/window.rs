@@ -46,8 +46,11 @@ impl Counts {
 pub struct CallWindow<const N: usize> {
     /// Ticks per bucket, at least 1.
     width: Ticks,
-    /// The absolute index (ticks / width) of the newest bucket.
-    head: Ticks,
+    /// The instant the newest bucket began: a multiple of `width` on the clock the window started
+    /// on, and kept relative (not an absolute index) so that [`CallWindow::rebase`] is exact.
+    head_start: Ticks,
+    /// Where the newest bucket is in `buckets`, always below `N`.
+    head_slot: u16,
     buckets: [Counts; N],
     /// The saturating sum of `buckets`.
     total: Counts,
@@ -59,18 +62,24 @@ impl<const N: usize> CallWindow<N> {
     #[allow(clippy::cast_possible_truncation)]
     pub(crate) const SLOTS: Ticks = {
         assert!(N > 0, "a CallWindow needs at least one bucket");
-        assert!(N as u64 <= crate::time::wide(Ticks::MAX), "too many buckets for the tick width");
+        assert!(N <= u16::MAX as usize, "a CallWindow has at most 65,535 buckets");
         N as Ticks
     };
 
     /// A window of `N` buckets, `width` ticks each, starting empty at `now`.
     pub(crate) const fn new<const HZ: u64>(width: Ticks, now: Instant<HZ>) -> Self {
+        Self::starting(width, now.as_ticks())
+    }
+
+    /// A window of `N` buckets, `width` ticks each, starting empty at tick `now`, its buckets
+    /// aligned on multiples of `width`.
+    const fn starting(width: Ticks, now: Ticks) -> Self {
         let width = if width == 0 { 1 } else { width };
-        let head = match now.as_ticks().checked_div(width) {
-            Some(h) => h,
+        let head_start = match now.checked_rem(width) {
+            Some(r) => now.saturating_sub(r),
             None => 0,
         };
-        Self { width, head, buckets: [Counts::ZERO; N], total: Counts::ZERO }
+        Self { width, head_start, head_slot: 0, buckets: [Counts::ZERO; N], total: Counts::ZERO }
     }
 
     /// Ticks per bucket.
@@ -78,13 +87,19 @@ impl<const N: usize> CallWindow<N> {
         self.width
     }
 
-    fn index<const HZ: u64>(&self, now: Instant<HZ>) -> Ticks {
-        now.as_ticks().checked_div(self.width).unwrap_or(0)
+    /// The slot `back` buckets before the newest (always in range: an index modulo `N`).
+    fn slot_back(&self, back: Ticks) -> usize {
+        let n = Self::SLOTS;
+        let back = back.checked_rem(n).unwrap_or(0);
+        let head = Ticks::from(self.head_slot);
+        // head < n and back < n, so head + n - back < 2n and the result is below n.
+        let slot = head.saturating_add(n).saturating_sub(back).checked_rem(n).unwrap_or(0);
+        usize::try_from(slot).unwrap_or(0)
     }
 
-    fn slot(&self, index: Ticks) -> usize {
-        // index % N < N <= usize::MAX, so the conversion cannot fail.
-        usize::try_from(index.checked_rem(Self::SLOTS).unwrap_or(0)).unwrap_or(0)
+    /// The slot `back` buckets before the newest, as kept in `head_slot`.
+    fn slot_back_u16(&self, back: Ticks) -> u16 {
+        u16::try_from(self.slot_back(back)).unwrap_or(0)
     }
 
     /// Moves the window to `now`, clearing buckets that fell out of it. An earlier `now` than
@@ -92,28 +107,35 @@ impl<const N: usize> CallWindow<N> {
     // One function, not a fast path inlined at every caller: on a Cortex-M3 that split cost 0.6
     // KiB of flash for no measurable gain on a host.
     fn advance<const HZ: u64>(&mut self, now: Instant<HZ>) {
-        // Within the newest bucket (or earlier): nothing moves. The common case, decided with a
-        // multiplication rather than a division (head × width cannot overflow: head = t / width).
-        if now.as_ticks().saturating_sub(self.head.saturating_mul(self.width)) < self.width {
+        // Within the newest bucket (or earlier): nothing moves. The common case.
+        let since = now.as_ticks().saturating_sub(self.head_start);
+        if since < self.width {
             return;
         }
-        let index = self.index(now);
-        let gap = index.saturating_sub(self.head);
-        if gap == 0 {
-            return;
-        }
+        let gap = since.checked_div(self.width).unwrap_or(0);
         if gap >= Self::SLOTS {
             self.buckets = [Counts::ZERO; N];
         } else {
             for step in 1..=gap {
-                let slot = self.slot(self.head.saturating_add(step));
+                let slot = self.slot_back(Self::SLOTS.saturating_sub(step));
                 if let Some(b) = self.buckets.get_mut(slot) {
                     *b = Counts::ZERO;
                 }
             }
         }
-        self.head = index;
+        // gap < n or the buckets were all cleared; the newest moves gap slots on either way.
+        self.head_slot =
+            self.slot_back_u16(Self::SLOTS.saturating_sub(gap.checked_rem(Self::SLOTS).unwrap_or(0)));
+        // gap × width <= since, so this stays at or before now.
+        self.head_start = self.head_start.saturating_add(gap.saturating_mul(self.width));
         self.total = self.sum();
+    }
+
+    /// Moves every instant the window holds `by` ticks earlier (see [`crate::Dependency::rebase`]).
+    /// A newest bucket that began more than `by` ticks ago begins at tick 0 instead: it is older
+    /// than any window the core accepts once `now` is at least a window past `by`.
+    pub(crate) fn rebase(&mut self, by: Ticks) {
+        self.head_start = crate::time::earlier(self.head_start, by);
     }
 
     fn sum(&self) -> Counts {
@@ -122,8 +144,7 @@ impl<const N: usize> CallWindow<N> {
 
     /// Applies `f` to the newest bucket (the slot is always in range: it is an index modulo `N`).
     fn update_newest(&mut self, f: impl Fn(&mut Counts)) {
-        let slot = self.slot(self.head);
-        if let Some(b) = self.buckets.get_mut(slot) {
+        if let Some(b) = self.buckets.get_mut(usize::from(self.head_slot)) {
             f(b);
             // A saturating increment of the sum is the sum of the incremented buckets.
             f(&mut self.total);
@@ -170,13 +191,9 @@ impl<const N: usize> CallWindow<N> {
 
     pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
         w.ticks(self.width);
-        let head_start = self.head.saturating_mul(self.width);
-        w.ticks(now.saturating_sub(head_start));
+        w.ticks(now.saturating_sub(self.head_start));
         for back in 0..Self::SLOTS {
-            let counts = match self.head.checked_sub(back) {
-                Some(index) => self.buckets.get(self.slot(index)).copied().unwrap_or(Counts::ZERO),
-                None => Counts::ZERO,
-            };
+            let counts = self.buckets.get(self.slot_back(back)).copied().unwrap_or(Counts::ZERO);
             w.u32(counts.calls);
             w.u32(counts.retries);
             w.u32(counts.failures);
@@ -195,17 +212,18 @@ impl<const N: usize> CallWindow<N> {
             return Err(crate::snapshot::SnapshotError::OtherConfig);
         }
         let newest_age = r.ticks()?;
+        let mut window = Self::starting(width, rebase.now);
         let head = rebase.now.checked_div(width).unwrap_or(0);
-        let mut window = Self { width, head, buckets: [Counts::ZERO; N], total: Counts::ZERO };
         for back in 0..Self::SLOTS {
             let counts = Counts { calls: r.u32()?, retries: r.u32()?, failures: r.u32()? };
             let age = newest_age.saturating_add(back.saturating_mul(width)).saturating_add(rebase.slept);
             let Some(start) = rebase.now.checked_sub(age) else { continue };
-            let index = start.checked_div(width).unwrap_or(0);
-            if index.saturating_add(Self::SLOTS) <= head {
+            // How many buckets before the newest this one began.
+            let behind = head.saturating_sub(start.checked_div(width).unwrap_or(0));
+            if behind >= Self::SLOTS {
                 continue;
             }
-            let slot = window.slot(index);
+            let slot = window.slot_back(behind);
             if let Some(b) = window.buckets.get_mut(slot) {
                 *b = b.plus(counts);
             }
