@@ -13,11 +13,14 @@ use core::future::Future;
 
 use embassy_sync::blocking_mutex::raw::RawMutex;
 use rand_core::RngCore;
-use relent_core::{Action, Classify, Completion, Context, Observer, Operation, RetryPolicy, StartError};
+use relent_core::{
+    Action, Classify, Completion, Context, Dependency, Observer, Operation, RetryPolicy, StartError,
+};
 
+use crate::epoch::Epoch;
 use crate::log::{Both, Log};
 use crate::shared::SharedDependency;
-use crate::{AttemptError, HZ, now, to_embassy};
+use crate::{AttemptError, HZ, Instant};
 
 /// What an attempt is told, so it can set its own radio or modem timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +51,27 @@ struct Running<'a, 'c, M: RawMutex, const N: usize, const L: usize, E, B: Observ
     op: Operation<'a, HZ, AttemptError<E>>,
     shared: &'a SharedDependency<'c, M, N, L>,
     observer: B,
+    /// The restart of the core's clock the operation was last used in (32-bit ticks).
+    epoch: Epoch,
+}
+
+impl<'a, M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Running<'a, '_, M, N, L, E, B> {
+    /// Runs `f` on the operation and the dependency's state under the dependency's lock, with the
+    /// `now` read under it, and returns the epoch of that `now` (to convert the instants `f`
+    /// returns). With 32-bit ticks, an operation last used in an earlier epoch is rebased first.
+    fn with<R>(
+        &mut self,
+        f: impl FnOnce(&mut Operation<'a, HZ, AttemptError<E>>, &mut Dependency<HZ, N, L>, Instant, &mut B) -> R,
+    ) -> (R, Epoch) {
+        let Running { op, shared, observer, epoch } = self;
+        shared.lock_in(|state, now, current| {
+            if let Some(by) = current.since(*epoch) {
+                op.rebase(by);
+                *epoch = current;
+            }
+            (f(op, state, now, observer), current)
+        })
+    }
 }
 
 impl<M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Drop
@@ -55,8 +79,7 @@ impl<M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Drop
 {
     fn drop(&mut self) {
         if !self.op.is_done() {
-            let (op, observer) = (&mut self.op, &mut self.observer);
-            self.shared.lock(|state| op.abandon(now(), state, observer));
+            self.with(|op, state, now, observer| op.abandon(now, state, observer));
         }
     }
 }
@@ -110,8 +133,9 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
         context: Context<HZ>,
         observer: B,
     ) -> Result<Running<'a, 'c, M, N, L, E, B>, StartError> {
-        let op = Operation::start(policy, self.config(), context, now())?;
-        Ok(Running { op, shared: self, observer })
+        let (now, epoch) = Epoch::now();
+        let op = Operation::start(policy, self.config(), context, now)?;
+        Ok(Running { op, shared: self, observer, epoch })
     }
 }
 
@@ -138,30 +162,28 @@ where
         };
         let mut value = None;
         loop {
-            let Running { op, shared, observer } = &mut *running;
-            match shared.lock(|state| op.poll(now(), state, observer)) {
-                Action::Dispatch(attempt) => {
+            match running.with(|op, state, now, observer| op.poll(now, state, observer)) {
+                (Action::Dispatch(attempt), epoch) => {
                     let info = AttemptInfo {
                         number: attempt.number(),
-                        timeout: embassy_time::Duration::from_ticks(attempt.timeout().as_ticks()),
-                        expires: to_embassy(attempt.expires()),
-                        deadline: to_embassy(attempt.deadline()),
+                        timeout: crate::epoch::span(attempt.timeout()),
+                        expires: epoch.to_embassy(attempt.expires()),
+                        deadline: epoch.to_embassy(attempt.deadline()),
                     };
                     let result = embassy_time::with_deadline(info.expires, operation(info)).await;
-                    let Running { op, shared, observer } = &mut *running;
-                    shared.lock(|state| match result {
+                    running.with(|op, state, now, observer| match result {
                         Ok(Ok(v)) => {
                             value = Some(v);
-                            op.on_success(attempt, now(), state, observer);
+                            op.on_success(attempt, now, state, observer);
                         }
                         Ok(Err(e)) => {
-                            op.on_failure(attempt, now(), state, rng, AttemptError::Failed(e), observer)
+                            op.on_failure(attempt, now, state, rng, AttemptError::Failed(e), observer)
                         }
                         Err(embassy_time::TimeoutError) => {
                             let after = attempt.timeout();
                             op.on_failure(
                                 attempt,
-                                now(),
+                                now,
                                 state,
                                 rng,
                                 AttemptError::TimedOut { after },
@@ -171,8 +193,8 @@ where
                     });
                 }
                 // Holding nothing: the lock was released above.
-                Action::Wait { until } => embassy_time::Timer::at(to_embassy(until)).await,
-                Action::Done => break,
+                (Action::Wait { until }, epoch) => embassy_time::Timer::at(epoch.to_embassy(until)).await,
+                (Action::Done, _) => break,
             }
         }
         match running.op.take_completion() {

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
+mod epoch;
 mod execute;
 mod log;
 mod shared;
@@ -27,12 +28,16 @@ pub type Instant = relent_core::Instant<HZ>;
 /// One attempt's failure at embassy's tick rate.
 pub type AttemptError<E> = relent_core::AttemptError<HZ, E>;
 
-/// Now, on embassy-time's clock, as the core's instant.
+/// Now, on embassy-time's clock, as the core's instant: the same ticks with 64-bit ticks; with
+/// 32-bit ticks (the `ticks-u32` feature), embassy's ticks less the base the core's clock last
+/// restarted at (see [`SharedDependency`]'s docs).
 pub fn now() -> Instant {
-    Instant::from_ticks(embassy_time::Instant::now().as_ticks())
+    epoch::Epoch::now().0
 }
 
-/// A core instant as an embassy-time instant (the same ticks).
-pub const fn to_embassy(t: Instant) -> embassy_time::Instant {
-    embassy_time::Instant::from_ticks(t.as_ticks())
+/// A core instant read since the core's clock last restarted (always, with 64-bit ticks) as an
+/// embassy-time instant. With 32-bit ticks the clock restarts every 2^30 ticks: convert an instant
+/// soon after reading it, as [`SharedDependency::execute`] does with every instant it waits for.
+pub fn to_embassy(t: Instant) -> embassy_time::Instant {
+    epoch::Epoch::now().1.to_embassy(t)
 }

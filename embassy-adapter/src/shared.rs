@@ -30,19 +30,27 @@ use embassy_sync::blocking_mutex::Mutex;
 use embassy_sync::blocking_mutex::raw::RawMutex;
 use relent_core::{Dependency, DependencyConfig};
 
-use crate::HZ;
+use crate::epoch::Epoch;
+use crate::{HZ, Instant};
+
+/// The state and the restart of the core's clock it was last used in (32-bit ticks).
+struct Held<const N: usize, const L: usize> {
+    state: Dependency<HZ, N, L>,
+    epoch: Epoch,
+}
 
 /// One dependency's configuration and shared state, with `N` buckets in its window and `L` entries
 /// in its airtime log (for a duty cycle; none by default).
 pub struct SharedDependency<'c, M: RawMutex, const N: usize, const L: usize = 0> {
     config: &'c DependencyConfig<HZ>,
-    state: Mutex<M, RefCell<Dependency<HZ, N, L>>>,
+    held: Mutex<M, RefCell<Held<N, L>>>,
 }
 
 impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N, L> {
-    /// Shares `state`, built from `config`. A `const fn`: usable in a `static`.
+    /// Shares `state`, built from `config` at the core's tick 0 or later. A `const fn`: usable in
+    /// a `static`.
     pub const fn new(config: &'c DependencyConfig<HZ>, state: Dependency<HZ, N, L>) -> Self {
-        Self { config, state: Mutex::new(RefCell::new(state)) }
+        Self { config, held: Mutex::new(RefCell::new(Held { state, epoch: Epoch::START })) }
     }
 
     /// The configuration.
@@ -50,9 +58,24 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
         self.config
     }
 
-    /// Runs `f` on the state under the lock. Keep `f` short, and do not call back into this
-    /// dependency from inside it (the state is borrowed).
-    pub fn lock<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N, L>) -> R) -> R {
-        self.state.lock(|cell| f(&mut cell.borrow_mut()))
+    /// Runs `f` under the lock on the state and the core's `now`, read under the lock: give the
+    /// state that `now` (and build any replacement state at it). Keep `f` short, and do not call
+    /// back into this dependency from inside it (the state is borrowed).
+    pub fn lock<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N, L>, Instant) -> R) -> R {
+        self.lock_in(|state, now, _| f(state, now))
+    }
+
+    /// As [`lock`](Self::lock), also giving the epoch `now` was read in. With 32-bit ticks, a state
+    /// last used in an earlier epoch is rebased first.
+    pub(crate) fn lock_in<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N, L>, Instant, Epoch) -> R) -> R {
+        self.held.lock(|cell| {
+            let held = &mut *cell.borrow_mut();
+            let (now, epoch) = Epoch::now();
+            if let Some(by) = epoch.since(held.epoch) {
+                held.state.rebase(by);
+                held.epoch = epoch;
+            }
+            f(&mut held.state, now, epoch)
+        })
     }
 }

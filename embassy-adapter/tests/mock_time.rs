@@ -2,9 +2,14 @@
 //! futures dropped at their timeout, Retry-After honoured to the tick, a `static` dependency behind
 //! a critical section, and slots given back on cancellation.
 //!
+//! Every test runs with 64-bit and with 32-bit ticks (`--features ticks-u32`); the last ones, with
+//! 32-bit ticks only, run operations and dependencies across restarts of the core's clock.
+//!
 //! The mock driver is one global clock, so these tests take a lock and run one at a time. A tiny
 //! executor polls the future with a no-op waker and moves the clock 1 ms forward whenever it is
 //! pending.
+
+#![allow(clippy::useless_conversion)] // Conversions that are one only with 32-bit ticks.
 
 use core::cell::RefCell;
 use core::future::Future;
@@ -41,13 +46,13 @@ fn elapsed_ms(since: embassy_time::Instant) -> u64 {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LinkError {
-    Busy(u64),
+    Busy(u32),
 }
 
 impl Classify<HZ> for LinkError {
     fn classify(&self) -> Verdict<HZ> {
         match self {
-            Self::Busy(s) => Verdict::RetryableAfter(Duration::from_secs(*s)),
+            Self::Busy(s) => Verdict::retryable_after_secs(*s),
         }
     }
 }
@@ -77,8 +82,11 @@ fn rng() -> rand_xoshiro::Xoshiro256PlusPlus {
     rand_core::SeedableRng::seed_from_u64(1)
 }
 
-fn read(deadline_ms: u64) -> Context<HZ> {
-    Context::new(Duration::from_millis(deadline_ms), ReplaySafety::replayable_read(Duration::from_secs(3600)))
+fn read(deadline_ms: u16) -> Context<HZ> {
+    Context::new(
+        Duration::from_millis(deadline_ms.into()),
+        ReplaySafety::replayable_read(Duration::from_secs(3600)),
+    )
 }
 
 #[test]
@@ -123,7 +131,7 @@ fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
     let scheduled: Vec<u64> = events
         .iter()
         .filter_map(|e| match e {
-            Event::RetryScheduled { delay, .. } => Some(delay.as_ticks()),
+            Event::RetryScheduled { delay, .. } => Some(delay.as_ticks().into()),
             _ => None,
         })
         .collect();
@@ -182,9 +190,9 @@ fn a_static_dependency_gives_back_its_slot_when_the_operation_is_dropped_mid_att
         }));
         let mut cx = TaskContext::from_waker(Waker::noop());
         assert!(fut.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(STATIC_LINK.lock(|s| s.in_flight()), 1, "the attempt holds the only slot");
+        assert_eq!(STATIC_LINK.lock(|s, _| s.in_flight()), 1, "the attempt holds the only slot");
     }
-    assert_eq!(STATIC_LINK.lock(|s| s.in_flight()), 0, "dropping the future gave it back");
+    assert_eq!(STATIC_LINK.lock(|s, _| s.in_flight()), 0, "dropping the future gave it back");
     let done =
         run(STATIC_LINK.execute(&CHECKOUT, read(10_000), &mut rng, |_| async { Ok::<_, LinkError>(1) }))
             .unwrap();
@@ -240,4 +248,84 @@ fn the_execute_future_holds_the_operation_once() {
     let size = core::mem::size_of_val(&fut);
     assert!(size >= held, "{size} < {held}: the operation is not in the future?");
     assert!(size <= held + 64, "the execute future is {size} bytes, {} more than it needs", size - held);
+}
+
+/// With 32-bit ticks, the core's clock restarts 2^30 ticks later each time it reaches 2^31: at
+/// 1 MHz (the mock driver's rate), every 17.9 minutes from 35.8 minutes on.
+#[cfg(feature = "ticks-u32")]
+mod restarts {
+    use super::*;
+
+    const RESTART: u64 = 1 << 31;
+
+    /// Moves the mock clock to `ticks` embassy ticks.
+    fn at(ticks: u64) -> embassy_time::Instant {
+        let now = embassy_time::Instant::now().as_ticks();
+        MockDriver::get().advance(embassy_time::Duration::from_ticks(ticks - now));
+        embassy_time::Instant::now()
+    }
+
+    #[test]
+    fn an_operation_across_a_restart_of_the_core_clock_keeps_its_timeouts_to_the_tick() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let link = shared();
+        // The clock restarts 3.5 s in: during the second attempt.
+        let t0 = at(RESTART - 3_500_000);
+        let attempts = RefCell::new(Vec::new());
+        let mut rng = rng();
+        let done = run(link.execute(&CHECKOUT, read(7_500), &mut rng, |info| {
+            attempts.borrow_mut().push((elapsed_ms(t0), info.timeout.as_millis(), info.deadline - t0));
+            core::future::pending::<Result<(), LinkError>>()
+        }))
+        .unwrap();
+        let deadline = embassy_time::Duration::from_millis(7_500);
+        assert_eq!(
+            *attempts.borrow(),
+            [(0, 3_000, deadline), (3_100, 3_000, deadline), (6_300, 1_200, deadline)]
+        );
+        assert_eq!(elapsed_ms(t0), 7_500);
+        assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
+        assert_eq!(done.completion.summary.elapsed, Duration::from_millis(7_500));
+        assert!(relent_embassy::now().as_ticks() < (1 << 31), "the core's clock restarted");
+    }
+
+    /// A network "busy for 100 s" pauses the link with a cooldown that outlives a restart.
+    const COOLED: DependencyConfig<HZ> = LINK.cooldown(Duration::from_secs(120));
+
+    #[test]
+    fn a_cooldown_outlives_a_restart_to_the_tick_and_many_restarts_later_is_forgotten() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let link: SharedDependency<'static, CriticalSectionRawMutex, 4> =
+            SharedDependency::new(&COOLED, Dependency::new(&COOLED, relent_embassy::now()).unwrap());
+        let mut rng = rng();
+        // Busy for 100 s: longer than CHECKOUT's 2 s maximum delay, so deferred; the cooldown runs
+        // until t0 + 100 s, and the clock restarts at t0 + 50 s.
+        let t0 = at(RESTART - 50_000_000);
+        let busy =
+            run(link.execute(&CHECKOUT, read(10_000), &mut rng, |_| async {
+                Err::<(), _>(LinkError::Busy(100))
+            }))
+            .unwrap();
+        assert_eq!(busy.completion.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
+        let until = t0 + embassy_time::Duration::from_secs(100);
+        // After the restart, still cooling down: refused unsent, with the cooldown's end exact.
+        at(RESTART + 49_000_000);
+        let called = RefCell::new(0);
+        let mut send = |_| {
+            *called.borrow_mut() += 1;
+            async { Ok::<_, LinkError>(()) }
+        };
+        let refused = run(link.execute(&CHECKOUT, read(10_000), &mut rng, &mut send)).unwrap();
+        assert_eq!(refused.completion.problem, Some(Problem::CooldownActive));
+        assert_eq!(refused.completion.not_before.map(relent_embassy::to_embassy), Some(until));
+        assert_eq!(*called.borrow(), 0);
+        // Six restarts later (107 minutes idle), the state is rebased past everything it held.
+        at(RESTART + 6 * (1 << 30));
+        let done = run(link.execute(&CHECKOUT, read(10_000), &mut rng, &mut send)).unwrap();
+        assert!(done.completion.is_success());
+        assert_eq!(*called.borrow(), 1);
+        assert_eq!(link.lock(|s, now| s.cooldown_until(now)), None);
+    }
 }
