@@ -65,12 +65,19 @@ impl<'a, M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Runnin
     ) -> (R, Epoch) {
         let Running { op, shared, observer, epoch } = self;
         shared.lock_in(|state, now, current| {
-            if let Some(by) = current.since(*epoch) {
-                op.rebase(by);
-                *epoch = current;
-            }
+            catch_up(op, epoch, current);
             (f(op, state, now, observer), current)
         })
+    }
+}
+
+/// Rebases `op`, last used in epoch `mine`, to epoch `current` if that is later. One function for
+/// every lock (not inlined into each) with 32-bit ticks.
+#[cfg_attr(feature = "ticks-u32", inline(never))]
+fn catch_up<E>(op: &mut Operation<'_, HZ, AttemptError<E>>, mine: &mut Epoch, current: Epoch) {
+    if let Some(by) = current.since(*mine) {
+        op.rebase(by);
+        *mine = current;
     }
 }
 

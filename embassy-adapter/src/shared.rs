@@ -39,6 +39,20 @@ struct Held<const N: usize, const L: usize> {
     epoch: Epoch,
 }
 
+impl<const N: usize, const L: usize> Held<N, L> {
+    /// The core's `now` and its epoch, with the state rebased to that epoch if it was last used in
+    /// an earlier one. One function for every caller (not inlined into each lock) with 32-bit ticks.
+    #[cfg_attr(feature = "ticks-u32", inline(never))]
+    fn catch_up(&mut self) -> (Instant, Epoch) {
+        let (now, epoch) = Epoch::now();
+        if let Some(by) = epoch.since(self.epoch) {
+            self.state.rebase(by);
+            self.epoch = epoch;
+        }
+        (now, epoch)
+    }
+}
+
 /// One dependency's configuration and shared state, with `N` buckets in its window and `L` entries
 /// in its airtime log (for a duty cycle; none by default).
 pub struct SharedDependency<'c, M: RawMutex, const N: usize, const L: usize = 0> {
@@ -70,11 +84,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     pub(crate) fn lock_in<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N, L>, Instant, Epoch) -> R) -> R {
         self.held.lock(|cell| {
             let held = &mut *cell.borrow_mut();
-            let (now, epoch) = Epoch::now();
-            if let Some(by) = epoch.since(held.epoch) {
-                held.state.rebase(by);
-                held.epoch = epoch;
-            }
+            let (now, epoch) = held.catch_up();
             f(&mut held.state, now, epoch)
         })
     }

@@ -24,7 +24,7 @@ pub enum LinkError {
     /// No acknowledgement: the attempt runs until its timeout.
     NoAck,
     /// The network said "busy, try again in this many seconds".
-    Busy(u64),
+    Busy(u32),
 }
 
 /// The part of the simulated world that outlives a device reset (the network and real time go on

@@ -36,7 +36,7 @@ impl Classify<HZ> for Uplink {
     fn classify(&self) -> Verdict<HZ> {
         match self.0 {
             LinkError::NoAck => Verdict::Retryable,
-            LinkError::Busy(s) => Verdict::RetryableAfter(Duration::from_secs(s)),
+            LinkError::Busy(s) => Verdict::retryable_after_secs(s),
         }
     }
 }
@@ -114,7 +114,7 @@ async fn main(_spawner: Spawner) {
         let safety = ReplaySafety::provider_idempotent_mutation(Duration::from_secs(3_600));
         let context = Context::new(Duration::from_secs(20), safety)
             .id(u64::from(n))
-            .airtime(Duration::from_millis(relent_firmware::link::AIRTIME_MS));
+            .airtime(Duration::from_millis(relent_firmware::link::AIRTIME_MS as _));
         let at = link.real_ms();
         let radio = &link;
         let result = LINK_STATE
@@ -125,15 +125,16 @@ async fn main(_spawner: Spawner) {
         let Ok(done) = result else { relent_firmware::exit(false) };
         let c = &done.completion;
         let code = c.problem.map_or("", |p| p.as_str());
-        let (attempts, waited) = (c.summary.dispatched, c.summary.waited.as_ticks());
+        let (attempts, waited) = (u32::from(c.summary.dispatched), c.summary.waited.as_ticks());
         match c.disposition {
             Disposition::Succeeded => delivered += 1,
             Disposition::Deferred => deferred += 1,
             Disposition::Rejected => rejected += 1,
             Disposition::Failed => failed += 1,
         }
-        let again =
-            c.not_before.map_or(0, |t| t.as_ticks().saturating_sub(relent_embassy::now().as_ticks()) / 1_000);
+        let again = c.not_before.map_or(0, |t| {
+            relent_embassy::to_embassy(t).saturating_duration_since(embassy_time::Instant::now()).as_secs()
+        });
         hprintln!(
             "uplink {:02} at {:>6} ms: {}{}{} | attempts {} | waited {} ms{}{}",
             n,
@@ -186,7 +187,7 @@ mod sleep {
         marker: u32,
         next_uplink: u32,
         tally: [u32; 4],
-        slept_ms: u64,
+        slept_ms: u32,
         world: World,
         snapshot: [u8; LinkState::SNAPSHOT_LEN],
     }
@@ -198,7 +199,7 @@ mod sleep {
 
     /// Deep sleep after this uplink, for this long.
     const SLEEP_AFTER: u32 = 12;
-    const SLEEP_MS: u64 = 20_000;
+    const SLEEP_MS: u32 = 20_000;
 
     /// At boot: restores the link's state after a deep sleep, or starts cold.
     pub(super) fn wake() -> Start {
@@ -210,12 +211,14 @@ mod sleep {
         }
         // SAFETY: as above; the marker is cleared so that a later crash or reset starts cold.
         unsafe { (&raw mut RETAINED).cast::<u32>().write(0) };
-        let slept = Duration::from_millis(retained.slept_ms);
-        match LinkState::restore(&LINK, &retained.snapshot, relent_embassy::now(), slept) {
-            Ok(state) => LINK_STATE.lock(|s| *s = state),
-            Err(e) => hprintln!("the snapshot was refused ({}): starting fresh", e.as_str()),
+        #[allow(clippy::useless_conversion)] // A conversion only when size.sh builds 64-bit ticks.
+        let slept = Duration::from_millis(retained.slept_ms.into());
+        let restored = LINK_STATE
+            .lock(|s, now| LinkState::restore(&LINK, &retained.snapshot, now, slept).map(|state| *s = state));
+        if let Err(e) = restored {
+            hprintln!("the snapshot was refused ({}): starting fresh", e.as_str());
         }
-        let cooldown = LINK_STATE.lock(|s| s.cooldown_until(relent_embassy::now()));
+        let cooldown = LINK_STATE.lock(|s, now| s.cooldown_until(now));
         hprintln!(
             "woke after {} ms of deep sleep: link state restored from a {}-byte snapshot; cooldown {}",
             retained.slept_ms,
@@ -231,7 +234,7 @@ mod sleep {
             return;
         }
         let mut snapshot = [0u8; LinkState::SNAPSHOT_LEN];
-        if LINK_STATE.lock(|s| s.save(relent_embassy::now(), &mut snapshot)).is_err() {
+        if LINK_STATE.lock(|s, now| s.save(now, &mut snapshot)).is_err() {
             relent_firmware::exit(false);
         }
         let keep = Retained {
@@ -239,7 +242,7 @@ mod sleep {
             next_uplink: n + 1,
             tally,
             slept_ms: SLEEP_MS,
-            world: link.world_after(SLEEP_MS),
+            world: link.world_after(SLEEP_MS.into()),
             snapshot,
         };
         hprintln!("deep sleep for {} ms: snapshot kept in retained RAM, resetting", SLEEP_MS);
