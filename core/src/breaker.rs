@@ -15,6 +15,7 @@
 //! answers in 20 s is down for a caller with a 3 s timeout.
 
 use crate::error::ConfigError;
+use crate::packed::U64;
 use crate::time::{Duration, Ticks};
 use crate::window::Counts;
 
@@ -190,14 +191,14 @@ pub(crate) struct Breaker {
     episode: u16,
     consecutive: u32,
     /// Bit i: whether the outcome in slot i of the count window failed.
-    ring: u64,
+    ring: U64,
     ring_len: u8,
     ring_next: u8,
 }
 
 impl Breaker {
     pub(crate) const fn new() -> Self {
-        Self { phase: Phase::Closed, episode: 0, consecutive: 0, ring: 0, ring_len: 0, ring_next: 0 }
+        Self { phase: Phase::Closed, episode: 0, consecutive: 0, ring: U64::ZERO, ring_len: 0, ring_next: 0 }
     }
 
     pub(crate) const fn state(&self) -> CircuitState {
@@ -300,7 +301,7 @@ impl Breaker {
                 }
                 let successes = successes.saturating_add(1);
                 if successes >= config.probes {
-                    *self = Self { episode: self.episode, ..Self::new() };
+                    self.close();
                     return Some(CircuitState::Closed);
                 }
                 self.phase = Phase::HalfOpen { in_flight: in_flight.saturating_sub(1), successes };
@@ -316,7 +317,7 @@ impl Breaker {
                     Trip::CountWindow { size, percent, min_calls } => {
                         self.push(size, failed);
                         let mask = u64::MAX.checked_shr(64u32.saturating_sub(u32::from(size))).unwrap_or(0);
-                        let failures = u64::from((self.ring & mask).count_ones());
+                        let failures = u64::from((self.ring.get() & mask).count_ones());
                         failed
                             && self.ring_len >= min_calls
                             && failures.saturating_mul(100)
@@ -340,13 +341,21 @@ impl Breaker {
         }
     }
 
+    /// Closes the circuit with no outcomes remembered, in the same episode count.
+    fn close(&mut self) {
+        // Field by field, not `*self = Self { episode, ..Self::new() }`: on a Cortex-M that
+        // clears the state with a memset routine of its own, 174 bytes of flash.
+        self.phase = Phase::Closed;
+        self.consecutive = 0;
+        self.ring = U64::ZERO;
+        self.ring_len = 0;
+        self.ring_next = 0;
+    }
+
     fn push(&mut self, size: u8, failed: bool) {
         let bit = 1u64.checked_shl(u32::from(self.ring_next)).unwrap_or(0);
-        if failed {
-            self.ring |= bit;
-        } else {
-            self.ring &= !bit;
-        }
+        let ring = self.ring.get();
+        self.ring = U64::of(if failed { ring | bit } else { ring & !bit });
         self.ring_len = self.ring_len.saturating_add(1).min(size);
         let next = self.ring_next.saturating_add(1);
         self.ring_next = if next >= size { 0 } else { next };
@@ -384,7 +393,7 @@ impl Breaker {
         }
         w.u16(self.episode);
         w.u32(self.consecutive);
-        w.u64(self.ring);
+        w.u64(self.ring.get());
         w.u8(self.ring_len);
         w.u8(self.ring_next);
     }
@@ -406,7 +415,7 @@ impl Breaker {
         if ring_len > 64 || ring_next >= 64 {
             return Err(crate::snapshot::SnapshotError::Corrupted);
         }
-        Ok(Self { phase, episode, consecutive, ring, ring_len, ring_next })
+        Ok(Self { phase, episode, consecutive, ring: U64::of(ring), ring_len, ring_next })
     }
 }
 

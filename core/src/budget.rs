@@ -28,6 +28,7 @@
 //! `retry_budget_exhausted`.
 
 use crate::error::ConfigError;
+use crate::packed::U64;
 use crate::time::{Duration, Ticks, wide};
 use crate::window::Counts;
 
@@ -182,7 +183,7 @@ impl<const HZ: u64> RetryBudget<HZ> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct TokenBucket {
     /// Wide enough for `capacity × period` at any tick width.
-    credit: u64,
+    credit: U64,
     updated: Ticks,
     lapse_at: Ticks,
     reserved: u32,
@@ -197,13 +198,14 @@ impl TokenBucket {
             Some(b) => (b.capacity as u64).saturating_mul(wide(b.period)),
             None => 0,
         };
-        Self { credit, updated: now, lapse_at: 0, reserved: 0, epoch: 0 }
+        Self { credit: U64::of(credit), updated: now, lapse_at: 0, reserved: 0, epoch: 0 }
     }
 
     fn catch_up(&mut self, b: &Bucket, now: Ticks) {
         let elapsed = now.saturating_sub(self.updated);
         let full = u64::from(b.capacity).saturating_mul(wide(b.period));
-        self.credit = self.credit.saturating_add(wide(elapsed).saturating_mul(u64::from(b.refill))).min(full);
+        let credit = self.credit.get().saturating_add(wide(elapsed).saturating_mul(u64::from(b.refill)));
+        self.credit = U64::of(credit.min(full));
         self.updated = self.updated.max(now);
         if self.reserved > 0 && now >= self.lapse_at {
             // Every outstanding reservation was made with an expiry at or before lapse_at, so all
@@ -225,7 +227,7 @@ impl TokenBucket {
     /// Whole tokens neither spent nor reserved at `now`.
     pub(crate) fn available(&mut self, b: &Bucket, now: Ticks) -> u32 {
         self.catch_up(b, now);
-        let whole = self.credit.checked_div(wide(b.period)).unwrap_or(0);
+        let whole = self.credit.get().checked_div(wide(b.period)).unwrap_or(0);
         u32::try_from(whole).unwrap_or(u32::MAX).saturating_sub(self.reserved)
     }
 
@@ -243,7 +245,7 @@ impl TokenBucket {
         if reservation.epoch == self.epoch {
             self.reserved = self.reserved.saturating_sub(1);
         }
-        self.credit = self.credit.saturating_sub(wide(b.period));
+        self.credit = U64::of(self.credit.get().saturating_sub(wide(b.period)));
     }
 }
 
@@ -253,7 +255,7 @@ impl TokenBucket {
     pub(crate) const SNAPSHOT_LEN: usize = 16;
 
     pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
-        w.u64(self.credit);
+        w.u64(self.credit.get());
         w.ticks(now.saturating_sub(self.updated));
     }
 
@@ -261,7 +263,7 @@ impl TokenBucket {
         r: &mut crate::snapshot::Reader<'_>,
         rebase: crate::snapshot::Rebase,
     ) -> Result<Self, crate::snapshot::SnapshotError> {
-        let credit = r.u64()?;
+        let credit = U64::of(r.u64()?);
         let updated = rebase.ago(r.ticks()?);
         Ok(Self { credit, updated, lapse_at: 0, reserved: 0, epoch: 0 })
     }

@@ -33,6 +33,7 @@ mod event;
 mod jitter;
 mod limiter;
 mod operation;
+mod packed;
 mod policy;
 mod safety;
 mod snapshot;

@@ -215,6 +215,8 @@ pub struct Operation<'p, const HZ: u64, E> {
     started: Instant<HZ>,
     deadline: Instant<HZ>,
     latest: Instant<HZ>,
+    /// What each attempt costs against a duty cycle (only with the duty cycle compiled in).
+    #[cfg(feature = "duty-cycle")]
     airtime: Duration<HZ>,
     phase: Phase<HZ>,
     dispatched: u8,
@@ -279,6 +281,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             started: now,
             deadline: time::add(now, context.deadline),
             latest: now,
+            #[cfg(feature = "duty-cycle")]
             airtime: context.airtime,
             phase: Phase::Ready { not_before: now, reserved: false },
             dispatched: 0,
@@ -330,6 +333,15 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     /// Whether the operation has ended.
     pub const fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done { .. } | Phase::Taken)
+    }
+
+    /// What each attempt costs against a duty cycle, in ticks (none without one compiled in).
+    #[inline(always)]
+    fn airtime(&self) -> crate::time::Ticks {
+        #[cfg(feature = "duty-cycle")]
+        return self.airtime.as_ticks();
+        #[cfg(not(feature = "duty-cycle"))]
+        return 0;
     }
 
     fn clamp(&mut self, now: Instant<HZ>) -> Instant<HZ> {
@@ -384,7 +396,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             retry,
             reserved,
             latest_start,
-            airtime: self.airtime.as_ticks(),
+            airtime: self.airtime(),
             airtime_wait: self.policy.max_delay().as_ticks(),
         };
         let admission = dependency.admit(self.config, now, request, &mut changes);
