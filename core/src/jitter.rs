@@ -78,9 +78,9 @@ pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: Ticks, hi:
         return draw(rng);
     };
     // Lemire, "Fast Random Integer Generation in an Interval" (2019): the high word of x * range
-    // is uniform in [0, range) once draws whose low word falls below 2^64 mod range are rejected.
-    // That threshold is below `range`, so it is computed (a 64-bit division) only for a low word
-    // below `range`: a draw in 2^64 / range, almost never for a delay in ticks.
+    // is uniform in [0, range) once draws whose low word falls below 2^b mod range are rejected (b:
+    // the tick width). That threshold is below `range`, so it is computed (a division) only for a
+    // low word below `range`: a draw in 2^b / range, almost never for a delay in ticks.
     let mut threshold = None;
     let mut offset = 0;
     for _ in 0..MAX_REJECTIONS {
@@ -135,13 +135,13 @@ mod tests {
     }
 
     #[test]
-    fn the_full_u64_range_uses_the_raw_word() {
+    fn the_full_tick_range_uses_the_raw_word() {
         assert_eq!(uniform_inclusive(&mut Script(&[42], 0), 0, Ticks::MAX), 42);
     }
 
     #[test]
     fn a_stuck_rng_in_the_rejection_zone_still_terminates_inside_the_interval() {
-        // range 3: threshold = 2^64 mod 3 = 1; the word 0 has low word 0 < 1 and is rejected forever.
+        // range 3: threshold = 2^32 mod 3 = 2^64 mod 3 = 1; the word 0 has low word 0 < 1 and is rejected forever.
         let v = uniform_inclusive(&mut Script(&[0], 0), 5, 7);
         assert_eq!(v, 5);
     }

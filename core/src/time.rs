@@ -115,16 +115,14 @@ pub(crate) const fn seconds<const HZ: u64>(secs: u32) -> Ticks {
     if t > wide(Ticks::MAX) { Ticks::MAX } else { t as Ticks }
 }
 
-/// One second at `HZ`, in ticks.
+/// One second at `HZ`, in ticks (saturating where it does not fit in 32-bit ticks).
 #[inline]
-#[allow(clippy::cast_possible_truncation)] // Checked against Ticks::MAX first.
 pub(crate) const fn one_second<const HZ: u64>() -> Ticks {
-    // Saturating where a second does not fit in 32-bit ticks (a rate above 4.29 GHz).
-    if HZ > wide(Ticks::MAX) { Ticks::MAX } else { HZ as Ticks }
+    seconds::<HZ>(1)
 }
 
-/// An optional tick count in 8 bytes, where `Option<Ticks>` takes 16: the state an operation keeps
-/// for its whole life is smaller, on a Cortex-M and in a server's future alike. `Ticks::MAX` means
+/// An optional tick count as wide as a tick, where `Option<Ticks>` takes twice that: the state an
+/// operation keeps for its whole life is smaller, on a Cortex-M and in a server's future alike. `Ticks::MAX` means
 /// none, so a real count is kept at `Ticks::MAX - 1` at most: one tick before the end of time, where
 /// the core already saturates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
