@@ -7,6 +7,12 @@
 //! (a count-based window, for dependencies called too rarely for a time window), and a run of
 //! consecutive failures (the simplest breaker, cheap enough for any microcontroller).
 //!
+//! Consecutive failures come with the `breaker` feature; the other two modes are the features
+//! `breaker-failure-ratio` and `breaker-count-window` (all on by default). Firmware that configures
+//! one mode compiles in only that one: the mode is runtime configuration, so every mode compiled in
+//! is linked (380 bytes of flash for the two others on a Cortex-M3), and the count window's ring
+//! takes 10 bytes of RAM.
+//!
 //! States: **closed** (calls go through and are counted), **open** for `break_for` (every attempt
 //! is refused with `circuit_open` and the instant the break ends), then **half-open**: up to
 //! `probes` attempts are let through; when that many succeed the circuit closes (and its failure
@@ -15,16 +21,19 @@
 //! answers in 20 s is down for a caller with a 3 s timeout.
 
 use crate::error::ConfigError;
+#[cfg(feature = "breaker-count-window")]
 use crate::packed::U64;
 use crate::time::{Duration, Ticks};
 use crate::window::Counts;
 
-/// When a closed circuit opens.
+/// When a closed circuit opens. Non-exhaustive: each mode but consecutive failures is a feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Trip {
     /// At least `percent` % of the attempts in the dependency's time window failed, with at least
-    /// `min_calls` attempts in it.
+    /// `min_calls` attempts in it. Feature `breaker-failure-ratio`.
+    #[cfg(feature = "breaker-failure-ratio")]
     FailureRatio {
         /// 1..=100.
         percent: u8,
@@ -32,7 +41,8 @@ pub enum Trip {
         min_calls: u32,
     },
     /// At least `percent` % of the last `size` outcomes (1..=64) failed, with at least `min_calls`
-    /// outcomes recorded.
+    /// outcomes recorded. Feature `breaker-count-window`.
+    #[cfg(feature = "breaker-count-window")]
     CountWindow {
         /// Outcomes remembered, 1..=64.
         size: u8,
@@ -60,13 +70,15 @@ pub struct BreakerConfig<const HZ: u64> {
 
 impl<const HZ: u64> BreakerConfig<HZ> {
     /// Opens when `percent` % of the attempts in the dependency's window failed (with at least
-    /// `min_calls` of them), for `break_for`; one half-open probe.
+    /// `min_calls` of them), for `break_for`; one half-open probe. Feature `breaker-failure-ratio`.
+    #[cfg(feature = "breaker-failure-ratio")]
     pub const fn failure_ratio(percent: u8, min_calls: u32, break_for: Duration<HZ>) -> Self {
         Self::new(Trip::FailureRatio { percent, min_calls }, break_for)
     }
 
     /// Opens when `percent` % of the last `size` outcomes failed (with at least `min_calls` of
-    /// them), for `break_for`; one half-open probe.
+    /// them), for `break_for`; one half-open probe. Feature `breaker-count-window`.
+    #[cfg(feature = "breaker-count-window")]
     pub const fn count_window(size: u8, percent: u8, min_calls: u8, break_for: Duration<HZ>) -> Self {
         Self::new(Trip::CountWindow { size, percent, min_calls }, break_for)
     }
@@ -107,11 +119,13 @@ impl<const HZ: u64> BreakerConfig<HZ> {
 
     pub(crate) const fn validate(&self) -> Result<(), ConfigError> {
         match self.trip {
+            #[cfg(feature = "breaker-failure-ratio")]
             Trip::FailureRatio { percent, .. } => {
                 if percent == 0 || percent > 100 {
                     return Err(ConfigError::BreakerPercentOutOfRange);
                 }
             }
+            #[cfg(feature = "breaker-count-window")]
             Trip::CountWindow { size, percent, min_calls } => {
                 if size == 0 || size > 64 {
                     return Err(ConfigError::BreakerCountWindowOutOfRange);
@@ -190,15 +204,30 @@ pub(crate) struct Breaker {
     /// so a probe left over from an earlier one cannot free a place in this one.
     episode: u16,
     consecutive: u32,
-    /// Bit i: whether the outcome in slot i of the count window failed.
+    /// The count window (only with that mode compiled in): bit i says whether the outcome in
+    /// slot i failed; then how many slots are filled, and the next slot. Fields of their own
+    /// rather than a struct, which would add 2 bytes of padding.
+    #[cfg(feature = "breaker-count-window")]
     ring: U64,
+    #[cfg(feature = "breaker-count-window")]
     ring_len: u8,
+    #[cfg(feature = "breaker-count-window")]
     ring_next: u8,
 }
 
 impl Breaker {
     pub(crate) const fn new() -> Self {
-        Self { phase: Phase::Closed, episode: 0, consecutive: 0, ring: U64::ZERO, ring_len: 0, ring_next: 0 }
+        Self {
+            phase: Phase::Closed,
+            episode: 0,
+            consecutive: 0,
+            #[cfg(feature = "breaker-count-window")]
+            ring: U64::of(0),
+            #[cfg(feature = "breaker-count-window")]
+            ring_len: 0,
+            #[cfg(feature = "breaker-count-window")]
+            ring_next: 0,
+        }
     }
 
     pub(crate) const fn state(&self) -> CircuitState {
@@ -282,7 +311,7 @@ impl Breaker {
     }
 
     /// Records one outcome (`failed` includes slow calls). `window` gives the dependency's time
-    /// window counts for the failure-ratio mode. Returns the transition, if any; on closing, the
+    /// window counts for the failure-ratio mode (called only in that mode). Returns the transition, if any; on closing, the
     /// caller clears the window's failure counts so that the circuit starts afresh.
     pub(crate) fn on_outcome<const HZ: u64>(
         &mut self,
@@ -290,6 +319,7 @@ impl Breaker {
         failed: bool,
         probe: Option<u16>,
         now: Ticks,
+        #[cfg_attr(not(feature = "breaker-failure-ratio"), expect(unused_variables))]
         window: impl FnOnce() -> Counts,
     ) -> Option<CircuitState> {
         let probe = self.is_current(probe);
@@ -314,15 +344,11 @@ impl Breaker {
                 self.consecutive = if failed { self.consecutive.saturating_add(1) } else { 0 };
                 let trips = match config.trip {
                     Trip::ConsecutiveFailures { count } => self.consecutive >= count,
+                    #[cfg(feature = "breaker-count-window")]
                     Trip::CountWindow { size, percent, min_calls } => {
-                        self.push(size, failed);
-                        let mask = u64::MAX.checked_shr(64u32.saturating_sub(u32::from(size))).unwrap_or(0);
-                        let failures = u64::from((self.ring.get() & mask).count_ones());
-                        failed
-                            && self.ring_len >= min_calls
-                            && failures.saturating_mul(100)
-                                >= u64::from(percent).saturating_mul(u64::from(self.ring_len))
+                        self.push(size, percent, min_calls, failed) && failed
                     }
+                    #[cfg(feature = "breaker-failure-ratio")]
                     Trip::FailureRatio { percent, min_calls } => {
                         let c = window();
                         failed
@@ -347,18 +373,29 @@ impl Breaker {
         // clears the state with a memset routine of its own, 174 bytes of flash.
         self.phase = Phase::Closed;
         self.consecutive = 0;
-        self.ring = U64::ZERO;
-        self.ring_len = 0;
-        self.ring_next = 0;
+        #[cfg(feature = "breaker-count-window")]
+        {
+            self.ring = U64::of(0);
+            self.ring_len = 0;
+            self.ring_next = 0;
+        }
     }
 
-    fn push(&mut self, size: u8, failed: bool) {
+    /// Records one outcome in a count window of `size` slots, and says whether at least
+    /// `percent` % of the outcomes remembered failed, with at least `min_calls` of them.
+    #[cfg(feature = "breaker-count-window")]
+    fn push(&mut self, size: u8, percent: u8, min_calls: u8, failed: bool) -> bool {
         let bit = 1u64.checked_shl(u32::from(self.ring_next)).unwrap_or(0);
         let ring = self.ring.get();
-        self.ring = U64::of(if failed { ring | bit } else { ring & !bit });
+        let ring = if failed { ring | bit } else { ring & !bit };
+        self.ring = U64::of(ring);
         self.ring_len = self.ring_len.saturating_add(1).min(size);
         let next = self.ring_next.saturating_add(1);
         self.ring_next = if next >= size { 0 } else { next };
+        let mask = u64::MAX.checked_shr(64u32.saturating_sub(u32::from(size))).unwrap_or(0);
+        let failures = u64::from((ring & mask).count_ones());
+        self.ring_len >= min_calls
+            && failures.saturating_mul(100) >= u64::from(percent).saturating_mul(u64::from(self.ring_len))
     }
 
     fn open<const HZ: u64>(&mut self, config: &BreakerConfig<HZ>, now: Ticks) {
@@ -370,7 +407,8 @@ impl Breaker {
 impl Breaker {
     /// Bytes of a breaker in a snapshot: its phase, what remains of an open break, half-open
     /// successes, the episode, the run of failures and the count window. Probes in flight are not
-    /// saved.
+    /// saved. The count window's 10 bytes are there (as zeros) without that mode compiled in, so
+    /// that one layout serves every build.
     pub(crate) const SNAPSHOT_LEN: usize = 1 + 8 + 1 + 2 + 4 + 8 + 1 + 1;
 
     pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
@@ -393,9 +431,13 @@ impl Breaker {
         }
         w.u16(self.episode);
         w.u32(self.consecutive);
-        w.u64(self.ring.get());
-        w.u8(self.ring_len);
-        w.u8(self.ring_next);
+        #[cfg(feature = "breaker-count-window")]
+        let (bits, len, next) = (self.ring.get(), self.ring_len, self.ring_next);
+        #[cfg(not(feature = "breaker-count-window"))]
+        let (bits, len, next) = (0, 0, 0);
+        w.u64(bits);
+        w.u8(len);
+        w.u8(next);
     }
 
     pub(crate) fn restore(
@@ -415,7 +457,20 @@ impl Breaker {
         if ring_len > 64 || ring_next >= 64 {
             return Err(crate::snapshot::SnapshotError::Corrupted);
         }
-        Ok(Self { phase, episode, consecutive, ring: U64::of(ring), ring_len, ring_next })
+        // Without the count window compiled in, no configuration can use what was saved.
+        #[cfg(not(feature = "breaker-count-window"))]
+        let _ = (ring, ring_len, ring_next);
+        Ok(Self {
+            phase,
+            episode,
+            consecutive,
+            #[cfg(feature = "breaker-count-window")]
+            ring: U64::of(ring),
+            #[cfg(feature = "breaker-count-window")]
+            ring_len,
+            #[cfg(feature = "breaker-count-window")]
+            ring_next,
+        })
     }
 }
 
@@ -481,6 +536,7 @@ mod tests {
         assert_eq!(b.check(1, 20_002).0, Ok(Some(2)));
     }
 
+    #[cfg(feature = "breaker-count-window")]
     #[test]
     fn the_count_window_remembers_only_the_last_outcomes() {
         // 50 % of the last 4, with at least 4 recorded.
@@ -493,6 +549,7 @@ mod tests {
         assert_eq!(outcome(&mut b, &cfg, true, 6), Some(CircuitState::Open));
     }
 
+    #[cfg(feature = "breaker-failure-ratio")]
     #[test]
     fn the_failure_ratio_reads_the_window_and_needs_its_minimum_throughput() {
         let cfg = BreakerConfig::failure_ratio(50, 10, D::from_secs(10));
@@ -506,22 +563,28 @@ mod tests {
     #[test]
     fn bad_breakers_are_refused_with_their_codes() {
         let d = D::from_secs(1);
-        assert_eq!(
-            BreakerConfig::failure_ratio(0, 1, d).validate(),
-            Err(ConfigError::BreakerPercentOutOfRange)
-        );
-        assert_eq!(
-            BreakerConfig::failure_ratio(101, 1, d).validate(),
-            Err(ConfigError::BreakerPercentOutOfRange)
-        );
-        assert_eq!(
-            BreakerConfig::count_window(65, 50, 1, d).validate(),
-            Err(ConfigError::BreakerCountWindowOutOfRange)
-        );
-        assert_eq!(
-            BreakerConfig::count_window(8, 50, 9, d).validate(),
-            Err(ConfigError::BreakerMinCallsAboveWindow)
-        );
+        #[cfg(feature = "breaker-failure-ratio")]
+        {
+            assert_eq!(
+                BreakerConfig::failure_ratio(0, 1, d).validate(),
+                Err(ConfigError::BreakerPercentOutOfRange)
+            );
+            assert_eq!(
+                BreakerConfig::failure_ratio(101, 1, d).validate(),
+                Err(ConfigError::BreakerPercentOutOfRange)
+            );
+        }
+        #[cfg(feature = "breaker-count-window")]
+        {
+            assert_eq!(
+                BreakerConfig::count_window(65, 50, 1, d).validate(),
+                Err(ConfigError::BreakerCountWindowOutOfRange)
+            );
+            assert_eq!(
+                BreakerConfig::count_window(8, 50, 9, d).validate(),
+                Err(ConfigError::BreakerMinCallsAboveWindow)
+            );
+        }
         assert_eq!(
             BreakerConfig::consecutive_failures(0, d).validate(),
             Err(ConfigError::BreakerZeroConsecutiveFailures)

@@ -10,8 +10,6 @@
 pub(crate) struct U64([u32; 2]);
 
 impl U64 {
-    pub(crate) const ZERO: Self = Self([0; 2]);
-
     #[inline]
     #[allow(clippy::cast_possible_truncation)] // Each word is masked or shifted to 32 bits first.
     pub(crate) const fn of(v: u64) -> Self {
