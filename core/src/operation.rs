@@ -108,7 +108,8 @@ impl<const HZ: u64> Context<HZ> {
 
 /// One dispatched attempt: run it, then hand this back with its outcome. Not `Clone`: each
 /// attempt is reported once, and an attempt that was never reported is visible as a value that was
-/// dropped.
+/// dropped. A caller that would rather not hold it while the attempt runs gets it back from
+/// [`Operation::attempt`].
 #[derive(Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use = "an attempt must be run and reported with on_success or on_failure"]
@@ -435,23 +436,37 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         };
         self.dispatched = number;
         self.phase = Phase::InFlight { ticket, since: now };
+        let attempt = self.attempt_from(now);
+        observer.on_event(&Event::AttemptDispatched {
+            operation: self.id,
+            attempt: number,
+            timeout: attempt.timeout,
+            at: now,
+        });
+        Action::Dispatch(attempt)
+    }
+
+    /// The attempt in flight, if one is: the same value [`Operation::poll`] dispatched (with its
+    /// instants rebased if the operation was), for a caller that did not keep it. An adapter uses
+    /// this to hold nothing of the attempt while it runs (firmware RAM, a server's future size).
+    /// Reporting it is reporting that attempt: the first report counts, and any later one, of this
+    /// value or of the one `poll` returned, is ignored.
+    pub fn attempt(&self) -> Option<Attempt<HZ>> {
+        match self.phase {
+            Phase::InFlight { since, .. } => Some(self.attempt_from(since)),
+            _ => None,
+        }
+    }
+
+    /// The attempt numbered `self.dispatched`, dispatched at `started`: its timeout is
+    /// `min(ceiling, time left before the deadline)`. The one place an attempt is made.
+    fn attempt_from(&self, started: Instant<HZ>) -> Attempt<HZ> {
+        let remaining = time::since(self.deadline, started);
         let timeout = match self.policy.attempt_timeout() {
             Some(ceiling) => time::min(ceiling, remaining),
             None => remaining,
         };
-        observer.on_event(&Event::AttemptDispatched {
-            operation: self.id,
-            attempt: number,
-            timeout,
-            at: now,
-        });
-        Action::Dispatch(Attempt {
-            operation: self.id,
-            number,
-            started: now,
-            timeout,
-            deadline: self.deadline,
-        })
+        Attempt { operation: self.id, number: self.dispatched, started, timeout, deadline: self.deadline }
     }
 
     /// Tells the observer about state changes in the dependency that this operation caused.
@@ -891,6 +906,52 @@ mod tests {
         assert_eq!(cooled.cooldown_until(later), None);
         assert_eq!(cooled.counts(later), dep.counts(later));
         assert_eq!(cooled.circuit(later), CircuitState::Closed);
+    }
+
+    #[test]
+    fn the_attempt_in_flight_is_given_back_as_dispatched_and_counts_once() {
+        let config = config();
+        let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(0)).unwrap();
+        // 1.1 s to the deadline: the second attempt's timeout is cut below the 1 s ceiling.
+        let context = Context::new(D::from_millis(1_100), ReplaySafety::replayable_read(D::from_secs(60)))
+            .airtime(D::from_millis(1));
+        let mut op =
+            Operation::<HZ, Verdict<HZ>>::start(&POLICY, &config, context, I::from_ticks(1_000)).unwrap();
+        assert_eq!(op.attempt(), None, "nothing dispatched yet");
+        let Action::Dispatch(first) = op.poll(I::from_ticks(1_000), &mut dep, &mut ()) else { panic!() };
+        assert_eq!(op.attempt().as_ref(), Some(&first));
+        drop(first);
+        let given = op.attempt().unwrap();
+        op.on_failure(given, I::from_ticks(1_200), &mut dep, &mut Xs(7), Verdict::Retryable, &mut ());
+        assert_eq!(op.attempt(), None, "reported: none in flight while the retry waits");
+        let Action::Wait { until } = op.poll(I::from_ticks(1_200), &mut dep, &mut ()) else { panic!() };
+        let Action::Dispatch(second) = op.poll(until, &mut dep, &mut ()) else { panic!() };
+        let cut = 2_100 - until.as_ticks();
+        assert!(cut < 1_000);
+        assert_eq!(
+            (second.number(), second.started(), second.timeout().as_ticks(), second.deadline()),
+            (2, until, cut, I::from_ticks(2_100))
+        );
+        assert_eq!(op.attempt().as_ref(), Some(&second));
+        // Rebased, the attempt given back is on the new clock, with the same timeout.
+        op.rebase(D::from_ticks(500));
+        let rebased = op.attempt().unwrap();
+        assert_eq!(
+            (rebased.started(), rebased.timeout(), rebased.deadline()),
+            (I::from_ticks(until.as_ticks() - 500), second.timeout(), I::from_ticks(1_600))
+        );
+        // The first report of any copy counts; the others are ignored.
+        let again = op.attempt().unwrap();
+        op.on_success(rebased, until, &mut dep, &mut ());
+        op.on_failure(again, until, &mut dep, &mut Xs(7), Verdict::NotRetryable, &mut ());
+        op.on_failure(second, until, &mut dep, &mut Xs(7), Verdict::NotRetryable, &mut ());
+        assert_eq!(op.attempt(), None);
+        let done = op.take_completion().unwrap();
+        assert_eq!(
+            (done.disposition, done.summary.dispatched, done.last_failure),
+            (Disposition::Succeeded, 2, Some(Verdict::Retryable)),
+            "the ignored reports replaced nothing"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use core::future::Future;
 use embassy_sync::blocking_mutex::raw::RawMutex;
 use rand_core::RngCore;
 use relent_core::{
-    Action, Classify, Completion, Context, Dependency, Observer, Operation, RetryPolicy, StartError,
+    Action, Attempt, Classify, Completion, Context, Dependency, Observer, Operation, RetryPolicy, StartError,
 };
 
 use crate::epoch::Epoch;
@@ -34,6 +34,18 @@ pub struct AttemptInfo {
     pub expires: embassy_time::Instant,
     /// The operation's overall deadline.
     pub deadline: embassy_time::Instant,
+}
+
+impl AttemptInfo {
+    /// What `attempt`, dispatched in `epoch`, tells the caller's operation.
+    fn of(attempt: Attempt<HZ>, epoch: Epoch) -> Self {
+        Self {
+            number: attempt.number(),
+            timeout: crate::epoch::span(attempt.timeout()),
+            expires: epoch.to_embassy(attempt.expires()),
+            deadline: epoch.to_embassy(attempt.deadline()),
+        }
+    }
 }
 
 /// The value, if an attempt succeeded, and how the operation went.
@@ -148,7 +160,8 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
 
 /// The loop. An `async` block rather than an `async fn`: an `async fn` moves each argument into a
 /// local of its own, so its future would hold the started operation twice. This one holds it once,
-/// in place, beside the attempt in flight and the attempt's own future (a test checks it).
+/// in place, beside the attempt's own future (a test checks it); the attempt in flight is given
+/// back by the operation when it is reported, so it is not held either.
 #[allow(clippy::manual_async_fn)]
 fn run<M: RawMutex, const N: usize, const L: usize, T, E, F, Fut, R, B>(
     mut started: Result<Running<'_, '_, M, N, L, E, B>, StartError>,
@@ -169,39 +182,33 @@ where
         };
         let mut value = None;
         loop {
-            match running.with(|op, state, now, observer| op.poll(now, state, observer)) {
-                (Action::Dispatch(attempt), epoch) => {
-                    let info = AttemptInfo {
-                        number: attempt.number(),
-                        timeout: crate::epoch::span(attempt.timeout()),
-                        expires: epoch.to_embassy(attempt.expires()),
-                        deadline: epoch.to_embassy(attempt.deadline()),
-                    };
+            let (action, epoch) = running.with(|op, state, now, observer| op.poll(now, state, observer));
+            match action {
+                Action::Dispatch(attempt) => {
+                    // The attempt itself is not held while it runs: the operation gives it back.
+                    let info = AttemptInfo::of(attempt, epoch);
                     let result = embassy_time::with_deadline(info.expires, operation(info)).await;
-                    running.with(|op, state, now, observer| match result {
-                        Ok(Ok(v)) => {
-                            value = Some(v);
-                            op.on_success(attempt, now, state, observer);
-                        }
-                        Ok(Err(e)) => {
-                            op.on_failure(attempt, now, state, rng, AttemptError::Failed(e), observer)
-                        }
-                        Err(embassy_time::TimeoutError) => {
-                            let after = attempt.timeout();
-                            op.on_failure(
-                                attempt,
-                                now,
-                                state,
-                                rng,
-                                AttemptError::TimedOut { after },
-                                observer,
-                            )
+                    running.with(|op, state, now, observer| {
+                        let Some(attempt) = op.attempt() else { return };
+                        match result {
+                            Ok(Ok(v)) => {
+                                value = Some(v);
+                                op.on_success(attempt, now, state, observer);
+                            }
+                            Ok(Err(e)) => {
+                                op.on_failure(attempt, now, state, rng, AttemptError::Failed(e), observer)
+                            }
+                            Err(embassy_time::TimeoutError) => {
+                                let after = attempt.timeout();
+                                let failure = AttemptError::TimedOut { after };
+                                op.on_failure(attempt, now, state, rng, failure, observer)
+                            }
                         }
                     });
                 }
                 // Holding nothing: the lock was released above.
-                (Action::Wait { until }, epoch) => embassy_time::Timer::at(epoch.to_embassy(until)).await,
-                (Action::Done, _) => break,
+                Action::Wait { until } => embassy_time::Timer::at(epoch.to_embassy(until)).await,
+                Action::Done => break,
             }
         }
         match running.op.take_completion() {

@@ -96,7 +96,8 @@ impl Dependency {
 /// The loop, and `finish` applied to its outcome. An `async` block rather than an `async fn` (an
 /// `async fn` copies each argument into a local of its own, so its future holds it twice), and one
 /// for both entry points (awaiting one future from another would hold both): the future holds the
-/// arguments, the operation, the attempt in flight and the attempt's own future once each.
+/// arguments, the operation and the attempt's own future once each, and not the attempt in flight
+/// (the operation gives it back when it is reported).
 #[allow(clippy::manual_async_fn)]
 fn run<T, E, F, Fut, Out, Fin>(
     inner: &Inner,
@@ -128,36 +129,29 @@ where
         loop {
             action = match action {
                 Action::Dispatch(attempt) => {
+                    // The attempt itself is not held while it runs: the operation gives it back.
                     let result = {
-                        let info = info(inner, &attempt, running.op.id());
+                        let info = info(inner, attempt, running.op.id());
                         tokio::time::timeout_at(info.expires, operation(info)).await
                     };
                     let mut locked = inner.lock();
                     let now = inner.clock.now();
                     let locked = &mut *locked;
-                    match result {
-                        Ok(Ok(v)) => {
-                            value = Some(v);
-                            running.op.on_success(attempt, now, &mut locked.state, &mut trace(inner));
-                        }
-                        Ok(Err(e)) => running.op.on_failure(
-                            attempt,
-                            now,
-                            &mut locked.state,
-                            &mut locked.rng,
-                            AttemptError::Failed(e),
-                            &mut trace(inner),
-                        ),
-                        Err(_elapsed) => {
-                            let after = attempt.timeout();
-                            running.op.on_failure(
-                                attempt,
-                                now,
-                                &mut locked.state,
-                                &mut locked.rng,
-                                AttemptError::TimedOut { after },
-                                &mut trace(inner),
-                            )
+                    if let Some(attempt) = running.op.attempt() {
+                        let failure = match result {
+                            Ok(Ok(v)) => {
+                                value = Some(v);
+                                None
+                            }
+                            Ok(Err(e)) => Some(AttemptError::Failed(e)),
+                            Err(_elapsed) => Some(AttemptError::TimedOut { after: attempt.timeout() }),
+                        };
+                        let (state, observer) = (&mut locked.state, &mut trace(inner));
+                        match failure {
+                            None => running.op.on_success(attempt, now, state, observer),
+                            Some(f) => {
+                                running.op.on_failure(attempt, now, state, &mut locked.rng, f, observer)
+                            }
                         }
                     }
                     running.op.poll(now, &mut locked.state, &mut trace(inner))
@@ -181,7 +175,7 @@ fn trace(inner: &Inner) -> Trace<'_> {
     Trace { dependency: &inner.name }
 }
 
-fn info(inner: &Inner, attempt: &Attempt<HZ>, operation: OperationId) -> AttemptInfo {
+fn info(inner: &Inner, attempt: Attempt<HZ>, operation: OperationId) -> AttemptInfo {
     AttemptInfo {
         number: attempt.number(),
         timeout: std_duration(attempt.timeout()),
