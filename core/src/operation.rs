@@ -8,7 +8,8 @@
 //! 2. Loop on [`Operation::poll`] with the current `now`:
 //!    - [`Action::Dispatch`]: run the attempt under [`Attempt::timeout`], then report it with
 //!      [`Operation::on_success`] or [`Operation::on_failure`], handing the [`Attempt`] back (an
-//!      attempt that timed out is a failure: report the caller's own timeout error).
+//!      attempt that timed out is a failure: report the caller's own timeout error). A caller that
+//!      would rather not hold the attempt while it runs gets it back from [`Operation::attempt`].
 //!    - [`Action::Wait`]: sleep until `until`, holding nothing (no lock, no slot), then poll again.
 //!      Waking late is fine; waking early just yields the same `Wait`.
 //!    - [`Action::Done`]: take the result with [`Operation::take_completion`].

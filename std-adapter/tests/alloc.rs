@@ -81,9 +81,8 @@ fn the_execute_future_holds_the_operation_once() {
         Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));
     let attempt = || async { Ok::<u32, Refused>(7) };
     let timed = tokio::time::timeout(std::time::Duration::from_secs(1), attempt());
-    let held = size_of::<Operation<'_, HZ, AttemptError<Refused>>>()
-        + size_of_val(&context)
-        + size_of_val(&timed);
+    let held =
+        size_of::<Operation<'_, HZ, AttemptError<Refused>>>() + size_of_val(&context) + size_of_val(&timed);
     for (entry, size) in [
         ("execute", size_of_val(&dep.execute(&POLICY, context, |_| attempt()))),
         ("execute_detailed", size_of_val(&dep.execute_detailed(&POLICY, context, |_| attempt()))),
