@@ -163,19 +163,19 @@ impl<const HZ: u64> RetryPolicy<HZ> {
     /// bounds of [`Jitter`]'s table, and never above the maximum delay.
     pub fn delay<R: RngCore + ?Sized>(&self, retry: u8, previous: Duration<HZ>, rng: &mut R) -> Duration<HZ> {
         let d = self.nominal_delay(retry).as_ticks();
-        let ticks = match self.jitter {
-            Jitter::None => d,
-            Jitter::Full => uniform_inclusive(rng, 0, d),
-            Jitter::Equal => {
-                let half = d / 2;
-                half.saturating_add(uniform_inclusive(rng, 0, d.saturating_sub(half)))
-            }
+        // Each mode is an interval to draw from, so the draw is made (and inlined) in one place.
+        // `None` draws nothing: an interval of one point returns its end without a word.
+        let (lo, hi) = match self.jitter {
+            Jitter::None => (d, d),
+            Jitter::Full => (0, d),
+            Jitter::Equal => (d / 2, d),
             Jitter::Decorrelated => {
                 let base = self.base_delay.as_ticks();
-                let hi = previous.as_ticks().saturating_mul(3).max(base);
-                uniform_inclusive(rng, base, hi).min(self.max_delay.as_ticks())
+                (base, previous.as_ticks().saturating_mul(3).max(base))
             }
         };
+        // Only a decorrelated interval reaches above the maximum delay.
+        let ticks = uniform_inclusive(rng, lo, hi).min(self.max_delay.as_ticks());
         Duration::<HZ>::from_ticks(ticks)
     }
 
