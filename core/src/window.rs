@@ -97,11 +97,6 @@ impl<const N: usize> CallWindow<N> {
         usize::try_from(slot).unwrap_or(0)
     }
 
-    /// The slot `back` buckets before the newest, as kept in `head_slot`.
-    fn slot_back_u16(&self, back: Ticks) -> u16 {
-        u16::try_from(self.slot_back(back)).unwrap_or(0)
-    }
-
     /// Moves the window to `now`, clearing buckets that fell out of it. An earlier `now` than
     /// one already seen counts as the newest bucket.
     // One function, not a fast path inlined at every caller: on a Cortex-M3 that split cost 0.6
@@ -113,19 +108,25 @@ impl<const N: usize> CallWindow<N> {
             return;
         }
         let gap = since.checked_div(self.width).unwrap_or(0);
-        // The buckets the window slid past, all N of them at most (one loop for both cases: on a
-        // Cortex-M, clearing the whole array at once links a memset of its own).
-        for step in 1..=gap.min(Self::SLOTS) {
-            let slot = self.slot_back(Self::SLOTS.saturating_sub(step));
-            if let Some(b) = self.buckets.get_mut(slot) {
+        // The buckets after the newest are the oldest: the window slides onto them one at a time,
+        // clearing each, all N of them at most. Past N every bucket is clear, so where the newest
+        // then sits changes nothing (one loop, no division: on a Cortex-M, clearing the whole array
+        // at once links a memset of its own).
+        let mut slot = self.head_slot;
+        for _ in 0..gap.min(Self::SLOTS) {
+            // Below N <= u16::MAX before the step, so the step cannot wrap.
+            slot = slot.wrapping_add(1);
+            if usize::from(slot) >= N {
+                slot = 0;
+            }
+            if let Some(b) = self.buckets.get_mut(usize::from(slot)) {
                 *b = Counts::ZERO;
             }
         }
-        // gap < n or the buckets were all cleared; the newest moves gap slots on either way.
-        self.head_slot =
-            self.slot_back_u16(Self::SLOTS.saturating_sub(gap.checked_rem(Self::SLOTS).unwrap_or(0)));
-        // gap × width <= since, so this stays at or before now.
-        self.head_start = self.head_start.saturating_add(gap.saturating_mul(self.width));
+        self.head_slot = slot;
+        // gap × width <= since = now - head_start, so neither operation can wrap, and the newest
+        // bucket begins at or before now.
+        self.head_start = self.head_start.wrapping_add(gap.wrapping_mul(self.width));
         self.total = self.sum();
     }
 
