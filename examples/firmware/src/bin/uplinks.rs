@@ -109,7 +109,7 @@ async fn main(_spawner: Spawner) {
     // fleet sharing one seed retries in step. SplitMix64 (8 bytes of state, seeded as it is) is
     // plenty for jitter; xoshiro128++ cost 240 more bytes of flash here, most of it to expand the
     // seed, and 8 more of RAM.
-    let mut rng: rand_xoshiro::SplitMix64 = rand_core::SeedableRng::seed_from_u64(0x5eed);
+    let mut rng: rand_xoshiro::Xoroshiro64Star = rand_core::SeedableRng::from_seed(*b"relent\x5e\xed");
     let [mut delivered, mut deferred, mut rejected, mut failed] = tally;
     for n in first..UPLINKS {
         let frame = n.to_le_bytes();
@@ -135,9 +135,12 @@ async fn main(_spawner: Spawner) {
             Disposition::Rejected => rejected += 1,
             Disposition::Failed => failed += 1,
         }
-        let again = c.not_before.map_or(0, |t| {
-            relent_embassy::to_embassy(t).saturating_duration_since(embassy_time::Instant::now()).as_secs()
-        });
+        // Both instants on the core's clock, so no conversion to embassy's.
+        #[allow(clippy::useless_conversion)] // A conversion only with 32-bit ticks.
+        let again = c
+            .not_before
+            .and_then(|t| t.checked_duration_since(relent_embassy::now()))
+            .map_or(0, |d| u64::from(d.as_secs()));
         hprintln!(
             "uplink {:02} at {:>6} ms: {}{}{} | attempts {} | waited {} ms{}{}",
             n,
