@@ -1,9 +1,10 @@
 //! `execute`: one operation through a dependency's pipeline with embassy-time's timers.
 //!
-//! The house-style loop: lock, ask the core at `now`, unlock, act (run the attempt under
-//! `with_deadline`, or `Timer::at` the instant the core names), lock again to report. An attempt
-//! that runs past its timeout is dropped and reported as [`AttemptError::TimedOut`]. If the future
-//! of `execute` is dropped, a guard gives back the attempt's bulkhead slot and half-open probe.
+//! The house-style loop: lock, report what the last step did and ask the core what to do at `now`,
+//! unlock, act (run the attempt under `with_deadline`, or `Timer::at` the instant the core names),
+//! and again. One lock and one clock read per step, at one site. An attempt that runs past its
+//! timeout is dropped and reported as [`AttemptError::TimedOut`]. If the future of `execute` is
+//! dropped, a guard gives back the attempt's bulkhead slot and half-open probe.
 //!
 //! Jitter draws from the caller's `rand_core::RngCore`: the hardware RNG, or a PRNG seeded from it
 //! or from a unique device id. Never the same fixed seed on every device: a fleet that draws the
