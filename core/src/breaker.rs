@@ -314,6 +314,7 @@ impl Breaker {
     /// window counts for the failure-ratio mode (called only in that mode). Returns the transition,
     /// if any; on closing, the caller clears the window's failure counts so that the circuit starts
     /// afresh.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(crate) fn on_outcome<const HZ: u64>(
         &mut self,
         config: &BreakerConfig<HZ>,

@@ -579,6 +579,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     }
 
     /// Whether the budget would allow a retry at `now`, without taking anything.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(crate) fn retry_allowed(&mut self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> bool {
         let Some(budget) = config.budget else {
             return false;
@@ -713,6 +714,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     }
 
     /// Gives back what `ticket` holds and records how its attempt ended, `took` after dispatch.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(crate) fn complete(
         &mut self,
         config: &DependencyConfig<HZ>,

@@ -161,6 +161,7 @@ impl<const HZ: u64> RetryPolicy<HZ> {
     /// The jittered delay before retry number `retry`, given the previous jittered delay (for
     /// [`Jitter::Decorrelated`]; pass the base delay before the first retry). Always within the
     /// bounds of [`Jitter`]'s table, and never above the maximum delay.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn delay<R: RngCore + ?Sized>(&self, retry: u8, previous: Duration<HZ>, rng: &mut R) -> Duration<HZ> {
         let d = self.nominal_delay(retry).as_ticks();
         // Each mode is an interval to draw from, so the draw is made (and inlined) in one place.

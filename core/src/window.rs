@@ -101,12 +101,19 @@ impl<const N: usize> CallWindow<N> {
     /// one already seen counts as the newest bucket.
     // One function, not a fast path inlined at every caller: on a Cortex-M3 that split cost 0.6
     // KiB of flash for no measurable gain on a host.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     fn advance<const HZ: u64>(&mut self, now: Instant<HZ>) {
         // Within the newest bucket (or earlier): nothing moves. The common case.
         let since = now.as_ticks().saturating_sub(self.head_start);
         if since < self.width {
             return;
         }
+        self.slide(since);
+    }
+
+    /// Slides the window forward by the whole buckets in `since` ticks past the newest's start.
+    #[cfg_attr(not(target_os = "none"), inline(never))]
+    fn slide(&mut self, since: Ticks) {
         let gap = since.checked_div(self.width).unwrap_or(0);
         // The buckets after the newest are the oldest: the window slides onto them one at a time,
         // clearing each, all N of them at most. Past N every bucket is clear, so where the newest
@@ -142,6 +149,7 @@ impl<const N: usize> CallWindow<N> {
     }
 
     /// Applies `f` to the newest bucket (the slot is always in range: it is an index modulo `N`).
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     fn update_newest(&mut self, f: impl Fn(&mut Counts)) {
         if let Some(b) = self.buckets.get_mut(usize::from(self.head_slot)) {
             f(b);
@@ -151,6 +159,7 @@ impl<const N: usize> CallWindow<N> {
     }
 
     /// The counts over the window at `now`.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn totals<const HZ: u64>(&mut self, now: Instant<HZ>) -> Counts {
         self.advance(now);
         self.total
