@@ -89,6 +89,27 @@ fn batched<S, I, O>(
     timed
 }
 
+/// An operation started at `clock` with its first attempt out, and when that attempt fails: one
+/// input of the `retry_decision` benches.
+type OutForFailure = (Operation<'static, HZ, Verdict<HZ>>, Option<relent_core::Attempt<HZ>>, T);
+
+fn attempt_out(dep: &mut Dependency<HZ, 10>, clock: u64, context: Context<HZ>) -> OutForFailure {
+    let now = T::from_ticks(clock);
+    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
+    let Action::Dispatch(attempt) = op.poll(now, dep, &mut ()) else { unreachable!() };
+    (op, Some(attempt), T::from_ticks(clock + 500))
+}
+
+/// The measured call: the attempt's failure, reported once.
+fn fail(
+    dep: &mut Dependency<HZ, 10>,
+    rng: &mut rand_xoshiro::Xoshiro256PlusPlus,
+    (op, attempt, at): &mut OutForFailure,
+) {
+    let attempt = attempt.take().unwrap();
+    op.on_failure(attempt, *at, dep, rng, Verdict::Retryable, &mut ());
+}
+
 fn core(c: &mut Criterion) {
     let mut g = c.benchmark_group("backoff_step");
     g.bench_function("backon", |b| {
@@ -142,15 +163,9 @@ fn core(c: &mut Criterion) {
                 &mut state,
                 |(dep, _, clock)| {
                     *clock += 1_000;
-                    let now = T::from_ticks(*clock);
-                    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
-                    let Action::Dispatch(attempt) = op.poll(now, dep, &mut ()) else { unreachable!() };
-                    (op, Some(attempt), T::from_ticks(*clock + 500))
+                    attempt_out(dep, *clock, context)
                 },
-                |(dep, rng, _), (op, attempt, at)| {
-                    let attempt = attempt.take().unwrap();
-                    op.on_failure(attempt, *at, dep, rng, Verdict::Retryable, &mut ());
-                },
+                |(dep, rng, _), input| fail(dep, rng, input),
             )
         })
     });
@@ -168,17 +183,9 @@ fn core(c: &mut Criterion) {
         b.iter_batched_ref(
             || {
                 clock.set(clock.get() + 1_000);
-                let now = T::from_ticks(clock.get());
-                let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
-                let Action::Dispatch(attempt) = op.poll(now, &mut dep.borrow_mut(), &mut ()) else {
-                    unreachable!()
-                };
-                (op, Some(attempt), T::from_ticks(clock.get() + 500))
+                attempt_out(&mut dep.borrow_mut(), clock.get(), context)
             },
-            |(op, attempt, at)| {
-                let attempt = attempt.take().unwrap();
-                op.on_failure(attempt, *at, &mut dep.borrow_mut(), &mut rng, Verdict::Retryable, &mut ());
-            },
+            |input| fail(&mut dep.borrow_mut(), &mut rng, input),
             BatchSize::SmallInput,
         )
     });
