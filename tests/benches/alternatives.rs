@@ -19,13 +19,15 @@
 //!   `execute` (ratio budget), backon's `Retryable::retry` with tokio sleep, tower's `Retry` with a
 //!   `TpsBudget` policy, and the bare call.
 //!
-//! Run: `cargo bench -p relent-tests --bench alternatives`
+//! Run: `cargo bench -p relent-tests --bench alternatives`; with `-- --paired`, the same
+//! comparisons timed in turn, round after round, with the median of the rounds' ratios (see
+//! `paired`): the figures the README's ratios come from.
 
 use std::hint::black_box;
 use std::time::Duration as Std;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group};
 use relent_core::{
     Action, BreakerConfig, Context, Dependency, DependencyConfig, Jitter, Operation, RateLimit, ReplaySafety,
     RetryBudget, RetryPolicy, Verdict,
@@ -278,65 +280,99 @@ impl<Req: Clone, Res, E> tower::retry::Policy<Req, Res, E> for TowerPolicy {
     }
 }
 
-fn adapters(c: &mut Criterion) {
-    use backon::Retryable;
-    use tower::{Service, ServiceExt};
+/// What the adapter benches share: a paused current-thread runtime, relent-tokio's dependency with
+/// a ratio budget, and tower's budget.
+struct Adapters {
+    rt: tokio::runtime::Runtime,
+    dep: relent_tokio::Dependency,
+    context: Context<{ relent_tokio::HZ }>,
+    tower_budget: std::sync::Arc<TpsBudget>,
+}
 
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
-    let config = relent_core::DependencyConfig::new(relent_tokio::Duration::from_secs(10))
-        .budget(valid(RetryBudget::ratio(100, 0)));
-    let dep = rt.block_on(async { relent_tokio::Dependency::with_seed("bench", config, 1).unwrap() });
-    let context = Context::new(
-        relent_tokio::Duration::from_secs(10),
-        ReplaySafety::replayable_read(relent_tokio::Duration::from_secs(3600)),
-    );
-    let backoff =
-        ExponentialBuilder::default().with_min_delay(Std::from_millis(100)).with_max_times(2).with_jitter();
-    let tower_budget = std::sync::Arc::new(TpsBudget::new(Std::from_secs(10), 1_000_000, 1.0));
-    // The request carries its own count of calls, so the first call of each request fails.
-    let service = tower::service_fn(|calls: std::sync::Arc<std::sync::atomic::AtomicU8>| async move {
-        call(calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0).await
-    });
+/// One operation of each adapter bench, on `fails_first`: the first call fails, the retry succeeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    BareCall,
+    RelentTokio,
+    Backon,
+    TowerRetryWithBudget,
+    BackonWithAttemptTimeout,
+    TowerRetryWithBudgetAndAttemptTimeout,
+}
 
-    for (path, fails_first) in [("success", false), ("one_retry", true)] {
-        let mut g = c.benchmark_group(path);
-        g.bench_function("bare_call", |b| b.iter(|| rt.block_on(call(false))));
-        g.bench_function("relent_tokio", |b| {
-            b.iter(|| {
-                rt.block_on(dep.execute(&POLICY_TOKIO, context, |info| call(fails_first && info.number == 1)))
-            })
+impl Contender {
+    const ALL: [Self; 6] = [
+        Self::BareCall,
+        Self::RelentTokio,
+        Self::Backon,
+        Self::TowerRetryWithBudget,
+        Self::BackonWithAttemptTimeout,
+        Self::TowerRetryWithBudgetAndAttemptTimeout,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::BareCall => "bare_call",
+            Self::RelentTokio => "relent_tokio",
+            Self::Backon => "backon",
+            Self::TowerRetryWithBudget => "tower_retry_with_budget",
+            // Like for like with relent-tokio, which always enforces a per-attempt timeout: the
+            // same two, each attempt under a 3 s timeout.
+            Self::BackonWithAttemptTimeout => "backon_with_attempt_timeout",
+            Self::TowerRetryWithBudgetAndAttemptTimeout => "tower_retry_with_budget_and_attempt_timeout",
+        }
+    }
+}
+
+impl Adapters {
+    fn new() -> Self {
+        let rt =
+            tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        let config = relent_core::DependencyConfig::new(relent_tokio::Duration::from_secs(10))
+            .budget(valid(RetryBudget::ratio(100, 0)));
+        let dep = rt.block_on(async { relent_tokio::Dependency::with_seed("bench", config, 1).unwrap() });
+        let context = Context::new(
+            relent_tokio::Duration::from_secs(10),
+            ReplaySafety::replayable_read(relent_tokio::Duration::from_secs(3600)),
+        );
+        let tower_budget = std::sync::Arc::new(TpsBudget::new(Std::from_secs(10), 1_000_000, 1.0));
+        Self { rt, dep, context, tower_budget }
+    }
+
+    /// Runs one operation of `who` to its end.
+    fn run(&self, who: Contender, fails_first: bool) {
+        use backon::Retryable;
+        use tower::{Service, ServiceExt};
+
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Std::from_millis(100))
+            .with_max_times(2)
+            .with_jitter();
+        // The request carries its own count of calls, so the first call of each request fails.
+        let service = tower::service_fn(|calls: std::sync::Arc<std::sync::atomic::AtomicU8>| async move {
+            call(calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0).await
         });
-        g.bench_function("backon", |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let mut first = fails_first;
-                    (|| {
-                        let fail = std::mem::replace(&mut first, false);
-                        call(fail)
-                    })
-                    .retry(backoff)
-                    .sleep(tokio::time::sleep)
-                    .await
-                })
-            })
-        });
-        g.bench_function("tower_retry_with_budget", |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let policy = TowerPolicy { budget: tower_budget.clone(), retried: false };
-                    let mut svc = tower::retry::Retry::new(policy, service);
-                    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(u8::from(!fails_first)));
-                    svc.ready().await.map_err(|_| ()).unwrap().call(calls).await
-                })
-            })
-        });
-        // Like for like with relent-tokio, which always enforces a per-attempt timeout: the same
-        // two, each attempt under a 3 s timeout.
-        g.bench_function("backon_with_attempt_timeout", |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let mut first = fails_first;
-                    (|| {
+        let calls = || std::sync::Arc::new(std::sync::atomic::AtomicU8::new(u8::from(!fails_first)));
+        let policy = || TowerPolicy { budget: self.tower_budget.clone(), retried: false };
+        let rt = &self.rt;
+        match who {
+            Contender::BareCall => drop(black_box(rt.block_on(call(false)))),
+            Contender::RelentTokio => drop(black_box(rt.block_on(self.dep.execute(
+                &POLICY_TOKIO,
+                self.context,
+                |info| call(fails_first && info.number == 1),
+            )))),
+            Contender::Backon => drop(black_box(rt.block_on(async {
+                let mut first = fails_first;
+                (|| call(std::mem::replace(&mut first, false))).retry(backoff).sleep(tokio::time::sleep).await
+            }))),
+            Contender::TowerRetryWithBudget => drop(black_box(rt.block_on(async {
+                let mut svc = tower::retry::Retry::new(policy(), service);
+                svc.ready().await.map_err(|_| ()).unwrap().call(calls()).await
+            }))),
+            Contender::BackonWithAttemptTimeout => drop(black_box(rt.block_on(async {
+                let mut first = fails_first;
+                (|| {
                         let fail = std::mem::replace(&mut first, false);
                         async move {
                             tokio::time::timeout(Std::from_secs(3), call(fail)).await.map_err(|_| Refused)?
@@ -345,20 +381,23 @@ fn adapters(c: &mut Criterion) {
                     .retry(backoff)
                     .sleep(tokio::time::sleep)
                     .await
-                })
-            })
-        });
-        g.bench_function("tower_retry_with_budget_and_attempt_timeout", |b| {
-            b.iter(|| {
-                rt.block_on(async {
-                    let policy = TowerPolicy { budget: tower_budget.clone(), retried: false };
-                    let timed = tower::timeout::Timeout::new(service, Std::from_secs(3));
-                    let mut svc = tower::retry::Retry::new(policy, timed);
-                    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(u8::from(!fails_first)));
-                    svc.ready().await.map_err(|_| ()).unwrap().call(calls).await.map_err(|_| ())
-                })
-            })
-        });
+            }))),
+            Contender::TowerRetryWithBudgetAndAttemptTimeout => drop(black_box(rt.block_on(async {
+                let timed = tower::timeout::Timeout::new(service, Std::from_secs(3));
+                let mut svc = tower::retry::Retry::new(policy(), timed);
+                svc.ready().await.map_err(|_| ()).unwrap().call(calls()).await.map_err(|_| ())
+            }))),
+        }
+    }
+}
+
+fn adapters(c: &mut Criterion) {
+    let a = Adapters::new();
+    for (path, fails_first) in [("success", false), ("one_retry", true)] {
+        let mut g = c.benchmark_group(path);
+        for who in Contender::ALL {
+            g.bench_function(who.name(), |b| b.iter(|| a.run(who, fails_first)));
+        }
         g.finish();
     }
 }
@@ -373,5 +412,151 @@ const POLICY_TOKIO: RetryPolicy<{ relent_tokio::HZ }> = valid(
     .build(),
 );
 
+/// Rounds of the paired mode, each preceded by as many rounds of warm-up.
+const ROUNDS: usize = 3_000;
+
+/// Times each of `contenders` (a closure timing `BATCH` calls) once per round, in an order that
+/// rotates each round, and returns each one's time per call in each round, in ns.
+fn rotate(contenders: &mut [&mut dyn FnMut() -> Std]) -> Vec<Vec<f64>> {
+    let n = contenders.len();
+    let mut per_round = vec![Vec::with_capacity(ROUNDS); n];
+    for round in 0..2 * ROUNDS {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let t = contenders[i]().as_secs_f64() * 1e9 / BATCH as f64;
+            if round >= ROUNDS {
+                per_round[i].push(t);
+            }
+        }
+    }
+    per_round
+}
+
+/// The median and quartiles of `xs`.
+fn quartiles(mut xs: Vec<f64>) -> (f64, f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    let at = |q: usize| xs[(xs.len() - 1) * q / 4];
+    (at(2), at(1), at(3))
+}
+
+/// The median over rounds of `ratio(round)`, with its quartiles, as printed by the paired mode.
+fn ratio_line(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) {
+    let (median, q1, q3) = quartiles((0..rounds).map(ratio).collect());
+    println!("{what}: ratio {median:.2} (quartiles {q1:.2} to {q3:.2})");
+}
+
+/// The paired mode (`cargo bench -p relent-tests --bench alternatives -- --paired`): the same
+/// comparisons as criterion's, with the contenders timed in turn, `BATCH` calls each, round after
+/// round, and a ratio taken within each round. A machine shared with other work drifts between
+/// criterion's benchmarks, which run one after another for seconds each: the ratios of its figures
+/// moved by a third between runs an hour apart. Drift between the halves of one round is small, so
+/// the median of the rounds' ratios moves far less.
+fn paired() {
+    println!("paired mode: {ROUNDS} rounds after {ROUNDS} of warm-up, {BATCH} calls per contender per round");
+    // relent-core's decision after a failure against backon's bare step, inputs in cache.
+    let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
+    let mut state = (Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap(), seeded(1), 0u64);
+    let t = rotate(&mut [
+        &mut || {
+            batched(
+                BATCH as u64,
+                &mut state,
+                |(dep, _, clock)| {
+                    *clock += 1_000;
+                    attempt_out(dep, *clock, context)
+                },
+                |(dep, rng, _), input| fail(dep, rng, input),
+            )
+        },
+        &mut || batched(BATCH as u64, &mut (), |_| backon_policy().build(), |_, backoff| backoff.next()),
+    ]);
+    let (relent, backon) = (quartiles(t[0].clone()).0, quartiles(t[1].clone()).0);
+    println!("retry_decision: relent_core_on_failure {relent:.1} ns, backon_step {backon:.1} ns (medians)");
+    ratio_line("retry_decision: relent_core_on_failure / backon_step", ROUNDS, |r| t[0][r] / t[1][r]);
+
+    // From nothing, in plain loops.
+    let mut dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
+    let mut rng = seeded(1);
+    let mut clock = 0u64;
+    let t = rotate(&mut [
+        &mut || {
+            let started = std::time::Instant::now();
+            for _ in 0..BATCH {
+                clock += 1_000;
+                let now = T::from_ticks(clock);
+                let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
+                let Action::Dispatch(attempt) = op.poll(now, &mut dep, &mut ()) else { unreachable!() };
+                op.on_failure(
+                    attempt,
+                    T::from_ticks(clock + 500),
+                    &mut dep,
+                    &mut rng,
+                    Verdict::Retryable,
+                    &mut (),
+                );
+                black_box(op.is_done());
+            }
+            started.elapsed()
+        },
+        &mut || {
+            let started = std::time::Instant::now();
+            for _ in 0..BATCH {
+                black_box(backon_policy().build().next());
+            }
+            started.elapsed()
+        },
+    ]);
+    ratio_line("decision_from_scratch: relent_core_start_admit_fail / backon_build_and_step", ROUNDS, |r| {
+        t[0][r] / t[1][r]
+    });
+
+    // The adapters: overheads over the bare call of the same round.
+    let a = Adapters::new();
+    for (path, fails_first) in [("success", false), ("one_retry", true)] {
+        let mut timers: Vec<Box<dyn FnMut() -> Std + '_>> = Contender::ALL
+            .iter()
+            .map(|&who| {
+                let a = &a;
+                Box::new(move || {
+                    let started = std::time::Instant::now();
+                    for _ in 0..BATCH {
+                        a.run(who, fails_first);
+                    }
+                    started.elapsed()
+                }) as Box<dyn FnMut() -> Std>
+            })
+            .collect();
+        let mut refs: Vec<&mut dyn FnMut() -> Std> = timers.iter_mut().map(|t| &mut **t as _).collect();
+        let t = rotate(&mut refs);
+        let at = |who: Contender| Contender::ALL.iter().position(|&c| c == who).unwrap();
+        let over = |who: Contender, r: usize| t[at(who)][r] - t[at(Contender::BareCall)][r];
+        let medians: Vec<String> = Contender::ALL
+            .iter()
+            .skip(1)
+            .map(|&who| {
+                format!("{} +{:.0} ns", who.name(), quartiles((0..ROUNDS).map(|r| over(who, r)).collect()).0)
+            })
+            .collect();
+        println!(
+            "{path}: overhead over the bare call ({:.0} ns), medians: {}",
+            quartiles(t[0].clone()).0,
+            medians.join(", ")
+        );
+        for other in [Contender::TowerRetryWithBudget, Contender::TowerRetryWithBudgetAndAttemptTimeout] {
+            ratio_line(&format!("{path}: relent_tokio / {} (overheads)", other.name()), ROUNDS, |r| {
+                over(Contender::RelentTokio, r) / over(other, r)
+            });
+        }
+    }
+}
+
 criterion_group!(benches, core, adapters);
-criterion_main!(benches);
+
+fn main() {
+    if std::env::args().any(|a| a == "--paired") {
+        paired();
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -1,6 +1,7 @@
 //! Regenerates the README's evidence: tables on stdout, CSV and SVG plots in `evidence/`; with
 //! `--benchmarks`, also the performance tables (criterion: relent-core's decision path, the
-//! comparison with backon, tower and governor, and relent-tokio's overhead).
+//! comparison with backon, tower and governor, and relent-tokio's overhead), then the same
+//! comparisons in the alternatives bench's paired mode, whose ratios the README reports.
 //!
 //! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 5 minutes on 2 cores;
 //! without the flag, about 10 seconds).
@@ -57,6 +58,17 @@ fn benchmarks() {
             }
         }
         println!();
+    }
+    // The ratios the README reports: the same comparisons timed in turn, round after round.
+    let args = ["bench", "-p", "relent-tests", "--bench", "alternatives", "--", "--paired"];
+    println!("`cargo {}`\n", args.join(" "));
+    match std::process::Command::new(&cargo).args(args).output() {
+        Ok(output) => {
+            for line in String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.trim().is_empty()) {
+                println!("- {}", line.trim());
+            }
+        }
+        Err(e) => eprintln!("could not run cargo {}: {e}", args.join(" ")),
     }
 }
 
