@@ -3,7 +3,7 @@
 //! comparison with backon, tower and governor, and relent-tokio's overhead), then the same
 //! comparisons in the alternatives bench's paired mode, whose ratios the README reports.
 //!
-//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 5 minutes on 2 cores;
+//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 6 minutes on 2 cores;
 //! without the flag, about 10 seconds).
 
 use std::fmt::Write as _;
