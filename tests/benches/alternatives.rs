@@ -112,6 +112,21 @@ fn fail(
     op.on_failure(attempt, *at, dep, rng, Verdict::Retryable, &mut ());
 }
 
+/// A decision from nothing at `clock`: an operation starts, its first attempt is admitted and fails
+/// 0.5 ms later. Returns whether the operation ended (it does not: a retry is scheduled).
+fn from_scratch(
+    dep: &mut Dependency<HZ, 10>,
+    rng: &mut rand_xoshiro::Xoshiro256PlusPlus,
+    clock: u64,
+) -> bool {
+    let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
+    let now = T::from_ticks(clock);
+    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
+    let Action::Dispatch(attempt) = op.poll(now, dep, &mut ()) else { unreachable!() };
+    op.on_failure(attempt, T::from_ticks(clock + 500), dep, rng, Verdict::Retryable, &mut ());
+    op.is_done()
+}
+
 fn core(c: &mut Criterion) {
     let mut g = c.benchmark_group("backoff_step");
     g.bench_function("backon", |b| {
@@ -134,15 +149,10 @@ fn core(c: &mut Criterion) {
     g.bench_function("relent_core_start_admit_fail", |b| {
         let mut dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
         let mut rng = seeded(1);
-        let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
         let mut t = 0;
         b.iter(|| {
             t += 1_000;
-            let now = T::from_ticks(t);
-            let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
-            let Action::Dispatch(attempt) = op.poll(now, &mut dep, &mut ()) else { unreachable!() };
-            op.on_failure(attempt, T::from_ticks(t + 500), &mut dep, &mut rng, Verdict::Retryable, &mut ());
-            op.is_done()
+            from_scratch(&mut dep, &mut rng, t)
         })
     });
     g.finish();
@@ -483,18 +493,7 @@ fn paired() {
             let started = std::time::Instant::now();
             for _ in 0..BATCH {
                 clock += 1_000;
-                let now = T::from_ticks(clock);
-                let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
-                let Action::Dispatch(attempt) = op.poll(now, &mut dep, &mut ()) else { unreachable!() };
-                op.on_failure(
-                    attempt,
-                    T::from_ticks(clock + 500),
-                    &mut dep,
-                    &mut rng,
-                    Verdict::Retryable,
-                    &mut (),
-                );
-                black_box(op.is_done());
+                black_box(from_scratch(&mut dep, &mut rng, clock));
             }
             started.elapsed()
         },
