@@ -425,15 +425,15 @@ const POLICY_TOKIO: RetryPolicy<{ relent_tokio::HZ }> = valid(
 /// Rounds of the paired mode, each preceded by as many rounds of warm-up.
 const ROUNDS: usize = 3_000;
 
-/// Times each of `contenders` (a closure timing `BATCH` calls) once per round, in an order that
-/// rotates each round, and returns each one's time per call in each round, in ns.
-fn rotate(contenders: &mut [&mut dyn FnMut() -> Std]) -> Vec<Vec<f64>> {
-    let n = contenders.len();
+/// Times `n` contenders in turn (`time(i)` times `BATCH` calls of contender `i`), once each per
+/// round in an order that rotates each round, and returns each one's time per call in each round,
+/// in ns.
+fn rotate(n: usize, mut time: impl FnMut(usize) -> Std) -> Vec<Vec<f64>> {
     let mut per_round = vec![Vec::with_capacity(ROUNDS); n];
     for round in 0..2 * ROUNDS {
         for k in 0..n {
             let i = (round + k) % n;
-            let t = contenders[i]().as_secs_f64() * 1e9 / BATCH as f64;
+            let t = time(i).as_secs_f64() * 1e9 / BATCH as f64;
             if round >= ROUNDS {
                 per_round[i].push(t);
             }
@@ -467,20 +467,18 @@ fn paired() {
     // relent-core's decision after a failure against backon's bare step, inputs in cache.
     let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
     let mut state = (Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap(), seeded(1), 0u64);
-    let t = rotate(&mut [
-        &mut || {
-            batched(
-                BATCH as u64,
-                &mut state,
-                |(dep, _, clock)| {
-                    *clock += 1_000;
-                    attempt_out(dep, *clock, context)
-                },
-                |(dep, rng, _), input| fail(dep, rng, input),
-            )
-        },
-        &mut || batched(BATCH as u64, &mut (), |_| backon_policy().build(), |_, backoff| backoff.next()),
-    ]);
+    let t = rotate(2, |i| match i {
+        0 => batched(
+            BATCH as u64,
+            &mut state,
+            |(dep, _, clock)| {
+                *clock += 1_000;
+                attempt_out(dep, *clock, context)
+            },
+            |(dep, rng, _), input| fail(dep, rng, input),
+        ),
+        _ => batched(BATCH as u64, &mut (), |_| backon_policy().build(), |_, backoff| backoff.next()),
+    });
     let (relent, backon) = (quartiles(t[0].clone()).0, quartiles(t[1].clone()).0);
     println!("retry_decision: relent_core_on_failure {relent:.1} ns, backon_step {backon:.1} ns (medians)");
     ratio_line("retry_decision: relent_core_on_failure / backon_step", ROUNDS, |r| t[0][r] / t[1][r]);
@@ -489,23 +487,18 @@ fn paired() {
     let mut dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
     let mut rng = seeded(1);
     let mut clock = 0u64;
-    let t = rotate(&mut [
-        &mut || {
-            let started = std::time::Instant::now();
-            for _ in 0..BATCH {
+    let t = rotate(2, |i| {
+        let started = std::time::Instant::now();
+        for _ in 0..BATCH {
+            if i == 0 {
                 clock += 1_000;
                 black_box(from_scratch(&mut dep, &mut rng, clock));
-            }
-            started.elapsed()
-        },
-        &mut || {
-            let started = std::time::Instant::now();
-            for _ in 0..BATCH {
+            } else {
                 black_box(backon_policy().build().next());
             }
-            started.elapsed()
-        },
-    ]);
+        }
+        started.elapsed()
+    });
     ratio_line("decision_from_scratch: relent_core_start_admit_fail / backon_build_and_step", ROUNDS, |r| {
         t[0][r] / t[1][r]
     });
@@ -513,22 +506,15 @@ fn paired() {
     // The adapters: overheads over the bare call of the same round.
     let a = Adapters::new();
     for (path, fails_first) in [("success", false), ("one_retry", true)] {
-        let mut timers: Vec<Box<dyn FnMut() -> Std + '_>> = Contender::ALL
-            .iter()
-            .map(|&who| {
-                let a = &a;
-                Box::new(move || {
-                    let started = std::time::Instant::now();
-                    for _ in 0..BATCH {
-                        a.run(who, fails_first);
-                    }
-                    started.elapsed()
-                }) as Box<dyn FnMut() -> Std>
-            })
-            .collect();
-        let mut refs: Vec<&mut dyn FnMut() -> Std> = timers.iter_mut().map(|t| &mut **t as _).collect();
-        let t = rotate(&mut refs);
-        let at = |who: Contender| Contender::ALL.iter().position(|&c| c == who).unwrap();
+        let t = rotate(Contender::ALL.len(), |i| {
+            let started = std::time::Instant::now();
+            for _ in 0..BATCH {
+                a.run(Contender::ALL[i], fails_first);
+            }
+            started.elapsed()
+        });
+        // `ALL` lists the contenders in declaration order: a contender's index is its discriminant.
+        let at = |who: Contender| who as usize;
         let over = |who: Contender, r: usize| t[at(who)][r] - t[at(Contender::BareCall)][r];
         let medians: Vec<String> = Contender::ALL
             .iter()
