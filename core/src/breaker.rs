@@ -310,20 +310,20 @@ impl Breaker {
         }
     }
 
-    /// Records one outcome (`failed` includes slow calls). `window` gives the dependency's time
-    /// window counts for the failure-ratio mode (called only in that mode). Returns the transition,
-    /// if any; on closing, the caller clears the window's failure counts so that the circuit starts
+    /// Records one outcome: `None` for a success, or for a failure (slow calls included) the
+    /// dependency's window counts with that failure in them, which the failure-ratio mode reads
+    /// (the window has just counted it, so they cost nothing to pass). Returns the transition, if
+    /// any; on closing, the caller clears the window's failure counts so that the circuit starts
     /// afresh.
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(crate) fn on_outcome<const HZ: u64>(
         &mut self,
         config: &BreakerConfig<HZ>,
-        failed: bool,
+        failure: Option<Counts>,
         probe: Option<u16>,
         now: Ticks,
-        #[cfg_attr(not(feature = "breaker-failure-ratio"), expect(unused_variables))]
-        window: impl FnOnce() -> Counts,
     ) -> Option<CircuitState> {
+        let failed = failure.is_some();
         let probe = self.is_current(probe);
         match self.phase {
             Phase::HalfOpen { in_flight, successes } if probe => {
@@ -351,13 +351,11 @@ impl Breaker {
                         self.push(size, percent, min_calls, failed) && failed
                     }
                     #[cfg(feature = "breaker-failure-ratio")]
-                    Trip::FailureRatio { percent, min_calls } => {
-                        let c = window();
-                        failed
-                            && c.calls >= min_calls
+                    Trip::FailureRatio { percent, min_calls } => failure.is_some_and(|c| {
+                        c.calls >= min_calls
                             && u64::from(c.failures).saturating_mul(100)
                                 >= u64::from(percent).saturating_mul(u64::from(c.calls))
-                    }
+                    }),
                 };
                 if trips {
                     self.open(config, now);
@@ -489,7 +487,7 @@ mod tests {
         if probe.is_some() {
             b.take_probe();
         }
-        b.on_outcome(cfg, failed, probe, now, Counts::default)
+        b.on_outcome(cfg, failed.then(Counts::default), probe, now)
     }
 
     #[test]
@@ -505,7 +503,7 @@ mod tests {
         assert_eq!(b.check(1, 30_004), (Ok(Some(1)), Some(CircuitState::HalfOpen)));
         b.take_probe();
         assert_eq!(b.check(1, 30_005).0, Err(Refused { until: None }), "one probe at a time");
-        assert_eq!(b.on_outcome(&cfg, false, Some(1), 30_010, Counts::default), Some(CircuitState::Closed));
+        assert_eq!(b.on_outcome(&cfg, None, Some(1), 30_010), Some(CircuitState::Closed));
     }
 
     #[test]
@@ -556,10 +554,10 @@ mod tests {
     fn the_failure_ratio_reads_the_window_and_needs_its_minimum_throughput() {
         let cfg = BreakerConfig::failure_ratio(50, 10, D::from_secs(10));
         let mut b = Breaker::new();
-        let few = || Counts { calls: 9, retries: 0, failures: 9 };
-        assert_eq!(b.on_outcome(&cfg, true, None, 0, few), None);
-        let enough = || Counts { calls: 10, retries: 0, failures: 5 };
-        assert_eq!(b.on_outcome(&cfg, true, None, 0, enough), Some(CircuitState::Open));
+        let few = Counts { calls: 9, retries: 0, failures: 9 };
+        assert_eq!(b.on_outcome(&cfg, Some(few), None, 0), None);
+        let enough = Counts { calls: 10, retries: 0, failures: 5 };
+        assert_eq!(b.on_outcome(&cfg, Some(enough), None, 0), Some(CircuitState::Open));
     }
 
     #[test]

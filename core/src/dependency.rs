@@ -578,9 +578,14 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         Duration::<HZ>::from_ticks(used)
     }
 
-    /// Whether the budget would allow a retry at `now`, without taking anything.
+    /// Whether the budget would allow a retry at `now`, without taking anything, right after
+    /// [`complete`](Self::complete) counted a failure at `now` (the window is there already).
     #[cfg_attr(not(target_os = "none"), inline(always))]
-    pub(crate) fn retry_allowed(&mut self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> bool {
+    pub(crate) fn retry_allowed_after_failure(
+        &mut self,
+        config: &DependencyConfig<HZ>,
+        now: Instant<HZ>,
+    ) -> bool {
         let Some(budget) = config.budget else {
             return false;
         };
@@ -589,7 +594,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
                 self.tokens.get_mut().is_some_and(|t| t.available(&bucket, now.as_ticks()) > 0)
             }
             (BudgetKind::Ratio { percent, floor }, None) => {
-                ratio_allows(self.window.totals(now), percent, floor)
+                ratio_allows(self.window.totals_as_moved(now), percent, floor)
             }
             (BudgetKind::TokenBucket { .. }, None) => false,
         }
@@ -754,13 +759,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             .breaker_on()
             .and_then(|b| b.slow_call)
             .is_some_and(|threshold| took.as_ticks() >= threshold.as_ticks());
-        let failed = failed || slow;
-        if failed {
-            self.window.record_failure(now);
-        }
+        // A failure (or a slow call) is counted, and the breaker reads the counts with it.
+        let failure = (failed || slow).then(|| self.window.record_failure(now));
         if let (Some(config), Some(breaker)) = (config.breaker_on(), self.breaker.get_mut()) {
-            let window = &mut self.window;
-            changes.circuit = breaker.on_outcome(config, failed, ticket.probe(), t, || window.totals(now));
+            changes.circuit = breaker.on_outcome(config, failure, ticket.probe(), t);
             if changes.circuit == Some(CircuitState::Closed) {
                 self.window.clear_failures();
             }

@@ -69,6 +69,7 @@ fn draw<R: RngCore + ?Sized>(rng: &mut R) -> Ticks {
 // One draw site and plain word splits: the RNG's code is inlined once, and nothing goes through
 // the stack (on a Cortex-M3, 120 bytes less than a split through an array).
 #[allow(clippy::cast_possible_truncation)] // Splitting a wide product into its two words.
+#[cfg_attr(not(target_os = "none"), inline(always))]
 pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: Ticks, hi: Ticks) -> Ticks {
     let Some(span) = hi.checked_sub(lo) else {
         return lo;

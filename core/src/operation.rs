@@ -676,7 +676,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 };
             }
         }
-        if !dependency.retry_allowed(self.config, now) {
+        // `complete` counted this failure at `now` just before.
+        if !dependency.retry_allowed_after_failure(self.config, now) {
             return Decision::Stop {
                 disposition: Disposition::Failed,
                 problem: Problem::RetryBudgetExhausted,

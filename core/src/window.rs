@@ -165,6 +165,17 @@ impl<const N: usize> CallWindow<N> {
         self.total
     }
 
+    /// The counts over the window at `now`, for a caller that has just moved it there (by
+    /// counting at `now`): read without moving it again, a check that is the decision's hottest
+    /// redundancy on a host.
+    pub(crate) fn totals_as_moved<const HZ: u64>(&self, now: Instant<HZ>) -> Counts {
+        debug_assert!(
+            now.as_ticks().saturating_sub(self.head_start) < self.width,
+            "the window was not moved to this instant"
+        );
+        self.total
+    }
+
     /// Counts one dispatched attempt.
     pub(crate) fn record_call<const HZ: u64>(&mut self, now: Instant<HZ>, retry: bool) {
         self.advance(now);
@@ -185,10 +196,11 @@ impl<const N: usize> CallWindow<N> {
         self.total.failures = 0;
     }
 
-    /// Counts one failed attempt.
-    pub(crate) fn record_failure<const HZ: u64>(&mut self, now: Instant<HZ>) {
+    /// Counts one failed attempt, and returns the counts over the window at `now` with it.
+    pub(crate) fn record_failure<const HZ: u64>(&mut self, now: Instant<HZ>) -> Counts {
         self.advance(now);
         self.update_newest(|b| b.failures = b.failures.saturating_add(1));
+        self.total
     }
 }
 
@@ -272,7 +284,9 @@ mod tests {
             t += (step * 7_919) % 1_300;
             match step % 5 {
                 0 | 1 => w.record_call(I::from_ticks(t), step % 2 == 0),
-                2 => w.record_failure(I::from_ticks(t)),
+                2 => {
+                    w.record_failure(I::from_ticks(t));
+                }
                 3 if step % 97 == 0 => w.clear_failures(),
                 _ => {}
             }
