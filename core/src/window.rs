@@ -165,9 +165,9 @@ impl<const N: usize> CallWindow<N> {
         self.total
     }
 
-    /// The counts over the window at `now`, for a caller that has just moved it there (by
-    /// counting at `now`): read without moving it again, a check that is the decision's hottest
-    /// redundancy on a host.
+    /// The counts over the window at `now`, for a caller that has just moved it there by counting
+    /// at `now`: read without checking the newest bucket's start again (the decision after a
+    /// failure did that three times).
     pub(crate) fn totals_as_moved<const HZ: u64>(&self, now: Instant<HZ>) -> Counts {
         debug_assert!(
             now.as_ticks().saturating_sub(self.head_start) < self.width,
