@@ -55,10 +55,11 @@ impl Clock {
     }
 
     /// A tick as a tokio instant. Ticks too far away for tokio's clock map to a point 30 years
-    /// out, which no timer reaches.
+    /// out, which no timer reaches. Clamped in ticks, before the conversion: this runs for each
+    /// attempt's `AttemptInfo` and each wait.
     pub(crate) fn instant(&self, t: Instant) -> tokio::time::Instant {
-        let far = std::time::Duration::from_secs(30 * 365 * 24 * 3600);
-        let d = std_duration(Duration::from_ticks(t.as_ticks())).min(far);
+        const FAR: u64 = 30 * 365 * 24 * 3600 * HZ;
+        let d = std::time::Duration::from_micros(t.as_ticks().min(FAR));
         self.anchor.checked_add(d).unwrap_or(self.anchor)
     }
 }

@@ -2,18 +2,20 @@
 //!
 //! The loop is the house style's and nothing more: take the dependency's lock, ask the core what to
 //! do at `now`, release the lock, act (run the attempt under its timeout, or sleep until an
-//! instant), take the lock again to report. No retry rule lives here. An attempt that runs past its
+//! instant, both on the operation's one timer, see `timer`), take the lock again to report. No retry rule lives here. An attempt that runs past its
 //! timeout is dropped (its future is cancelled) and reported as [`AttemptError::TimedOut`]. If the
 //! future returned by `execute` is itself dropped, a guard gives back what the attempt in flight
 //! holds (its bulkhead slot, its half-open probe) through `Operation::abandon`.
 
 use std::future::Future;
+use std::pin::pin;
 
 use relent_core::{Action, Attempt, Classify, Context, Operation, OperationId, RetryPolicy};
 
 use crate::clock::{HZ, std_duration};
 use crate::dependency::{Dependency, Inner};
 use crate::error::{AttemptError, Detailed, Error};
+use crate::timer;
 use crate::trace::Trace;
 
 /// What an attempt is told, so it can set its own socket timeouts.
@@ -121,6 +123,7 @@ where
         };
         let mut running = Running { op, inner };
         let mut value = None;
+        let mut timer = pin!(None);
         // One lock and one clock read per step: a report and the next poll share them.
         let mut action = {
             let mut locked = inner.lock();
@@ -132,19 +135,21 @@ where
                     // The attempt itself is not held while it runs: the operation gives it back.
                     let result = {
                         let info = info(inner, attempt, running.op.id());
-                        tokio::time::timeout_at(info.expires, operation(info)).await
+                        let expires = info.expires;
+                        let call = pin!(operation(info));
+                        timer::race(call, timer.as_mut(), expires).await
                     };
                     let mut locked = inner.lock();
                     let now = inner.clock.now();
                     let locked = &mut *locked;
                     if let Some(attempt) = running.op.attempt() {
                         let failure = match result {
-                            Ok(Ok(v)) => {
+                            Some(Ok(v)) => {
                                 value = Some(v);
                                 None
                             }
-                            Ok(Err(e)) => Some(AttemptError::Failed(e)),
-                            Err(_elapsed) => Some(AttemptError::TimedOut { after: attempt.timeout() }),
+                            Some(Err(e)) => Some(AttemptError::Failed(e)),
+                            None => Some(AttemptError::TimedOut { after: attempt.timeout() }),
                         };
                         let (state, observer) = (&mut locked.state, &mut trace(inner));
                         match failure {
@@ -158,7 +163,7 @@ where
                 }
                 // Holding nothing: the lock was released above.
                 Action::Wait { until } => {
-                    tokio::time::sleep_until(inner.clock.instant(until)).await;
+                    timer::wait_until(timer.as_mut(), inner.clock.instant(until)).await;
                     let mut locked = inner.lock();
                     running.op.poll(inner.clock.now(), &mut locked.state, &mut trace(inner))
                 }

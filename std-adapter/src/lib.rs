@@ -8,6 +8,7 @@ mod error;
 mod execute;
 pub mod http;
 mod layer;
+mod timer;
 mod trace;
 
 pub use clock::{Duration, HZ, Instant, std_duration, ticks};

@@ -67,8 +67,10 @@ fn execute_with_a_retry_does_not_allocate() {
 }
 
 /// The future of `execute` holds the operation once (an `async fn` taking it as an argument, or one
-/// future awaiting another, would hold it twice), beside the context and the attempt's own future
-/// under its timeout, and not the attempt in flight (40 bytes more would fail the bound).
+/// future awaiting another, would hold it twice), beside the context, the operation's timer and the
+/// attempt's own future, and not the attempt in flight. The rest (the loop's locals, the pinned
+/// references the attempt's race with its timer borrows, the states' tags) measures 95 bytes; the
+/// attempt in flight would add 40 and fail the bound.
 #[test]
 fn the_execute_future_holds_the_operation_once() {
     use relent_tokio::AttemptError;
@@ -80,15 +82,17 @@ fn the_execute_future_holds_the_operation_once() {
     let context =
         Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));
     let attempt = || async { Ok::<u32, Refused>(7) };
-    let timed = tokio::time::timeout(std::time::Duration::from_secs(1), attempt());
-    let held =
-        size_of::<Operation<'_, HZ, AttemptError<Refused>>>() + size_of_val(&context) + size_of_val(&timed);
+    // The operation's one timer, and the attempt's future beside it.
+    let held = size_of::<Operation<'_, HZ, AttemptError<Refused>>>()
+        + size_of_val(&context)
+        + size_of::<Option<tokio::time::Sleep>>()
+        + size_of_val(&attempt());
     for (entry, size) in [
         ("execute", size_of_val(&dep.execute(&POLICY, context, |_| attempt()))),
         ("execute_detailed", size_of_val(&dep.execute_detailed(&POLICY, context, |_| attempt()))),
     ] {
         assert!(size >= held, "{entry}: {size} < {held}: the operation is not in the future?");
-        assert!(size <= held + 64, "{entry}'s future is {size} bytes, {} more than it needs", size - held);
+        assert!(size <= held + 104, "{entry}'s future is {size} bytes, {} more than it needs", size - held);
         eprintln!("{entry}: {size} bytes, {held} held");
     }
 }
