@@ -10,8 +10,8 @@
 //! test double) costs no timer at all.
 //!
 //! The attempt is always polled before its timer, as `tokio::time::timeout` does: an attempt that
-//! is ready wins over a timeout that expired at the same time. And as there, when the attempt used
-//! up the task's cooperative budget, the timer is still polled outside that budget, so an attempt
+//! is ready wins over a timeout that expired at the same time. And as there, when the task's
+//! cooperative budget is used up, the timer is still polled outside that budget, so an attempt
 //! that always exhausts the budget cannot keep its own timeout from firing.
 
 use std::future::Future;
@@ -55,12 +55,15 @@ pub(crate) fn race<'a, F: Future>(
 ) -> impl Future<Output = Option<F::Output>> + 'a {
     let mut arm = Some(expires);
     std::future::poll_fn(move |cx| {
-        let had_budget = tokio::task::coop::has_budget_remaining();
         if let Poll::Ready(output) = attempt.as_mut().poll(cx) {
             return Poll::Ready(Some(output));
         }
-        let expired = if had_budget && !tokio::task::coop::has_budget_remaining() {
-            // The attempt used up the budget: poll the timer outside it, as tokio's timeout does.
+        let expired = if !tokio::task::coop::has_budget_remaining() {
+            // The budget is used up (by the attempt, most likely): poll the timer outside it, as
+            // tokio's timeout does, so the attempt cannot starve its own timeout. Unlike tokio's,
+            // this does not first ask whether the budget was there before the attempt's poll: an
+            // attempt that is ready at once then reads no thread-local at all, and a timeout that
+            // fires although the task was out of budget before is still a correct timeout.
             let mut unconstrained = tokio::task::unconstrained(std::future::poll_fn(|cx| {
                 poll_timer(timer.as_mut(), &mut arm, cx)
             }));
