@@ -126,6 +126,27 @@ async fn seed_000_checkout_the_third_attempt_gets_what_remains_of_the_deadline()
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_operation_starts_at_the_first_poll_of_its_future_not_at_the_call() {
+    let dep = payrail(budgeted());
+    let log: Log = Arc::default();
+    let t0 = Instant::now();
+    let pending =
+        dep.execute_detailed(&CHECKOUT, read(Std::from_millis(7_500)), |info| hang(log.clone(), t0, info));
+    // The future sits unpolled for 2 s, as a request might in a queue. Like any Rust future it does
+    // nothing until polled: its deadline and its first attempt's timeout run from the first poll,
+    // so the attempt gets its whole 3 s (started at the call, it would have had 1 s of its 3).
+    tokio::time::sleep(Std::from_secs(2)).await;
+    let done = pending.await.unwrap();
+    let ms = |v: u64| Std::from_millis(v);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [(ms(2_000), ms(3_000), true), (ms(5_100), ms(3_000), true), (ms(8_300), ms(1_200), true)]
+    );
+    assert_eq!(t0.elapsed(), ms(9_500), "the deadline is 7.5 s from the first poll");
+    assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_retry_after_is_slept_exactly_and_the_value_is_returned() {
     let dep = payrail(budgeted());
     let starts = Arc::new(Mutex::new(Vec::new()));
