@@ -59,7 +59,7 @@ impl Clock {
     /// attempt's `AttemptInfo` and each wait.
     pub(crate) fn instant(&self, t: Instant) -> tokio::time::Instant {
         const FAR: u64 = 30 * 365 * 24 * 3600 * HZ;
-        let d = std::time::Duration::from_micros(t.as_ticks().min(FAR));
+        let d = std_duration(Duration::from_ticks(t.as_ticks().min(FAR)));
         self.anchor.checked_add(d).unwrap_or(self.anchor)
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! The loop is the house style's and nothing more: take the dependency's lock, ask the core what to
 //! do at `now`, release the lock, act (run the attempt under its timeout, or sleep until an
-//! instant, both on the operation's one timer, see `timer`), take the lock again to report. No retry rule lives here. An attempt that runs past its
-//! timeout is dropped (its future is cancelled) and reported as [`AttemptError::TimedOut`]. If the
-//! future returned by `execute` is itself dropped, a guard gives back what the attempt in flight
-//! holds (its bulkhead slot, its half-open probe) through `Operation::abandon`.
+//! instant, both on the operation's one timer, see `timer`), take the lock again to report. No
+//! retry rule lives here. An attempt that runs past its timeout is dropped (its future is
+//! cancelled) and reported as [`AttemptError::TimedOut`]. If the future returned by `execute` is
+//! itself dropped, a guard gives back what the attempt in flight holds (its bulkhead slot, its
+//! half-open probe) through `Operation::abandon`.
 
 use std::future::Future;
 use std::pin::pin;

@@ -26,11 +26,7 @@ pub(crate) type Timer = Option<Sleep>;
 /// Polls `timer`. `arm` is the instant this wait is for until its first poll, which sets the
 /// timer to it (creating the `Sleep` if there is none yet) and takes it; the later polls of the
 /// same wait only poll the timer.
-pub(crate) fn poll_timer(
-    mut timer: Pin<&mut Timer>,
-    arm: &mut Option<Instant>,
-    cx: &mut Context<'_>,
-) -> Poll<()> {
+fn poll_timer(mut timer: Pin<&mut Timer>, arm: &mut Option<Instant>, cx: &mut Context<'_>) -> Poll<()> {
     if let Some(at) = arm.take() {
         match timer.as_mut().as_pin_mut() {
             Some(sleep) => sleep.reset(at),
