@@ -15,9 +15,11 @@
 //! - `rate_limit`: governor's `check`, against relent-core's `next_rate_unit` (GCRA).
 //!
 //! Adapters, on a current-thread tokio runtime with paused time (each figure includes `block_on`):
-//! - `success` and `one_retry` (a failure, a 100 ms backoff sleep, a success): relent-tokio's
-//!   `execute` (ratio budget), backon's `Retryable::retry` with tokio sleep, tower's `Retry` with a
-//!   `TpsBudget` policy, and the bare call.
+//! - `success` (an attempt ready at its first poll), `success_after_a_wait` (an attempt pending
+//!   once, as a call that waits for the network is, so that an attempt timeout arms its timer) and
+//!   `one_retry` (a failure, a 100 ms backoff sleep, a success): relent-tokio's `execute` (ratio
+//!   budget), backon's `Retryable::retry` with tokio sleep, tower's `Retry` with a `TpsBudget`
+//!   policy, each of those two with an attempt timeout as well, and the bare call.
 //!
 //! Run: `cargo bench -p relent-tests --bench alternatives`; with `-- --paired`, the same
 //! comparisons timed in turn, round after round, with the median of the rounds' ratios (see
@@ -257,9 +259,29 @@ impl relent_core::Classify<HZ> for Refused {
     }
 }
 
-async fn call(fail: bool) -> Result<u32, Refused> {
+async fn call(fail: bool, waits: bool) -> Result<u32, Refused> {
+    if waits {
+        tokio::task::yield_now().await;
+    }
     if black_box(fail) { Err(Refused) } else { Ok(7) }
 }
+
+/// What the attempts of an adapter bench do.
+#[derive(Debug, Clone, Copy)]
+struct Path {
+    name: &'static str,
+    /// The first attempt fails, and the retry succeeds.
+    fails_first: bool,
+    /// Each attempt is pending at its first poll (it yields once), as a call that waits for the
+    /// network is: an attempt timeout then arms its timer. Without it, an attempt is ready at once.
+    waits: bool,
+}
+
+const PATHS: [Path; 3] = [
+    Path { name: "success", fails_first: false, waits: false },
+    Path { name: "success_after_a_wait", fails_first: false, waits: true },
+    Path { name: "one_retry", fails_first: true, waits: false },
+];
 
 /// tower's retry policy with a budget: one retry after 100 ms, if the budget allows.
 #[derive(Clone)]
@@ -299,7 +321,7 @@ struct Adapters {
     tower_budget: std::sync::Arc<TpsBudget>,
 }
 
-/// One operation of each adapter bench, on `fails_first`: the first call fails, the retry succeeds.
+/// One operation of each adapter bench, on a `Path`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
     BareCall,
@@ -350,7 +372,8 @@ impl Adapters {
     }
 
     /// Runs one operation of `who` to its end.
-    fn run(&self, who: Contender, fails_first: bool) {
+    fn run(&self, who: Contender, path: Path) {
+        let Path { fails_first, waits, .. } = path;
         use backon::Retryable;
         use tower::{Service, ServiceExt};
 
@@ -360,21 +383,24 @@ impl Adapters {
             .with_jitter();
         // The request carries its own count of calls, so the first call of each request fails.
         let service = tower::service_fn(|calls: std::sync::Arc<std::sync::atomic::AtomicU8>| async move {
-            call(calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0).await
+            call(calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0, waits).await
         });
         let calls = || std::sync::Arc::new(std::sync::atomic::AtomicU8::new(u8::from(!fails_first)));
         let policy = || TowerPolicy { budget: self.tower_budget.clone(), retried: false };
         let rt = &self.rt;
         match who {
-            Contender::BareCall => drop(black_box(rt.block_on(call(false)))),
-            Contender::RelentTokio => drop(black_box(rt.block_on(self.dep.execute(
-                &POLICY_TOKIO,
-                self.context,
-                |info| call(fails_first && info.number == 1),
-            )))),
+            Contender::BareCall => drop(black_box(rt.block_on(call(false, waits)))),
+            Contender::RelentTokio => {
+                drop(black_box(rt.block_on(self.dep.execute(&POLICY_TOKIO, self.context, |info| {
+                    call(fails_first && info.number == 1, waits)
+                }))))
+            }
             Contender::Backon => drop(black_box(rt.block_on(async {
                 let mut first = fails_first;
-                (|| call(std::mem::replace(&mut first, false))).retry(backoff).sleep(tokio::time::sleep).await
+                (|| call(std::mem::replace(&mut first, false), waits))
+                    .retry(backoff)
+                    .sleep(tokio::time::sleep)
+                    .await
             }))),
             Contender::TowerRetryWithBudget => drop(black_box(rt.block_on(async {
                 let mut svc = tower::retry::Retry::new(policy(), service);
@@ -383,14 +409,16 @@ impl Adapters {
             Contender::BackonWithAttemptTimeout => drop(black_box(rt.block_on(async {
                 let mut first = fails_first;
                 (|| {
-                        let fail = std::mem::replace(&mut first, false);
-                        async move {
-                            tokio::time::timeout(Std::from_secs(3), call(fail)).await.map_err(|_| Refused)?
-                        }
-                    })
-                    .retry(backoff)
-                    .sleep(tokio::time::sleep)
-                    .await
+                    let fail = std::mem::replace(&mut first, false);
+                    async move {
+                        tokio::time::timeout(Std::from_secs(3), call(fail, waits))
+                            .await
+                            .map_err(|_| Refused)?
+                    }
+                })
+                .retry(backoff)
+                .sleep(tokio::time::sleep)
+                .await
             }))),
             Contender::TowerRetryWithBudgetAndAttemptTimeout => drop(black_box(rt.block_on(async {
                 let timed = tower::timeout::Timeout::new(service, Std::from_secs(3));
@@ -403,10 +431,10 @@ impl Adapters {
 
 fn adapters(c: &mut Criterion) {
     let a = Adapters::new();
-    for (path, fails_first) in [("success", false), ("one_retry", true)] {
-        let mut g = c.benchmark_group(path);
+    for path in PATHS {
+        let mut g = c.benchmark_group(path.name);
         for who in Contender::ALL {
-            g.bench_function(who.name(), |b| b.iter(|| a.run(who, fails_first)));
+            g.bench_function(who.name(), |b| b.iter(|| a.run(who, path)));
         }
         g.finish();
     }
@@ -505,11 +533,11 @@ fn paired() {
 
     // The adapters: overheads over the bare call of the same round.
     let a = Adapters::new();
-    for (path, fails_first) in [("success", false), ("one_retry", true)] {
+    for path in PATHS {
         let t = rotate(Contender::ALL.len(), |i| {
             let started = std::time::Instant::now();
             for _ in 0..BATCH {
-                a.run(Contender::ALL[i], fails_first);
+                a.run(Contender::ALL[i], path);
             }
             started.elapsed()
         });
@@ -524,12 +552,13 @@ fn paired() {
             })
             .collect();
         println!(
-            "{path}: overhead over the bare call ({:.0} ns), medians: {}",
+            "{}: overhead over the bare call ({:.0} ns), medians: {}",
+            path.name,
             quartiles(t[0].clone()).0,
             medians.join(", ")
         );
         for other in [Contender::TowerRetryWithBudget, Contender::TowerRetryWithBudgetAndAttemptTimeout] {
-            ratio_line(&format!("{path}: relent_tokio / {} (overheads)", other.name()), ROUNDS, |r| {
+            ratio_line(&format!("{}: relent_tokio / {} (overheads)", path.name, other.name()), ROUNDS, |r| {
                 over(Contender::RelentTokio, r) / over(other, r)
             });
         }
