@@ -321,7 +321,7 @@ struct Adapters {
     tower_budget: std::sync::Arc<TpsBudget>,
 }
 
-/// One operation of each adapter bench, on a `Path`.
+/// Who runs the operations of the adapter benches (`Adapters::run` runs one, on a `Path`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
     BareCall,
@@ -373,10 +373,10 @@ impl Adapters {
 
     /// Runs one operation of `who` to its end.
     fn run(&self, who: Contender, path: Path) {
-        let Path { fails_first, waits, .. } = path;
         use backon::Retryable;
         use tower::{Service, ServiceExt};
 
+        let Path { fails_first, waits, .. } = path;
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Std::from_millis(100))
             .with_max_times(2)
