@@ -606,11 +606,66 @@ fn paired() {
     }
 }
 
+/// The count mode (`--count WHAT N`): runs WHAT `n` times and nothing else, so that callgrind
+/// counts its instructions without criterion's loop around them. The evidence binary runs it twice
+/// under callgrind, for `n` and `2n`, and takes the difference, so setup and first-use costs cancel
+/// (see `instructions` in `src/bin/evidence.rs`). WHAT is `retry_decision/relent_core_on_failure`,
+/// `retry_decision/backon_step`, or a path and a contender of the adapter benches as criterion names
+/// them (`success/relent_tokio`).
+fn count(what: &str, n: u64) {
+    match what {
+        "retry_decision/relent_core_on_failure" => {
+            // The paired mode's inputs: one operation per millisecond, its first attempt failing.
+            let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
+            let mut dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
+            let mut rng = seeded(1);
+            for i in 1..=n {
+                let mut input = attempt_out(&mut dep, i * 1_000, context);
+                fail(&mut dep, &mut rng, &mut input);
+                black_box(&input);
+            }
+        }
+        "retry_decision/backon_step" => {
+            for _ in 0..n {
+                black_box(backon_policy().build().next());
+            }
+        }
+        _ => {
+            let (path, who) = what.split_once('/').unwrap_or_else(|| unknown(what));
+            let path = PATHS.into_iter().find(|p| p.name == path).unwrap_or_else(|| unknown(what));
+            let who = Contender::ALL.into_iter().find(|c| c.name() == who).unwrap_or_else(|| unknown(what));
+            let a = Adapters::new();
+            for _ in 0..n {
+                black_box(a.run(who, path));
+            }
+        }
+    }
+}
+
+/// Refuses a `--count` argument that names no bench, saying which ones it takes.
+fn unknown<T>(what: &str) -> T {
+    let paths = PATHS.map(|p| p.name).join(", ");
+    let contenders = Contender::ALL.map(Contender::name).join(", ");
+    panic!(
+        "--count {what}: not a bench this mode runs. It takes retry_decision/relent_core_on_failure, \
+         retry_decision/backon_step, or PATH/CONTENDER with PATH one of {paths} and CONTENDER one of \
+         {contenders}"
+    )
+}
+
 criterion_group!(benches, core, adapters);
 
 fn main() {
-    if std::env::args().any(|a| a == "--paired") {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--paired") {
         paired();
+        return;
+    }
+    if let Some(at) = args.iter().position(|a| a == "--count") {
+        let usage = "usage: --count WHAT N (see `count` in benches/alternatives.rs)";
+        let what = args.get(at + 1).expect(usage);
+        let n = args.get(at + 2).and_then(|n| n.parse().ok()).expect(usage);
+        count(what, n);
         return;
     }
     benches();

@@ -3,7 +3,11 @@
 //! comparison with backon, tower and governor, and relent-tokio's overhead), then the same
 //! comparisons in the alternatives bench's paired mode, whose ratios the README reports.
 //!
-//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 6 minutes on 2 cores;
+//! `--benchmarks` ends with the instruction counts the README gives beside the timings, counted by
+//! callgrind (deterministic, unlike time on a shared machine) when valgrind is installed;
+//! `--instructions` prints those alone (about 30 seconds).
+//!
+//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 7 minutes on 2 cores;
 //! without the flag, about 10 seconds).
 
 use std::fmt::Write as _;
@@ -20,13 +24,113 @@ fn runs() -> u64 {
 }
 
 fn main() {
+    let flag = |f: &str| std::env::args().any(|a| a == f);
+    if flag("--instructions") {
+        instructions();
+        return;
+    }
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../evidence");
     std::fs::create_dir_all(&out).expect("the evidence directory can be created");
     aws_experiment(&out);
     overload_tables();
-    if std::env::args().any(|a| a == "--benchmarks") {
+    if flag("--benchmarks") {
         benchmarks();
+        instructions();
     }
+}
+
+/// Operations per callgrind run of the count mode; each count runs `OPS` and `2 * OPS`.
+const OPS: u64 = 5_000;
+
+/// The README's instruction counts: relent-core's decision and backon's step, and each adapter
+/// path's instructions per operation less the bare call's. Each figure is the difference between
+/// callgrind runs of the alternatives bench's count mode for `OPS` and `2 * OPS` operations,
+/// divided by `OPS`, so that setup and first-use costs cancel; only the named functions are counted
+/// (`--toggle-collect`).
+fn instructions() {
+    println!("\n## Instructions (callgrind; deterministic on one binary and toolchain)\n");
+    if std::process::Command::new("valgrind").arg("--version").output().is_err() {
+        println!("valgrind is not installed, so nothing was counted (Debian: `apt-get install valgrind`).");
+        return;
+    }
+    let Some(bench) = alternatives_executable() else {
+        println!("the alternatives bench did not build, so nothing was counted.");
+        return;
+    };
+    let per_op = |what: &str, toggle: &str| -> Option<u64> {
+        let total = |n: u64| -> Option<u64> {
+            let file = std::env::temp_dir().join(format!("relent-callgrind-{}-{n}", std::process::id()));
+            let status = std::process::Command::new("valgrind")
+                .arg("--tool=callgrind")
+                .arg(format!("--toggle-collect={toggle}"))
+                .arg(format!("--callgrind-out-file={}", file.display()))
+                .arg(&bench)
+                .args(["--count", what, &n.to_string()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .ok()?;
+            let text = std::fs::read_to_string(&file).ok();
+            let _ = std::fs::remove_file(&file);
+            if !status.success() {
+                return None;
+            }
+            text?.lines().find_map(|l| l.strip_prefix("totals:")).and_then(|t| t.trim().parse().ok())
+        };
+        let (one, two) = (total(OPS)?, total(2 * OPS)?);
+        Some(two.saturating_sub(one) / OPS)
+    };
+    let show = |n: Option<u64>| n.map_or_else(|| "(failed)".to_string(), |n| n.to_string());
+    let decision = per_op("retry_decision/relent_core_on_failure", "*on_failure*");
+    let step = per_op("retry_decision/backon_step", "*ExponentialBackoff*next*");
+    println!(
+        "relent-core's decision after a failure (`on_failure`): {}; backon's step (`ExponentialBackoff::next`): {}\n",
+        show(decision),
+        show(step)
+    );
+    const CONTENDERS: [(&str, &str); 5] = [
+        ("relent_tokio", "relent-tokio"),
+        ("backon", "backon"),
+        ("backon_with_attempt_timeout", "backon + timeout"),
+        ("tower_retry_with_budget", "tower + budget"),
+        ("tower_retry_with_budget_and_attempt_timeout", "tower + budget + `Timeout`"),
+    ];
+    println!("Instructions per `block_on` less those of the bare call:\n");
+    println!("| path | bare call | {} |", CONTENDERS.map(|(_, title)| title).join(" | "));
+    println!("|---|---|{}", "---|".repeat(CONTENDERS.len()));
+    for path in ["success", "success_after_a_wait", "one_retry"] {
+        let block_on = "tokio::runtime::runtime::Runtime::block_on*";
+        let bare = per_op(&format!("{path}/bare_call"), block_on);
+        let cells = CONTENDERS.map(|(name, _)| {
+            let n = per_op(&format!("{path}/{name}"), block_on);
+            match (n, bare) {
+                (Some(n), Some(bare)) => format!("{}", n.saturating_sub(bare)),
+                _ => "(failed)".to_string(),
+            }
+        });
+        println!("| {path} | {} | {} |", show(bare), cells.join(" | "));
+    }
+}
+
+/// The alternatives bench's executable, built (in release, as `cargo bench` builds it) by the cargo
+/// that runs this binary.
+fn alternatives_executable() -> Option<std::path::PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = std::process::Command::new(cargo)
+        .args(["bench", "-q", "-p", "relent-tests", "--bench", "alternatives", "--no-run"])
+        .args(["--message-format=json-render-diagnostics"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .ok()?;
+    // One JSON message per line; the bench's artifact names its executable. No JSON parser for
+    // one field: the key and its string value are found by hand.
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"name\":\"alternatives\""))
+        .find_map(|l| {
+            let rest = l.split_once("\"executable\":\"")?.1;
+            Some(std::path::PathBuf::from(rest.split_once('"')?.0))
+        })
 }
 
 /// Runs the benchmark suites with the cargo that runs this binary, and prints each result line.
