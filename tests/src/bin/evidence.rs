@@ -4,7 +4,7 @@
 //! comparisons in the alternatives bench's paired mode, whose ratios the README reports.
 //!
 //! `--benchmarks` ends with the instruction counts the README gives beside the timings, counted by
-//! callgrind (deterministic, unlike time on a shared machine) when valgrind is installed;
+//! callgrind (repeatable, unlike time on a shared machine) when valgrind is installed;
 //! `--instructions` prints those alone (about 30 seconds).
 //!
 //! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 7 minutes on 2 cores;
@@ -48,7 +48,7 @@ const OPS: u64 = 5_000;
 /// divided by `OPS`, so that setup and first-use costs cancel; only the named functions are counted
 /// (`--toggle-collect`).
 fn instructions() {
-    println!("\n## Instructions (callgrind; deterministic on one binary and toolchain)\n");
+    println!("\n## Instructions (callgrind; they repeat to within about 20 per operation)\n");
     if std::process::Command::new("valgrind").arg("--version").output().is_err() {
         println!("valgrind is not installed, so nothing was counted (Debian: `apt-get install valgrind`).");
         return;
