@@ -54,6 +54,11 @@ const CONFIG: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
     .breaker(BreakerConfig::failure_ratio(90, 1_000_000, D::from_secs(30)))
     .rate_limit(RateLimit::new(1_000_000, D::from_secs(1)).burst(1_000));
 
+/// Every bench's operation: a 10 s deadline, replayable for an hour (relent-tokio's ticks are
+/// `HZ`'s, so the adapter benches take it too).
+const CONTEXT: Context<HZ> =
+    Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
+
 /// backon's equivalent of `POLICY`: 3 attempts, 100 ms doubling to 2 s, with jitter.
 fn backon_policy() -> ExponentialBuilder {
     ExponentialBuilder::default()
@@ -97,9 +102,9 @@ fn batched<S, I, O>(
 /// input of the `retry_decision` benches.
 type OutForFailure = (Operation<'static, HZ, Verdict<HZ>>, Option<relent_core::Attempt<HZ>>, T);
 
-fn attempt_out(dep: &mut Dependency<HZ, 10>, clock: u64, context: Context<HZ>) -> OutForFailure {
+fn attempt_out(dep: &mut Dependency<HZ, 10>, clock: u64) -> OutForFailure {
     let now = T::from_ticks(clock);
-    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
+    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, CONTEXT, now).unwrap();
     let Action::Dispatch(attempt) = op.poll(now, dep, &mut ()) else { unreachable!() };
     (op, Some(attempt), T::from_ticks(clock + 500))
 }
@@ -121,9 +126,8 @@ fn from_scratch(
     rng: &mut rand_xoshiro::Xoshiro256PlusPlus,
     clock: u64,
 ) -> bool {
-    let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
     let now = T::from_ticks(clock);
-    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, context, now).unwrap();
+    let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &CONFIG, CONTEXT, now).unwrap();
     let Action::Dispatch(attempt) = op.poll(now, dep, &mut ()) else { unreachable!() };
     op.on_failure(attempt, T::from_ticks(clock + 500), dep, rng, Verdict::Retryable, &mut ());
     op.is_done()
@@ -168,7 +172,6 @@ fn core(c: &mut Criterion) {
     });
     g.bench_function("relent_core_on_failure", |b| {
         let dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
-        let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
         // The dependency, the RNG and the clock, which advances 1 ms per operation.
         let mut state = (dep, seeded(1), 0u64);
         b.iter_custom(|iters| {
@@ -177,7 +180,7 @@ fn core(c: &mut Criterion) {
                 &mut state,
                 |(dep, _, clock)| {
                     *clock += 1_000;
-                    attempt_out(dep, *clock, context)
+                    attempt_out(dep, *clock)
                 },
                 |(dep, rng, _), input| fail(dep, rng, input),
             )
@@ -193,11 +196,10 @@ fn core(c: &mut Criterion) {
         let dep = std::cell::RefCell::new(Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap());
         let clock = std::cell::Cell::new(0u64);
         let mut rng = seeded(1);
-        let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
         b.iter_batched_ref(
             || {
                 clock.set(clock.get() + 1_000);
-                attempt_out(&mut dep.borrow_mut(), clock.get(), context)
+                attempt_out(&mut dep.borrow_mut(), clock.get())
             },
             |input| fail(&mut dep.borrow_mut(), &mut rng, input),
             BatchSize::SmallInput,
@@ -331,7 +333,6 @@ impl<Res, E> tower::retry::Policy<Fails, Res, E> for TowerPolicy {
 struct Adapters {
     rt: tokio::runtime::Runtime,
     dep: relent_tokio::Dependency,
-    context: Context<{ relent_tokio::HZ }>,
     tower_budget: std::sync::Arc<TpsBudget>,
 }
 
@@ -377,12 +378,8 @@ impl Adapters {
         let config = relent_core::DependencyConfig::new(relent_tokio::Duration::from_secs(10))
             .budget(valid(RetryBudget::ratio(100, 0)));
         let dep = rt.block_on(async { relent_tokio::Dependency::with_seed("bench", config, 1).unwrap() });
-        let context = Context::new(
-            relent_tokio::Duration::from_secs(10),
-            ReplaySafety::replayable_read(relent_tokio::Duration::from_secs(3600)),
-        );
         let tower_budget = std::sync::Arc::new(TpsBudget::new(Std::from_secs(10), 1_000_000, 1.0));
-        Self { rt, dep, context, tower_budget }
+        Self { rt, dep, tower_budget }
     }
 
     /// Runs one operation of `who` to its end, and says whether it succeeded.
@@ -403,12 +400,12 @@ impl Adapters {
         // folded away.
         match who {
             Contender::BareCall => black_box(rt.block_on(call(false, waits))).is_ok(),
-            Contender::RelentTokio => {
-                black_box(rt.block_on(self.dep.execute(&POLICY_TOKIO, self.context, |info| {
-                    call(fails_first && info.number == 1, waits)
-                })))
-                .is_ok()
-            }
+            Contender::RelentTokio => black_box(rt.block_on(self.dep.execute(
+                &POLICY_TOKIO,
+                CONTEXT,
+                |info| call(fails_first && info.number == 1, waits),
+            )))
+            .is_ok(),
             Contender::Backon => black_box(rt.block_on(async {
                 let mut first = fails_first;
                 (|| call(std::mem::replace(&mut first, false), waits))
@@ -533,7 +530,6 @@ fn ratio_line(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) {
 fn paired() {
     println!("paired mode: {ROUNDS} rounds after {ROUNDS} of warm-up, {BATCH} calls per contender per round");
     // relent-core's decision after a failure against backon's bare step, inputs in cache.
-    let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
     let mut state = (Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap(), seeded(1), 0u64);
     let t = rotate(2, |i| match i {
         0 => batched(
@@ -541,7 +537,7 @@ fn paired() {
             &mut state,
             |(dep, _, clock)| {
                 *clock += 1_000;
-                attempt_out(dep, *clock, context)
+                attempt_out(dep, *clock)
             },
             |(dep, rng, _), input| fail(dep, rng, input),
         ),
@@ -616,11 +612,10 @@ fn count(what: &str, n: u64) {
     match what {
         "retry_decision/relent_core_on_failure" => {
             // The paired mode's inputs: one operation per millisecond, its first attempt failing.
-            let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
             let mut dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
             let mut rng = seeded(1);
             for i in 1..=n {
-                let mut input = attempt_out(&mut dep, i * 1_000, context);
+                let mut input = attempt_out(&mut dep, i * 1_000);
                 fail(&mut dep, &mut rng, &mut input);
                 black_box(&input);
             }
