@@ -100,8 +100,9 @@ pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: Ticks, hi:
             break;
         }
     }
-    // offset < range = span + 1, so this cannot exceed hi; saturate anyway rather than trust it.
-    lo.saturating_add(offset).min(hi)
+    // offset < range = span + 1 (or range is 0, the whole range, and lo is 0): lo + offset <= hi,
+    // so the sum cannot wrap.
+    lo.wrapping_add(offset)
 }
 
 #[cfg(test)]
