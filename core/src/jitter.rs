@@ -142,6 +142,15 @@ mod tests {
     }
 
     #[test]
+    fn intervals_at_the_top_of_the_tick_range_end_exactly_at_their_upper_end() {
+        // The sum lo + offset is not clamped: these are where a wrong offset would wrap or overshoot.
+        for (lo, hi) in [(Ticks::MAX - 2, Ticks::MAX), (1, Ticks::MAX), (Ticks::MAX - 1, Ticks::MAX)] {
+            assert_eq!(uniform_inclusive(&mut Script(&[Ticks::MAX], 0), lo, hi), hi, "[{lo}, {hi}]");
+            assert_eq!(uniform_inclusive(&mut Script(&[0], 0), lo, hi), lo, "[{lo}, {hi}]");
+        }
+    }
+
+    #[test]
     fn the_full_tick_range_uses_the_raw_word() {
         assert_eq!(uniform_inclusive(&mut Script(&[42], 0), 0, Ticks::MAX), 42);
     }
