@@ -525,8 +525,8 @@ fn ratio_line(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) {
 /// round, and a ratio taken within each round. A machine shared with other work drifts between
 /// criterion's benchmarks, which run one after another for seconds each; drift between the halves
 /// of one round is small, so the median of the rounds' ratios is steady within a run. Between runs
-/// the machine's state still shows: on the development machine, quiet and busy periods gave
-/// relent-core's decision 1.06x and 1.4x to 1.5x backon's step (see the README).
+/// the machine's state still shows: on the development machine, quiet and busy periods give
+/// relent-core's decision different ratios to backon's step (the README has the figures).
 fn paired() {
     println!("paired mode: {ROUNDS} rounds after {ROUNDS} of warm-up, {BATCH} calls per contender per round");
     // relent-core's decision after a failure against backon's bare step, inputs in cache.
