@@ -27,6 +27,21 @@ fn the_ratio_budget_keeps_amplification_near_its_share() {
 }
 
 #[test]
+fn the_ratio_budget_passes_a_burst_as_the_outage_starts_then_holds_every_100_ms_to_its_share() {
+    // The window holds 2 s of healthy calls when the outage starts: 10 % of them is credit, spent in
+    // the first few hundred milliseconds (the bump in the README's plots). From then on each 100 ms
+    // gets about its share of retries and no more.
+    let o = reduced(Scenario::seed_000(1, Budget::Ratio, Jitter::Full));
+    let series = o.amplification_over_time(15_000);
+    let at = |from: f64, to: f64| series.iter().filter(move |(t, _)| (from..to).contains(t)).map(|p| p.1);
+    let burst = at(2.0, 2.5).fold(0.0, f64::max);
+    let held = at(3.0, 7.0).fold(0.0, f64::max);
+    assert!(burst >= 2.0, "the first half second of the outage: {burst} calls per first attempt");
+    assert!(held <= 1.2, "the most in any 100 ms from 3 s to 7 s: {held}");
+    assert!(at(0.0, 2.0).all(|a| a == 1.0), "before the outage, one call per first attempt");
+}
+
+#[test]
 fn the_token_bucket_keeps_amplification_near_its_size() {
     let o = reduced(Scenario::seed_000(1, Budget::Tokens, Jitter::Full));
     let a = o.amplification(2_000, 7_000);
@@ -39,6 +54,22 @@ fn three_layers_multiply_without_budgets_and_stay_near_the_share_with_them() {
     let ratio = reduced(Scenario::seed_000(3, Budget::Ratio, Jitter::Full)).amplification(2_000, 7_000);
     assert!(none >= 10.0, "{none}");
     assert!(ratio <= 1.6, "{ratio}");
+}
+
+#[test]
+fn without_jitter_the_dropped_calls_come_back_in_waves_at_the_backoff_delays() {
+    // The calls in flight fail together when the node drops; without jitter their first retries
+    // all land 100 ms later (the base delay), fail together when their 300 ms call ends (the node is
+    // still down), and their second retries land 200 ms after that: 600 ms after the drop.
+    let s = Scenario::node_drop(Jitter::None);
+    let o = reduced(s);
+    let from = (s.outage_ms.0 / 10) as usize;
+    let mut slots: Vec<(u64, usize)> =
+        o.calls_per_10ms.iter().skip(from).take(150).enumerate().map(|(i, &c)| (c, i * 10)).collect();
+    slots.sort_unstable_by(|a, b| b.cmp(a));
+    let mut waves: Vec<usize> = slots.iter().take(2).map(|&(_, ms)| ms).collect();
+    waves.sort_unstable();
+    assert_eq!(waves, [100, 600], "ms after the drop of the two tallest 10 ms slots");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::path::Path;
 use relent_core::Jitter;
 use relent_tests::evidence::aws::{self, Algorithm};
 use relent_tests::evidence::overload::{self, Budget, Scenario};
-use relent_tests::evidence::plot::{Series, lines};
+use relent_tests::evidence::plot::{Legend, Series, lines};
 
 /// Seeded runs per point of the AWS experiment (the paper's 100). `EVIDENCE_RUNS` overrides it.
 fn runs() -> u64 {
@@ -32,7 +32,7 @@ fn main() {
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../evidence");
     std::fs::create_dir_all(&out).expect("the evidence directory can be created");
     aws_experiment(&out);
-    overload_tables();
+    overload(&out);
     if flag("--benchmarks") {
         benchmarks();
         instructions();
@@ -203,19 +203,28 @@ fn aws_experiment(out: &Path) {
         ("aws-completion.svg", "Time until the last client succeeds (log scale)", "ms", &times, true),
     ];
     for (file, title, y, series, log_y) in plots {
-        if let Err(e) = lines(&out.join(file), title, ("clients", y), series, log_y) {
+        if let Err(e) = lines(&out.join(file), title, ("clients", y), series, log_y, Legend::UpperLeft) {
             eprintln!("{file}: {e}");
         }
     }
     println!("\n(CSV and SVG plots in evidence/)\n");
 }
 
-fn overload_tables() {
+/// Seed 000's overload scenario at one and three layers with each budget, then the node drop with
+/// and without jitter: the tables on stdout, the time series in `overload.csv` and `node-drop.csv`,
+/// and their plots.
+fn overload(out: &Path) {
+    /// The span the time series cover: the first attempts stop at 15 s, their retries a little later.
+    const UNTIL_MS: u64 = 16_000;
     println!("## Overload: 3,000 first attempts/s, every call fails from 2 s to 7 s, 3 attempts each\n");
     println!(
         "| layers | budget | calls per first attempt during the outage | after it (7-15 s) | peak calls per 10 ms |"
     );
     println!("|---|---|---|---|---|");
+    let mut csv = String::from("layers,budget,t_ms,calls,first_attempts\n");
+    let mut per_second: Vec<Series> = Vec::new();
+    let mut amplification: Vec<Series> = Vec::new();
+    let mut first_attempts = Vec::new();
     for layers in [1, 3] {
         for budget in [Budget::Unlimited, Budget::Ratio, Budget::Tokens] {
             let o = overload::run(&Scenario::seed_000(layers, budget, Jitter::Full));
@@ -226,15 +235,83 @@ fn overload_tables() {
                 o.amplification(7_000, 15_000),
                 o.peak_per_10ms
             );
+            for (i, (calls, first)) in
+                o.calls.iter().zip(&o.first).take((UNTIL_MS / 100) as usize).enumerate()
+            {
+                let _ = writeln!(csv, "{layers},{},{},{calls},{first}", budget.short_name(), i * 100);
+            }
+            if layers == 1 {
+                per_second.push(Series { name: budget.short_name(), points: o.calls_per_second(UNTIL_MS) });
+                // The same in every run.
+                first_attempts = o.first_attempts_per_second(UNTIL_MS);
+            }
+            amplification
+                .push(Series { name: legend(layers, budget), points: o.amplification_over_time(15_000) });
         }
     }
+    per_second.push(Series { name: "first attempts", points: first_attempts });
+    std::fs::write(out.join("overload.csv"), csv).expect("overload.csv is written");
     println!(
         "\n## Jitter when a node drops: 300 ms calls, ~900 in flight fail at once (1 layer, no budget)\n"
     );
     println!("| jitter | peak calls per 10 ms | calls per first attempt during the outage |");
     println!("|---|---|---|");
+    let mut csv = String::from("jitter,t_ms,calls\n");
+    let mut wave: Vec<Series> = Vec::new();
     for jitter in [Jitter::None, Jitter::Full] {
-        let o = overload::run(&Scenario::node_drop(jitter));
+        let s = Scenario::node_drop(jitter);
+        let o = overload::run(&s);
         println!("| {} | {} | {:.2} |", jitter.as_str(), o.peak_per_10ms, o.amplification(2_000, 7_000));
+        // From the drop to 1.5 s after it, per 10 ms.
+        let from = (s.outage_ms.0 / 10) as usize;
+        let slots = o.calls_per_10ms.iter().skip(from).take(150).enumerate();
+        let mut points = Vec::new();
+        for (i, &calls) in slots {
+            let _ = writeln!(csv, "{},{},{calls}", jitter.as_str(), i * 10);
+            points.push((i as f64 * 10.0, calls as f64));
+        }
+        wave.push(Series { name: if jitter == Jitter::None { "no jitter" } else { "full jitter" }, points });
+    }
+    std::fs::write(out.join("node-drop.csv"), csv).expect("node-drop.csv is written");
+    let plots = [
+        (
+            "overload-calls.svg",
+            "Calls per second reaching the dependency (one layer; down from 2 s to 7 s)",
+            ("seconds", "calls per second"),
+            &per_second,
+            false,
+        ),
+        (
+            "overload-amplification.svg",
+            "Calls per first attempt, per 100 ms (log scale; down from 2 s to 7 s)",
+            ("seconds", "calls per first attempt"),
+            &amplification,
+            true,
+        ),
+        (
+            "node-drop.svg",
+            "Calls per 10 ms after a node drops with ~900 calls in flight",
+            ("ms after the drop", "calls per 10 ms"),
+            &wave,
+            false,
+        ),
+    ];
+    // The lines of these three end low: the legend goes top right.
+    for (file, title, labels, series, log_y) in plots {
+        if let Err(e) = lines(&out.join(file), title, labels, series, log_y, Legend::UpperRight) {
+            eprintln!("{file}: {e}");
+        }
+    }
+}
+
+/// A legend for `layers` layers (1 or 3), each with `budget`.
+fn legend(layers: usize, budget: Budget) -> &'static str {
+    match (layers, budget) {
+        (1, Budget::Unlimited) => "1 layer, no budget",
+        (1, Budget::Ratio) => "1 layer, ratio budget",
+        (1, Budget::Tokens) => "1 layer, token bucket",
+        (_, Budget::Unlimited) => "3 layers, no budget",
+        (_, Budget::Ratio) => "3 layers, ratio budget",
+        (_, Budget::Tokens) => "3 layers, token bucket",
     }
 }

@@ -34,6 +34,15 @@ pub enum Budget {
 }
 
 impl Budget {
+    /// A short name, for plot legends.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Self::Unlimited => "no budget",
+            Self::Ratio => "ratio budget",
+            Self::Tokens => "token bucket",
+        }
+    }
+
     /// The name used in tables.
     pub fn name(self) -> &'static str {
         match self {
@@ -94,6 +103,8 @@ pub struct Outcome {
     pub calls: Vec<u64>,
     /// First attempts made by the service, per 100 ms.
     pub first: Vec<u64>,
+    /// Calls reaching the dependency, per 10 ms.
+    pub calls_per_10ms: Vec<u64>,
     /// The most calls in any 10 ms slot.
     pub peak_per_10ms: u64,
     /// Operations of the outermost layer that ended, by success.
@@ -110,6 +121,29 @@ impl Outcome {
         let first: u64 = self.first.get(a..b.min(self.first.len())).map_or(0, |s| s.iter().sum());
         calls as f64 / first.max(1) as f64
     }
+
+    /// Calls per second reaching the dependency in each 100 ms from 0 to `to_ms`: (seconds, calls/s).
+    pub fn calls_per_second(&self, to_ms: u64) -> Vec<(f64, f64)> {
+        per_second(&self.calls, to_ms)
+    }
+
+    /// First attempts per second in each 100 ms from 0 to `to_ms`: (seconds, first attempts/s).
+    pub fn first_attempts_per_second(&self, to_ms: u64) -> Vec<(f64, f64)> {
+        per_second(&self.first, to_ms)
+    }
+
+    /// Calls per first attempt in each 100 ms from 0 to `to_ms` (while first attempts arrive):
+    /// (seconds, calls per first attempt).
+    pub fn amplification_over_time(&self, to_ms: u64) -> Vec<(f64, f64)> {
+        (0..(to_ms / 100)).map(|i| (i as f64 / 10.0, self.amplification(i * 100, (i + 1) * 100))).collect()
+    }
+}
+
+/// Counts per 100 ms as (seconds, count per second), from 0 to `to_ms`.
+fn per_second(counts: &[u64], to_ms: u64) -> Vec<(f64, f64)> {
+    (0..(to_ms / 100) as usize)
+        .map(|i| (i as f64 / 10.0, counts.get(i).copied().unwrap_or(0) as f64 * 10.0))
+        .collect()
 }
 
 const fn valid<V: Copy>(r: Result<V, relent_core::ConfigError>) -> V {
@@ -187,8 +221,12 @@ pub fn run(s: &Scenario) -> Outcome {
     };
     let horizon_us = (s.duration_ms + 20_000) * 1_000;
     let buckets = (horizon_us / 100_000) as usize + 1;
-    let mut out = Outcome { calls: vec![0; buckets], first: vec![0; buckets], ..Outcome::default() };
-    let mut per_10ms: Vec<u64> = vec![0; buckets * 10];
+    let mut out = Outcome {
+        calls: vec![0; buckets],
+        first: vec![0; buckets],
+        calls_per_10ms: vec![0; buckets * 10],
+        ..Outcome::default()
+    };
     let gap_us = 1_000_000 / s.rate.max(1);
     push(&mut queue, 0, Event::Arrive);
     let context = |deadline: D| Context::new(deadline, ReplaySafety::replayable_read(D::from_secs(3_600)));
@@ -217,7 +255,7 @@ pub fn run(s: &Scenario) -> Outcome {
                             // The dependency itself.
                             let slot = (now / 100_000) as usize;
                             out.calls[slot.min(buckets - 1)] += 1;
-                            per_10ms[((now / 10_000) as usize).min(buckets * 10 - 1)] += 1;
+                            out.calls_per_10ms[((now / 10_000) as usize).min(buckets * 10 - 1)] += 1;
                             let (down_from, down_to) = (s.outage_ms.0 * 1_000, s.outage_ms.1 * 1_000);
                             let ends = now + s.call_ms * 1_000;
                             let report = if now >= down_from && now < down_to {
@@ -269,7 +307,7 @@ pub fn run(s: &Scenario) -> Outcome {
             }
         }
     }
-    out.peak_per_10ms = per_10ms.iter().copied().max().unwrap_or(0);
+    out.peak_per_10ms = out.calls_per_10ms.iter().copied().max().unwrap_or(0);
     out
 }
 
