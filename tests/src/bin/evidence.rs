@@ -18,22 +18,68 @@ use relent_tests::evidence::aws::{self, Algorithm};
 use relent_tests::evidence::overload::{self, Budget, Scenario};
 use relent_tests::evidence::plot::{Legend, Series, lines};
 
-/// Seeded runs per point of the AWS experiment (the paper's 100). `EVIDENCE_RUNS` overrides it.
-fn runs() -> u64 {
-    std::env::var("EVIDENCE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
+const USAGE: &str =
+    "usage: cargo run --release -p relent-tests --bin evidence [-- --benchmarks | -- --instructions]
+  (no flag)       the simulations: tables on stdout, CSV and SVG plots in evidence/ (about 10 s)
+  --benchmarks    the same, then the benchmark suites, the paired mode and the instruction counts
+                  (about 7 minutes)
+  --instructions  the instruction counts alone, under callgrind (about 30 s; needs valgrind)
+environment: EVIDENCE_RUNS=N seeded runs per point of the AWS experiment (default 100, the paper's)";
+
+/// What a run of the binary does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Simulations,
+    Benchmarks,
+    Instructions,
+}
+
+/// The mode its arguments ask for (the program's name excluded), or what is wrong with them.
+fn mode(args: &[String]) -> Result<Mode, String> {
+    match args {
+        [] => Ok(Mode::Simulations),
+        [one] if one == "--benchmarks" => Ok(Mode::Benchmarks),
+        [one] if one == "--instructions" => Ok(Mode::Instructions),
+        [one] if one == "--help" || one == "-h" => Err(String::new()),
+        [one] => Err(format!("evidence: unknown flag {one:?}")),
+        _ => Err(format!("evidence: {args:?}: it takes at most one flag")),
+    }
+}
+
+/// Seeded runs per point of the AWS experiment: `EVIDENCE_RUNS`, or the paper's 100.
+fn runs() -> Result<u64, String> {
+    match std::env::var("EVIDENCE_RUNS") {
+        Err(_) => Ok(100),
+        Ok(v) => match v.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!(
+                "evidence: EVIDENCE_RUNS={v:?} is not a number of runs (a whole number, 1 or more)"
+            )),
+        },
+    }
 }
 
 fn main() {
-    let flag = |f: &str| std::env::args().any(|a| a == f);
-    if flag("--instructions") {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mode, runs) = match (mode(&args), runs()) {
+        (Ok(mode), Ok(runs)) => (mode, runs),
+        (Err(why), _) | (_, Err(why)) => {
+            if !why.is_empty() {
+                eprintln!("{why}\n");
+            }
+            eprintln!("{USAGE}");
+            std::process::exit(if why.is_empty() { 0 } else { 2 });
+        }
+    };
+    if mode == Mode::Instructions {
         instructions();
         return;
     }
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../evidence");
     std::fs::create_dir_all(&out).expect("the evidence directory can be created");
-    aws_experiment(&out);
+    aws_experiment(&out, runs);
     overload(&out);
-    if flag("--benchmarks") {
+    if mode == Mode::Benchmarks {
         benchmarks();
         instructions();
     }
@@ -176,8 +222,7 @@ fn benchmarks() {
     }
 }
 
-fn aws_experiment(out: &Path) {
-    let runs = runs();
+fn aws_experiment(out: &Path, runs: u64) {
     println!("## The AWS experiment: n clients, one row, optimistic concurrency ({runs} runs per point)\n");
     let mut csv = String::from("clients,algorithm,mean_write_calls,mean_completion_ms\n");
     let mut calls: Vec<Series> =
@@ -313,5 +358,26 @@ fn legend(layers: usize, budget: Budget) -> &'static str {
         (_, Budget::Unlimited) => "3 layers, no budget",
         (_, Budget::Ratio) => "3 layers, ratio budget",
         (_, Budget::Tokens) => "3 layers, token bucket",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn each_flag_selects_its_mode_and_anything_else_is_refused_by_name() {
+        assert_eq!(mode(&args(&[])), Ok(Mode::Simulations));
+        assert_eq!(mode(&args(&["--benchmarks"])), Ok(Mode::Benchmarks));
+        assert_eq!(mode(&args(&["--instructions"])), Ok(Mode::Instructions));
+        assert_eq!(mode(&args(&["--help"])), Err(String::new()), "help: the usage alone");
+        assert_eq!(mode(&args(&["--benchmark"])), Err("evidence: unknown flag \"--benchmark\"".to_owned()));
+        assert!(
+            mode(&args(&["--benchmarks", "--instructions"])).is_err_and(|e| e.contains("at most one flag"))
+        );
     }
 }
