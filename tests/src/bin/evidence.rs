@@ -268,7 +268,8 @@ fn overload(out: &Path) {
     println!("|---|---|---|---|---|");
     let mut csv = String::from("layers,budget,t_ms,calls,first_attempts\n");
     let mut per_second: Vec<Series> = Vec::new();
-    let mut amplification: Vec<Series> = Vec::new();
+    // Each line's legend and points; the series borrow the legends once all are made.
+    let mut amplification: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut first_attempts = Vec::new();
     for layers in [1, 3] {
         for budget in [Budget::Unlimited, Budget::Ratio, Budget::Tokens] {
@@ -290,11 +291,15 @@ fn overload(out: &Path) {
                 // The same in every run.
                 first_attempts = o.first_attempts_per_second(UNTIL_MS);
             }
-            amplification
-                .push(Series { name: legend(layers, budget), points: o.amplification_over_time(15_000) });
+            let plural = if layers == 1 { "" } else { "s" };
+            let name = format!("{layers} layer{plural}, {}", budget.short_name());
+            amplification.push((name, o.amplification_over_time(15_000)));
         }
     }
     per_second.push(Series { name: "first attempts", points: first_attempts });
+    let (names, points): (Vec<String>, Vec<_>) = amplification.into_iter().unzip();
+    let amplification: Vec<Series> =
+        names.iter().zip(points).map(|(name, points)| Series { name, points }).collect();
     std::fs::write(out.join("overload.csv"), csv).expect("overload.csv is written");
     println!(
         "\n## Jitter when a node drops: 300 ms calls, ~900 in flight fail at once (1 layer, no budget)\n"
@@ -346,18 +351,6 @@ fn overload(out: &Path) {
         if let Err(e) = lines(&out.join(file), title, labels, series, log_y, Legend::UpperRight) {
             eprintln!("{file}: {e}");
         }
-    }
-}
-
-/// A legend for `layers` layers (1 or 3), each with `budget`.
-fn legend(layers: usize, budget: Budget) -> &'static str {
-    match (layers, budget) {
-        (1, Budget::Unlimited) => "1 layer, no budget",
-        (1, Budget::Ratio) => "1 layer, ratio budget",
-        (1, Budget::Tokens) => "1 layer, token bucket",
-        (_, Budget::Unlimited) => "3 layers, no budget",
-        (_, Budget::Ratio) => "3 layers, ratio budget",
-        (_, Budget::Tokens) => "3 layers, token bucket",
     }
 }
 
