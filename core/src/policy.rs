@@ -175,7 +175,9 @@ impl<const HZ: u64> RetryPolicy<HZ> {
                 (base, previous.as_ticks().saturating_mul(3).max(base))
             }
         };
-        // Only a decorrelated interval reaches above the maximum delay.
+        // Only a decorrelated interval reaches above the maximum delay. It is capped after the draw,
+        // as AWS's `min(cap, random_between(base, sleep * 3))` is: a draw above the cap waits the
+        // cap. Capping the interval first would spread those draws below it instead.
         let ticks = uniform_inclusive(rng, lo, hi).min(self.max_delay.as_ticks());
         Duration::<HZ>::from_ticks(ticks)
     }
