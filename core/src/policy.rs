@@ -362,6 +362,9 @@ mod tests {
         assert_eq!(p.delay(1, D::from_millis(100), &mut Const(0)).as_ticks(), 100);
         assert_eq!(p.delay(1, D::from_millis(100), &mut Const(u64::MAX)).as_ticks(), 300);
         assert_eq!(p.delay(5, D::from_millis(1500), &mut Const(u64::MAX)).as_ticks(), 2000);
+        // The middle of [100, 4500] is 2300: above the cap, so the cap (AWS's min(cap, draw)). An
+        // interval capped before the draw would give the middle of [100, 2000] instead.
+        assert_eq!(p.delay(5, D::from_millis(1500), &mut Const(u64::MAX / 2)).as_ticks(), 2000);
     }
 
     #[test]
