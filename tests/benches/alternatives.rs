@@ -12,7 +12,8 @@
 //!   backon builds and steps.
 //! - `budget`: tower's `TpsBudget` deposit + withdraw, against relent-core's ratio budget read over
 //!   its window (`Dependency::retries_available`).
-//! - `rate_limit`: governor's `check`, against relent-core's `next_rate_unit` (GCRA).
+//! - `rate_limit`: governor's `check`, against relent-core's `next_rate_unit` (GCRA), and against
+//!   relent-core's start of an operation with its attempt's admission, which takes the rate unit.
 //!
 //! Adapters, on a current-thread tokio runtime with paused time (each figure includes `block_on`):
 //! - `success` (an attempt ready at its first poll), `success_after_a_wait` (an attempt pending
@@ -239,6 +240,22 @@ fn core(c: &mut Criterion) {
         b.iter(|| {
             clock += 1;
             dep.next_rate_unit(&CONFIG, T::from_ticks(clock))
+        })
+    });
+    // What governor's check does and more: an operation starts and its attempt is admitted, which
+    // takes a rate unit and counts the call in the ratio budget's window (no lock: the adapters
+    // hold their own around it). One unit a microsecond, one operation a microsecond: never a wait.
+    g.bench_function("relent_core_start_and_admission_taking_a_rate_unit", |b| {
+        let config = DependencyConfig::new(D::from_secs(10))
+            .budget(valid(RetryBudget::ratio(10, 0)))
+            .rate_limit(RateLimit::new(1_000_000, D::from_secs(1)).burst(1_000));
+        let mut dep: Dependency<HZ, 10> = Dependency::new(&config, T::from_ticks(0)).unwrap();
+        let mut clock = 0u64;
+        b.iter(|| {
+            clock += 1;
+            let now = T::from_ticks(clock);
+            let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &config, CONTEXT, now).unwrap();
+            matches!(op.poll(now, &mut dep, &mut ()), Action::Dispatch(_))
         })
     });
     g.finish();
