@@ -65,11 +65,10 @@ fn without_jitter_the_dropped_calls_come_back_in_waves_at_the_backoff_delays() {
     // still down), and their second retries land 200 ms after that: 600 ms after the drop.
     let s = Scenario::node_drop(Jitter::None);
     let o = reduced(s);
-    let from = (s.outage_ms.0 / 10) as usize;
-    let mut slots: Vec<(u64, usize)> =
-        o.calls_per_10ms.iter().skip(from).take(150).enumerate().map(|(i, &c)| (c, i * 10)).collect();
+    let mut slots: Vec<(u64, u64)> =
+        o.calls_per_10ms_from(s.outage_ms.0, 1_500).into_iter().map(|(ms, calls)| (calls, ms)).collect();
     slots.sort_unstable_by(|a, b| b.cmp(a));
-    let mut waves: Vec<usize> = slots.iter().take(2).map(|&(_, ms)| ms).collect();
+    let mut waves: Vec<u64> = slots.iter().take(2).map(|&(_, ms)| ms).collect();
     waves.sort_unstable();
     assert_eq!(waves, [100, 600], "ms after the drop of the two tallest 10 ms slots");
 }

@@ -313,12 +313,10 @@ fn overload(out: &Path) {
         let o = overload::run(&s);
         println!("| {} | {} | {:.2} |", jitter.as_str(), o.peak_per_10ms, o.amplification(2_000, 7_000));
         // From the drop to 1.5 s after it, per 10 ms.
-        let from = (s.outage_ms.0 / 10) as usize;
-        let slots = o.calls_per_10ms.iter().skip(from).take(150).enumerate();
         let mut points = Vec::new();
-        for (i, &calls) in slots {
-            let _ = writeln!(csv, "{},{},{calls}", jitter.as_str(), i * 10);
-            points.push((i as f64 * 10.0, calls as f64));
+        for (ms, calls) in o.calls_per_10ms_from(s.outage_ms.0, 1_500) {
+            let _ = writeln!(csv, "{},{ms},{calls}", jitter.as_str());
+            points.push((ms as f64, calls as f64));
         }
         wave.push(Series { name: if jitter == Jitter::None { "no jitter" } else { "full jitter" }, points });
     }

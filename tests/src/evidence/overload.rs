@@ -132,6 +132,12 @@ impl Outcome {
         per_second(&self.first, to_ms)
     }
 
+    /// Calls in each 10 ms for `span_ms` from `from_ms`: (ms after `from_ms`, calls).
+    pub fn calls_per_10ms_from(&self, from_ms: u64, span_ms: u64) -> Vec<(u64, u64)> {
+        let slots = self.calls_per_10ms.iter().skip((from_ms / 10) as usize).take((span_ms / 10) as usize);
+        slots.zip((0..).step_by(10)).map(|(&calls, ms)| (ms, calls)).collect()
+    }
+
     /// Calls per first attempt in each 100 ms from 0 to `to_ms` (while first attempts arrive):
     /// (seconds, calls per first attempt).
     pub fn amplification_over_time(&self, to_ms: u64) -> Vec<(f64, f64)> {
