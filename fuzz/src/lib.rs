@@ -1,0 +1,650 @@
+//! Scripts of calls into relent-core, decoded from arbitrary bytes, with checks after every call:
+//! the input of the fuzz target `operations` (`fuzz_targets/operations.rs`), and of relent-tests'
+//! `tests/tests/scripts.rs`, which runs the same scripts on stable.
+//!
+//! Why a fuzz target beside the property tests in `tests/`: relent-core promises never to panic,
+//! on any input. The properties check the rules over valid configurations and callers that keep
+//! the call-order contract. A script is any caller. Its configurations reach the ends of the tick
+//! range and the edges of every validation. Its `now` goes backwards at times. It reports attempts
+//! twice, reports another operation's attempt, drops operations without abandoning them, rebases by
+//! any amount, and restores snapshots whose bytes are arbitrary but carry a valid CRC (what a flash
+//! page written by another firmware could hold). libFuzzer steers the bytes toward branches no
+//! input has taken yet.
+//!
+//! Each check is an `assert!`. A failed check, or a panic in the core, is a crash for libFuzzer and
+//! a failed test for `tests/tests/scripts.rs`. The checks are the contract's promises that hold for
+//! every caller; the rules themselves (delays, budgets, breaker) are the property tests' business.
+//!
+//! `seeds/` holds inputs that together reach every branch libFuzzer reached in longer runs, with
+//! both tick widths: each run's corpus reduced to the inputs that add an edge, by libFuzzer's merge
+//! into an empty directory (`operations -merge=1 -use_counters=0 NEW CORPUS`, with the fuzz
+//! target's binary from `target/`). A change to how scripts are decoded changes what every seed
+//! does: fuzz from them for a few minutes per tick width, and reduce again.
+
+#![forbid(unsafe_code)]
+
+use arbitrary::{Result, Unstructured};
+use rand_core::RngCore;
+use relent_core::{
+    Action, Attempt, BreakerConfig, Context, Dependency, DependencyConfig, Disposition, DutyCycle, Instant,
+    Jitter, MAX_SPAN, Operation, RateLimit, ReplaySafety, RetryBudget, RetryPolicy, Ticks, Verdict,
+};
+
+/// Buckets in the dependency's window, and entries in its airtime log: small, so that scripts fill
+/// them.
+const BUCKETS: usize = 4;
+const LOG: usize = 4;
+/// Operations a script runs at once on its dependency.
+const SLOTS: usize = 4;
+/// At most this many calls per script: a longer input adds nothing but time.
+const STEPS: usize = 256;
+/// Room for any snapshot of the dependency (`Dependency::SNAPSHOT_LEN`, which a generic tick rate
+/// cannot size an array with).
+const SNAPSHOT_ROOM: usize = 1024;
+
+type State<const HZ: u64> = Dependency<HZ, BUCKETS, LOG>;
+type Duration<const HZ: u64> = relent_core::Duration<HZ>;
+
+/// What scripts reached, added up over the scripts run with one `Reached`: a test on random
+/// inputs checks that they reach the paths worth checking, not only refusals of their
+/// configuration.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Reached {
+    /// Scripts whose policy and dependency were accepted.
+    pub dependencies: u32,
+    /// Attempts dispatched.
+    pub dispatched: u32,
+    /// Of those, retries.
+    pub retries: u32,
+    /// Waits the core asked for.
+    pub waits: u32,
+    /// Completions taken.
+    pub completions: u32,
+    /// Of those, successes.
+    pub successes: u32,
+    /// Reports of an attempt not out, which the core ignored.
+    pub ignored_reports: u32,
+    /// Snapshots restored.
+    pub restored: u32,
+    /// Snapshots refused (edited, cut short).
+    pub refused_snapshots: u32,
+}
+
+/// Runs the script that `data` encodes. Running out of bytes ends it early, which is not a
+/// failure; a broken promise of the core panics.
+pub fn run(data: &[u8]) {
+    run_counting(data, &mut Reached::default());
+}
+
+/// As [`run`], adding what the script reached to `reached`.
+pub fn run_counting(data: &[u8], reached: &mut Reached) {
+    let mut u = Unstructured::new(data);
+    // The tick rates of the adapters: a 1 kHz SysTick, a 32,768 Hz RTC, tokio's microseconds.
+    let _ended_early = match u.int_in_range(0..=2u8) {
+        Ok(0) => run_at::<1_000>(&mut u, reached),
+        Ok(1) => run_at::<32_768>(&mut u, reached),
+        _ => run_at::<1_000_000>(&mut u, reached),
+    };
+}
+
+/// A tick count, biased toward the values where arithmetic goes wrong: zero, a few ticks, the end
+/// of the tick range, the longest span the core accepts, and powers of ten.
+fn ticks(u: &mut Unstructured) -> Result<Ticks> {
+    Ok(match u.int_in_range(0..=7u8)? {
+        0 => 0,
+        1 => u.int_in_range(1..=64)?,
+        2 => u.int_in_range(0..=100_000)?,
+        3 => Ticks::MAX - u.int_in_range(0..=64)?,
+        4 => MAX_SPAN.saturating_sub(64).saturating_add(u.int_in_range(0..=128)?),
+        5 => Ticks::saturating_pow(10, u.int_in_range(0..=19)?),
+        _ => u.arbitrary()?,
+    })
+}
+
+fn duration<const HZ: u64>(u: &mut Unstructured) -> Result<Duration<HZ>> {
+    Ok(Duration::<HZ>::from_ticks(ticks(u)?))
+}
+
+/// A count (attempts, calls, slots, tokens): mostly small, at times anything.
+fn count<T: From<u8> + for<'a> arbitrary::Arbitrary<'a>>(u: &mut Unstructured) -> Result<T> {
+    if u.ratio(1u8, 6)? { u.arbitrary() } else { Ok(T::from(u.int_in_range(0..=8u8)?)) }
+}
+
+/// The value of a constructor, or `None` when it refuses: its error must say what is wrong.
+fn accepted<T, E: core::fmt::Display>(made: core::result::Result<T, E>) -> Option<T> {
+    match made {
+        Ok(t) => Some(t),
+        Err(e) => {
+            let said = e.to_string();
+            assert!(!said.is_empty(), "an error that says nothing");
+            None
+        }
+    }
+}
+
+fn policy<const HZ: u64>(u: &mut Unstructured) -> Result<Option<RetryPolicy<HZ>>> {
+    let attempts = count(u)?;
+    let mut builder = match u.int_in_range(0..=2u8)? {
+        0 => RetryPolicy::exponential(attempts, duration(u)?, duration(u)?),
+        1 => RetryPolicy::constant(attempts, duration(u)?),
+        _ => RetryPolicy::single_attempt(),
+    };
+    builder = builder.jitter(match u.int_in_range(0..=3u8)? {
+        0 => Jitter::None,
+        1 => Jitter::Full,
+        2 => Jitter::Equal,
+        _ => Jitter::Decorrelated,
+    });
+    if u.arbitrary()? {
+        builder = builder.max_delay(duration(u)?);
+    }
+    if u.arbitrary()? {
+        builder = builder.attempt_timeout(duration(u)?);
+    }
+    if u.arbitrary()? {
+        builder = builder.min_remaining(duration(u)?);
+    }
+    if u.arbitrary()? {
+        builder = builder.retry_after_spread(duration(u)?);
+    }
+    Ok(accepted(builder.build()))
+}
+
+fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
+    let mut config = DependencyConfig::new(duration(u)?);
+    // A budget most of the time: a policy with retries needs one.
+    if u.ratio(3u8, 4)? {
+        let budget = if u.arbitrary()? {
+            RetryBudget::ratio(u.int_in_range(0..=110)?, count(u)?)
+        } else {
+            RetryBudget::token_bucket(count(u)?, count(u)?, duration(u)?, duration(u)?)
+        };
+        if let Some(budget) = accepted(budget) {
+            config = config.budget(budget);
+        }
+    }
+    if u.arbitrary()? {
+        let mut breaker = match u.int_in_range(0..=2u8)? {
+            0 => BreakerConfig::failure_ratio(u.int_in_range(0..=110)?, count(u)?, duration(u)?),
+            1 => BreakerConfig::count_window(count(u)?, u.int_in_range(0..=110)?, count(u)?, duration(u)?),
+            _ => BreakerConfig::consecutive_failures(count(u)?, duration(u)?),
+        };
+        if u.arbitrary()? {
+            breaker = breaker.probes(count(u)?);
+        }
+        if u.arbitrary()? {
+            breaker = breaker.slow_calls(duration(u)?);
+        }
+        config = config.breaker(breaker);
+    }
+    if u.arbitrary()? {
+        config = config.bulkhead(count(u)?);
+    }
+    if u.arbitrary()? {
+        let mut limit = RateLimit::new(count(u)?, duration(u)?);
+        if u.arbitrary()? {
+            limit = limit.burst(count(u)?);
+        }
+        if u.arbitrary()? {
+            limit = limit.max_wait(duration(u)?);
+        }
+        config = config.rate_limit(limit);
+    }
+    if u.arbitrary()? {
+        config = config.duty_cycle(if u.arbitrary()? {
+            DutyCycle::new(duration(u)?, duration(u)?)
+        } else {
+            DutyCycle::per_mille(u.int_in_range(0..=1_100)?, duration(u)?)
+        });
+    }
+    if u.arbitrary()? {
+        config = config.cooldown(duration(u)?);
+    }
+    Ok(config)
+}
+
+fn context<const HZ: u64>(u: &mut Unstructured) -> Result<Context<HZ>> {
+    let safety = match u.int_in_range(0..=2u8)? {
+        0 => ReplaySafety::Unsafe,
+        1 => ReplaySafety::replayable_read(duration(u)?),
+        _ => ReplaySafety::provider_idempotent_mutation(duration(u)?),
+    };
+    let mut context = Context::new(duration(u)?, safety);
+    if u.arbitrary()? {
+        context = context.airtime(duration(u)?);
+    }
+    // Ids from a small range collide at times, as ids a caller sets by hand may.
+    let id = if u.arbitrary()? { u.int_in_range(0..=3)? } else { u.arbitrary()? };
+    Ok(context.id(id))
+}
+
+fn verdict<const HZ: u64>(u: &mut Unstructured) -> Result<Verdict<HZ>> {
+    Ok(match u.int_in_range(0..=3u8)? {
+        0 => Verdict::Retryable,
+        1 => Verdict::RetryableAfter(duration(u)?),
+        2 => Verdict::retryable_after_secs(u.arbitrary()?),
+        _ => Verdict::NotRetryable,
+    })
+}
+
+/// The jitter's random words, chosen by the script: the ends of the range are where a draw is
+/// most likely to go wrong.
+struct Words {
+    words: [u64; 4],
+    next: usize,
+}
+
+impl Words {
+    fn new(u: &mut Unstructured) -> Result<Self> {
+        let mut words = [0; 4];
+        for w in &mut words {
+            *w = match u.int_in_range(0..=2u8)? {
+                0 => 0,
+                1 => u64::MAX,
+                _ => u.arbitrary()?,
+            };
+        }
+        Ok(Self { words, next: 0 })
+    }
+}
+
+impl RngCore for Words {
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+    fn next_u64(&mut self) -> u64 {
+        let word = self.words[self.next % self.words.len()];
+        self.next = self.next.wrapping_add(1);
+        word
+    }
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        rand_core::impls::fill_bytes_via_next(self, dst);
+    }
+}
+
+/// One operation of the script, and what the script knows of it.
+struct Slot<'p, const HZ: u64> {
+    op: Operation<'p, HZ, Verdict<HZ>>,
+    /// The attempt dispatched and not reported yet.
+    out: Option<Attempt<HZ>>,
+    /// The last attempt reported, or dropped at the deadline: reporting it again must change nothing.
+    stale: Option<Attempt<HZ>>,
+    /// The latest `now` this operation was given, which is the time it acts at.
+    seen: Instant<HZ>,
+    /// Whether its completion was taken.
+    taken: bool,
+    /// Until when a retry may start: the replay-safety statement's end (seed 003), from the start
+    /// for an operation with no statement, which may not be repeated at all.
+    safe_until: Instant<HZ>,
+    /// The earliest start of the next retry, after a failure that said how long to wait (a
+    /// Retry-After is a lower bound, never clamped down: seeds 000 and 003).
+    not_before: Option<Instant<HZ>>,
+}
+
+/// The script's world: the policy, the dependency, its operations and the clock.
+struct World<'p, const HZ: u64> {
+    policy: &'p RetryPolicy<HZ>,
+    config: &'p DependencyConfig<HZ>,
+    state: State<HZ>,
+    slots: [Option<Slot<'p, HZ>>; SLOTS],
+    now: Instant<HZ>,
+    rng: Words,
+    /// Slot counts can no longer be checked: an operation was dropped holding a slot, or a snapshot
+    /// was restored while attempts were out (neither a caller keeping the contract does).
+    uncounted: bool,
+    reached: &'p mut Reached,
+}
+
+fn run_at<const HZ: u64>(u: &mut Unstructured, reached: &mut Reached) -> Result<()> {
+    let (Some(policy), config) = (policy::<HZ>(u)?, config::<HZ>(u)?) else {
+        return Ok(());
+    };
+    let now = Instant::<HZ>::from_ticks(ticks(u)?);
+    let Some(state) = accepted(State::<HZ>::new(&config, now)) else {
+        return Ok(());
+    };
+    let rng = Words::new(u)?;
+    reached.dependencies += 1;
+    let mut world = World {
+        policy: &policy,
+        config: &config,
+        state,
+        slots: Default::default(),
+        now,
+        rng,
+        uncounted: false,
+        reached,
+    };
+    let mut steps = 0;
+    while !u.is_empty() && steps < STEPS {
+        steps += 1;
+        world.step(u)?;
+    }
+    world.end();
+    Ok(())
+}
+
+impl<'p, const HZ: u64> World<'p, HZ> {
+    fn step(&mut self, u: &mut Unstructured) -> Result<()> {
+        // Most steps act on the first operation, so that one operation often goes a long way.
+        let k = *u.choose(&[0, 0, 0, 0, 0, 1, 2, 3])?;
+        match u.int_in_range(0..=12u8)? {
+            0 => self.start(u, k)?,
+            1 | 2 => self.poll(k),
+            3 => self.report(k, None),
+            4 => {
+                let failure = verdict(u)?;
+                self.report(k, Some(failure));
+            }
+            5 => self.report_again(u, k)?,
+            6 => self.abandon(k),
+            7 => self.take(k),
+            8 => self.now = Instant::<HZ>::from_ticks(self.now.as_ticks().saturating_add(ticks(u)?)),
+            // A caller whose clock went backwards: the core reads it as the latest `now` it saw.
+            9 => self.now = Instant::<HZ>::from_ticks(self.now.as_ticks().saturating_sub(ticks(u)?)),
+            10 => self.inspect(),
+            11 => self.rebase(duration(u)?),
+            _ => self.snapshot(u)?,
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, u: &mut Unstructured, k: usize) -> Result<()> {
+        let context = context::<HZ>(u)?;
+        if self.slots[k].as_ref().is_some_and(|s| !s.op.is_done()) {
+            if u.arbitrary()? {
+                self.abandon(k);
+            } else {
+                // Dropped while running, without `abandon`: what it holds is never given back.
+                self.uncounted = true;
+            }
+        }
+        let now = self.now;
+        let safe_until = context.safety().valid_for().map_or(Instant::<HZ>::from_ticks(0), |d| {
+            Instant::<HZ>::from_ticks(now.as_ticks().saturating_add(d.as_ticks()))
+        });
+        self.slots[k] = accepted(Operation::start(self.policy, self.config, context, now)).map(|op| Slot {
+            op,
+            out: None,
+            stale: None,
+            seen: now,
+            taken: false,
+            safe_until,
+            not_before: None,
+        });
+        if let Some(slot) = &self.slots[k] {
+            assert!(!slot.op.is_done() && slot.op.dispatched() == 0 && slot.op.attempt().is_none());
+        }
+        Ok(())
+    }
+
+    /// Gives operation `k` the current time, as every call with `now` does.
+    fn at(&mut self, k: usize) -> Instant<HZ> {
+        let now = self.now;
+        if let Some(slot) = &mut self.slots[k] {
+            slot.seen = slot.seen.max(now);
+        }
+        now
+    }
+
+    fn poll(&mut self, k: usize) {
+        let now = self.at(k);
+        let (policy, max_in_flight, uncounted) = (self.policy, self.config.bulkhead_slots(), self.uncounted);
+        let Some(slot) = &mut self.slots[k] else { return };
+        let was_done = slot.op.is_done();
+        let action = slot.op.poll(now, &mut self.state, &mut ());
+        match action {
+            Action::Dispatch(attempt) => {
+                assert!(!was_done, "an ended operation dispatched {attempt:?}");
+                assert!(slot.out.is_none(), "a second attempt dispatched while {:?} was out", slot.out);
+                assert_eq!(attempt.number(), slot.op.dispatched());
+                assert!(attempt.number() >= 1 && attempt.number() <= policy.max_attempts().max(1));
+                assert_eq!(attempt.started(), slot.seen, "an attempt dispatched at another time than now");
+                assert_eq!(attempt.deadline(), slot.op.deadline());
+                assert!(
+                    attempt.started() < attempt.deadline(),
+                    "an attempt dispatched at or after the deadline"
+                );
+                assert!(attempt.expires() <= attempt.deadline(), "an attempt that may run past the deadline");
+                if let Some(ceiling) = policy.attempt_timeout() {
+                    assert!(attempt.timeout() <= ceiling, "an attempt timeout above the policy's ceiling");
+                }
+                assert_eq!(slot.op.attempt().as_ref(), Some(&attempt));
+                if let (Some(max), false) = (max_in_flight, uncounted) {
+                    assert!(
+                        self.state.in_flight() <= max,
+                        "more attempts in flight than the bulkhead allows"
+                    );
+                }
+                if attempt.is_retry() {
+                    assert!(
+                        attempt.started() < slot.safe_until,
+                        "a retry after the replay statement expired"
+                    );
+                    if let Some(t) = slot.not_before.take() {
+                        assert!(
+                            attempt.started() >= t,
+                            "a retry at {:?}, before Retry-After's {t:?}",
+                            attempt.started()
+                        );
+                    }
+                }
+                self.reached.dispatched += 1;
+                self.reached.retries += u32::from(attempt.is_retry());
+                slot.out = Some(attempt);
+            }
+            Action::Wait { until } => {
+                assert!(!slot.op.is_done());
+                assert!(until > slot.seen, "a wait until {until:?}, not after now ({:?})", slot.seen);
+                self.reached.waits += 1;
+            }
+            Action::Done => {
+                assert!(slot.op.is_done());
+                // An attempt still out when the deadline ended the operation: given up.
+                if let Some(given_up) = slot.out.take() {
+                    slot.stale = Some(given_up);
+                }
+            }
+        }
+    }
+
+    /// Reports the attempt out of operation `k`: a success, or a failure with its verdict.
+    fn report(&mut self, k: usize, failure: Option<Verdict<HZ>>) {
+        if self.slots[k].as_ref().is_none_or(|s| s.out.is_none()) {
+            return;
+        }
+        let now = self.at(k);
+        let Some(slot) = &mut self.slots[k] else { return };
+        let Some(attempt) = slot.out.take() else { return };
+        // `Attempt` is not `Clone`: the operation gives out a second value of the one it has out.
+        let again = slot.op.attempt();
+        match failure {
+            None => slot.op.on_success(attempt, now, &mut self.state, &mut ()),
+            Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut ()),
+        }
+        slot.not_before = failure
+            .and_then(|f| f.retry_after())
+            .map(|d| Instant::<HZ>::from_ticks(slot.seen.as_ticks().saturating_add(d.as_ticks())));
+        assert!(slot.op.attempt().is_none(), "the attempt is still out after its report");
+        if failure.is_none() {
+            assert!(slot.op.is_done(), "a success did not end the operation");
+        }
+        slot.stale = again;
+    }
+
+    /// Reports to operation `k` an attempt it does not have out: its own, already reported, or the
+    /// one another operation has out. Either must change nothing.
+    fn report_again(&mut self, u: &mut Unstructured, k: usize) -> Result<()> {
+        let from = u.int_in_range(0..=SLOTS - 1)?;
+        let theirs = match &mut self.slots[from] {
+            Some(s) if from == k => s.stale.take().map(|a| (a, s.op.id())),
+            Some(s) => s.op.attempt().or_else(|| s.stale.take()).map(|a| (a, s.op.id())),
+            None => None,
+        };
+        let failure = if u.arbitrary()? { Some(verdict(u)?) } else { None };
+        let now = self.now;
+        let Some(slot) = &mut self.slots[k] else { return Ok(()) };
+        let Some((attempt, owner)) = theirs else { return Ok(()) };
+        // Ids are the caller's: an attempt of another operation with the same id and number cannot
+        // be told apart from the one this operation has out.
+        if owner == slot.op.id() && slot.op.attempt().is_some_and(|a| a.number() == attempt.number()) {
+            return Ok(());
+        }
+        let before = (slot.op.is_done(), slot.op.dispatched(), slot.op.attempt(), self.state.in_flight());
+        let counts = self.state.counts(now);
+        match failure {
+            None => slot.op.on_success(attempt, now, &mut self.state, &mut ()),
+            Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut ()),
+        }
+        let after = (slot.op.is_done(), slot.op.dispatched(), slot.op.attempt(), self.state.in_flight());
+        assert_eq!(before, after, "a report of an attempt not out changed the operation");
+        assert_eq!(counts, self.state.counts(now), "a report of an attempt not out was counted");
+        self.reached.ignored_reports += 1;
+        Ok(())
+    }
+
+    fn abandon(&mut self, k: usize) {
+        let now = self.at(k);
+        let Some(slot) = &mut self.slots[k] else { return };
+        slot.op.abandon(now, &mut self.state, &mut ());
+        assert!(slot.op.is_done() && slot.op.attempt().is_none());
+        if let Some(given_up) = slot.out.take() {
+            slot.stale = Some(given_up);
+        }
+    }
+
+    fn take(&mut self, k: usize) {
+        let policy = self.policy;
+        let Some(slot) = &mut self.slots[k] else { return };
+        let completion = slot.op.take_completion();
+        if !slot.op.is_done() || slot.taken {
+            assert!(completion.is_none(), "a completion before the end, or a second one");
+            return;
+        }
+        slot.taken = true;
+        self.reached.completions += 1;
+        let c = completion.expect("an ended operation has its completion");
+        assert_eq!(c.operation, slot.op.id());
+        assert_eq!(c.summary.dispatched, slot.op.dispatched());
+        assert_eq!(c.summary.retries, c.summary.dispatched.saturating_sub(1));
+        assert!(c.summary.dispatched <= policy.max_attempts().max(1));
+        match c.disposition {
+            Disposition::Succeeded => assert!(c.problem.is_none() && c.summary.dispatched >= 1),
+            _ => assert!(c.problem.is_some() || c.last_failure.is_some_and(|f| !f.is_retryable())),
+        }
+        assert_eq!(c.code(), c.problem.map_or("", |p| p.as_str()));
+        assert!(slot.op.take_completion().is_none(), "a second completion");
+        self.reached.successes += u32::from(c.is_success());
+    }
+
+    /// Every read of the dependency's state, at the current time.
+    fn inspect(&mut self) {
+        let (config, now) = (self.config, self.now);
+        let _ = self.state.counts(now);
+        let _ = self.state.retries_available(config, now);
+        let _ = self.state.circuit(now).as_str();
+        let _ = self.state.circuit_open_until(now);
+        if let (Some(max), false) = (config.bulkhead_slots(), self.uncounted) {
+            assert!(self.state.in_flight() <= max);
+        }
+        if let Some(until) = self.state.cooldown_until(now) {
+            assert!(until > now, "a cooldown said active at {now:?} that ended at {until:?}");
+        }
+        assert!(self.state.next_rate_unit(config, now) >= now);
+        for airtime in [Duration::<HZ>::from_ticks(1), slot_airtime(config)] {
+            if let Some(t) = self.state.next_airtime(config, now, airtime) {
+                assert!(t >= now, "airtime free at {t:?}, before now ({now:?})");
+            }
+        }
+        let _ = self.state.airtime_used(config, now);
+    }
+
+    /// Moves everything's clock `by` ticks back, as after a reset of the tick counter.
+    fn rebase(&mut self, by: Duration<HZ>) {
+        // As the core rebases: the end of time stays where it is.
+        let earlier = |t: Instant<HZ>| match t.as_ticks() {
+            Ticks::MAX => t,
+            t => Instant::<HZ>::from_ticks(t.saturating_sub(by.as_ticks())),
+        };
+        self.state.rebase(by);
+        for slot in self.slots.iter_mut().flatten() {
+            slot.op.rebase(by);
+            slot.seen = earlier(slot.seen);
+            slot.safe_until = earlier(slot.safe_until);
+            slot.not_before = slot.not_before.map(earlier);
+            // The attempt out, with its instants rebased (reports match by operation and number).
+            slot.out = slot.op.attempt().filter(|_| slot.out.is_some());
+        }
+        self.now = earlier(self.now);
+    }
+
+    /// Saves the dependency's state (at times into a buffer too small, which must be refused),
+    /// edits the bytes as the script says (resealing the CRC or not, cutting them short or not), and
+    /// restores it, with `restore` or with `restore_or_new`.
+    fn snapshot(&mut self, u: &mut Unstructured) -> Result<()> {
+        let mut bytes = [0u8; SNAPSHOT_ROOM];
+        let len = State::<HZ>::SNAPSHOT_LEN;
+        assert!(len <= SNAPSHOT_ROOM);
+        if u.ratio(1u8, 16)? {
+            let room = u.int_in_range(0..=len - 1)?;
+            let saved = self.state.save(self.now, &mut bytes[..room]);
+            assert!(saved.is_err(), "a snapshot saved into {room} bytes, {len} needed");
+            return Ok(());
+        }
+        let saved =
+            self.state.save(self.now, &mut bytes).expect("a buffer of SNAPSHOT_LEN bytes holds a snapshot");
+        assert_eq!(saved, len);
+        let edits = u.int_in_range(0..=4u8)?;
+        for _ in 0..edits {
+            let at = u.int_in_range(0..=len - 1)?;
+            bytes[at] = u.arbitrary()?;
+        }
+        if edits > 0 && u.arbitrary()? {
+            let crc = crc32fast::hash(&bytes[..len - 4]);
+            bytes[len - 4..len].copy_from_slice(&crc.to_le_bytes());
+        }
+        let cut = if u.ratio(1u8, 8)? { u.int_in_range(0..=len)? } else { len };
+        let (now, slept) = (self.now, duration::<HZ>(u)?);
+        let restored = if u.arbitrary()? {
+            State::<HZ>::restore(self.config, &bytes[..cut], now, slept)
+        } else {
+            // The configuration was accepted, so a refused snapshot falls back to a fresh state.
+            match State::<HZ>::restore_or_new(self.config, &bytes[..cut], now, slept) {
+                Ok((state, None)) => Ok(state),
+                Ok((fresh, Some(why))) => {
+                    assert_eq!(fresh.in_flight(), 0);
+                    Err(why)
+                }
+                Err(e) => panic!("restore_or_new refused a configuration new accepted: {e}"),
+            }
+        };
+        if edits == 0 && cut == len {
+            assert!(restored.is_ok(), "a snapshot as saved was refused: {restored:?}");
+        }
+        self.reached.restored += u32::from(restored.is_ok());
+        self.reached.refused_snapshots += u32::from(restored.is_err());
+        if let Some(state) = accepted(restored) {
+            if self.slots.iter().flatten().any(|s| s.out.is_some()) {
+                self.uncounted = true;
+            }
+            self.state = state;
+        }
+        Ok(())
+    }
+
+    /// Ends every operation still running, takes every completion, and checks that nothing was
+    /// kept: no bulkhead slot is held once every attempt is reported or abandoned.
+    fn end(&mut self) {
+        for k in 0..SLOTS {
+            self.abandon(k);
+            self.take(k);
+        }
+        if !self.uncounted {
+            assert_eq!(self.state.in_flight(), 0, "bulkhead slots held after every operation ended");
+        }
+    }
+}
+
+fn slot_airtime<const HZ: u64>(config: &DependencyConfig<HZ>) -> Duration<HZ> {
+    config.duty().map_or(Duration::<HZ>::from_ticks(0), |d| d.airtime())
+}
