@@ -110,6 +110,15 @@ fn count<T: From<u8> + for<'a> arbitrary::Arbitrary<'a>>(u: &mut Unstructured) -
     if u.ratio(1u8, 6)? { u.arbitrary() } else { Ok(T::from(u.int_in_range(0..=8u8)?)) }
 }
 
+/// `then(value)` if the script says so, `value` otherwise: an optional builder call.
+fn maybe<T>(
+    u: &mut Unstructured,
+    value: T,
+    then: impl FnOnce(T, &mut Unstructured) -> Result<T>,
+) -> Result<T> {
+    if u.arbitrary()? { then(value, u) } else { Ok(value) }
+}
+
 /// The value of a constructor, or `None` when it refuses: its error must say what is wrong.
 fn accepted<T, E: core::fmt::Display>(made: core::result::Result<T, E>) -> Option<T> {
     match made {
@@ -135,18 +144,10 @@ fn policy<const HZ: u64>(u: &mut Unstructured) -> Result<Option<RetryPolicy<HZ>>
         2 => Jitter::Equal,
         _ => Jitter::Decorrelated,
     });
-    if u.arbitrary()? {
-        builder = builder.max_delay(duration(u)?);
-    }
-    if u.arbitrary()? {
-        builder = builder.attempt_timeout(duration(u)?);
-    }
-    if u.arbitrary()? {
-        builder = builder.min_remaining(duration(u)?);
-    }
-    if u.arbitrary()? {
-        builder = builder.retry_after_spread(duration(u)?);
-    }
+    builder = maybe(u, builder, |b, u| Ok(b.max_delay(duration(u)?)))?;
+    builder = maybe(u, builder, |b, u| Ok(b.attempt_timeout(duration(u)?)))?;
+    builder = maybe(u, builder, |b, u| Ok(b.min_remaining(duration(u)?)))?;
+    builder = maybe(u, builder, |b, u| Ok(b.retry_after_spread(duration(u)?)))?;
     Ok(accepted(builder.build()))
 }
 
@@ -163,44 +164,31 @@ fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
             config = config.budget(budget);
         }
     }
-    if u.arbitrary()? {
-        let mut breaker = match u.int_in_range(0..=2u8)? {
+    config = maybe(u, config, |config, u| {
+        let breaker = match u.int_in_range(0..=2u8)? {
             0 => BreakerConfig::failure_ratio(u.int_in_range(0..=110)?, count(u)?, duration(u)?),
             1 => BreakerConfig::count_window(count(u)?, u.int_in_range(0..=110)?, count(u)?, duration(u)?),
             _ => BreakerConfig::consecutive_failures(count(u)?, duration(u)?),
         };
-        if u.arbitrary()? {
-            breaker = breaker.probes(count(u)?);
-        }
-        if u.arbitrary()? {
-            breaker = breaker.slow_calls(duration(u)?);
-        }
-        config = config.breaker(breaker);
-    }
-    if u.arbitrary()? {
-        config = config.bulkhead(count(u)?);
-    }
-    if u.arbitrary()? {
-        let mut limit = RateLimit::new(count(u)?, duration(u)?);
-        if u.arbitrary()? {
-            limit = limit.burst(count(u)?);
-        }
-        if u.arbitrary()? {
-            limit = limit.max_wait(duration(u)?);
-        }
-        config = config.rate_limit(limit);
-    }
-    if u.arbitrary()? {
-        config = config.duty_cycle(if u.arbitrary()? {
+        let breaker = maybe(u, breaker, |b, u| Ok(b.probes(count(u)?)))?;
+        let breaker = maybe(u, breaker, |b, u| Ok(b.slow_calls(duration(u)?)))?;
+        Ok(config.breaker(breaker))
+    })?;
+    config = maybe(u, config, |c, u| Ok(c.bulkhead(count(u)?)))?;
+    config = maybe(u, config, |config, u| {
+        let limit = RateLimit::new(count(u)?, duration(u)?);
+        let limit = maybe(u, limit, |l, u| Ok(l.burst(count(u)?)))?;
+        let limit = maybe(u, limit, |l, u| Ok(l.max_wait(duration(u)?)))?;
+        Ok(config.rate_limit(limit))
+    })?;
+    config = maybe(u, config, |c, u| {
+        Ok(c.duty_cycle(if u.arbitrary()? {
             DutyCycle::new(duration(u)?, duration(u)?)
         } else {
             DutyCycle::per_mille(u.int_in_range(0..=1_100)?, duration(u)?)
-        });
-    }
-    if u.arbitrary()? {
-        config = config.cooldown(duration(u)?);
-    }
-    Ok(config)
+        }))
+    })?;
+    maybe(u, config, |c, u| Ok(c.cooldown(duration(u)?)))
 }
 
 fn context<const HZ: u64>(u: &mut Unstructured) -> Result<Context<HZ>> {
@@ -210,9 +198,7 @@ fn context<const HZ: u64>(u: &mut Unstructured) -> Result<Context<HZ>> {
         _ => ReplaySafety::provider_idempotent_mutation(duration(u)?),
     };
     let mut context = Context::new(duration(u)?, safety);
-    if u.arbitrary()? {
-        context = context.airtime(duration(u)?);
-    }
+    context = maybe(u, context, |c, u| Ok(c.airtime(duration(u)?)))?;
     // Ids from a small range collide at times, as ids a caller sets by hand may.
     let id = if u.arbitrary()? { u.int_in_range(0..=3)? } else { u.arbitrary()? };
     Ok(context.id(id))
