@@ -210,6 +210,33 @@ mod tests {
         assert_eq!(parse_retry_after("", now), None);
     }
 
+    proptest::proptest! {
+        /// A server sends any bytes: parsing never panics, and accepts only what the RFC allows.
+        #[test]
+        fn any_retry_after_value_parses_or_is_refused_without_panicking(value in "\\PC*", secs in 0u64..=u64::MAX) {
+            let now = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+            if parse_retry_after(&value, now).is_some() {
+                let v = value.trim();
+                let digits = v.bytes().all(|b| b.is_ascii_digit());
+                proptest::prop_assert!(digits || httpdate::parse_http_date(v).is_ok(), "accepted {value:?}");
+            }
+            // Delta-seconds are taken as they are, saturating past u64 (never refused as garbage).
+            proptest::prop_assert_eq!(parse_retry_after(&secs.to_string(), now), Some(Duration::from_secs(secs)));
+            let tenfold = Duration::from_secs(secs.saturating_mul(10));
+            proptest::prop_assert_eq!(parse_retry_after(&format!("{secs}0"), now), Some(tenfold));
+        }
+
+        /// An HTTP-date is a wait until that second: exact for a date ahead, zero for one past.
+        #[test]
+        fn an_http_date_is_a_wait_until_it(now_secs in 0u64..4_000_000_000, ahead in -100_000i64..100_000_000) {
+            let now = std::time::UNIX_EPOCH + Duration::from_secs(now_secs);
+            let at = now_secs.saturating_add_signed(ahead);
+            let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(at));
+            let expected = Duration::from_secs(at.saturating_sub(now_secs));
+            proptest::prop_assert_eq!(parse_retry_after(&date, now), Some(expected), "{}", date);
+        }
+    }
+
     #[test]
     fn idempotent_methods_and_keyed_posts_are_replayable() {
         let req = |m: Method| Request::builder().method(m).body(()).unwrap();
