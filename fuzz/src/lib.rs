@@ -26,8 +26,8 @@
 use arbitrary::{Result, Unstructured};
 use rand_core::RngCore;
 use relent_core::{
-    Action, Attempt, BreakerConfig, Context, Dependency, DependencyConfig, Disposition, DutyCycle, Instant,
-    Jitter, MAX_SPAN, Operation, RateLimit, ReplaySafety, RetryBudget, RetryPolicy, Ticks, Verdict,
+    Action, Attempt, ConfigError, Context, Dependency, DependencyConfig, Disposition, Instant, Jitter,
+    MAX_SPAN, Operation, ReplaySafety, RetryBudget, RetryPolicy, Ticks, Verdict,
 };
 
 /// Buckets in the dependency's window, and entries in its airtime log: small, so that scripts fill
@@ -151,6 +151,8 @@ fn policy<const HZ: u64>(u: &mut Unstructured) -> Result<Option<RetryPolicy<HZ>>
     Ok(accepted(builder.build()))
 }
 
+/// A dependency's configuration, with the protections compiled in (a build without one cannot
+/// configure it).
 fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
     let mut config = DependencyConfig::new(duration(u)?);
     // A budget most of the time: a policy with retries needs one.
@@ -158,37 +160,73 @@ fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
         let budget = if u.arbitrary()? {
             RetryBudget::ratio(u.int_in_range(0..=110)?, count(u)?)
         } else {
-            RetryBudget::token_bucket(count(u)?, count(u)?, duration(u)?, duration(u)?)
+            token_bucket(u)?
         };
         if let Some(budget) = accepted(budget) {
             config = config.budget(budget);
         }
     }
-    config = maybe(u, config, |config, u| {
-        let breaker = match u.int_in_range(0..=2u8)? {
-            0 => BreakerConfig::failure_ratio(u.int_in_range(0..=110)?, count(u)?, duration(u)?),
-            1 => BreakerConfig::count_window(count(u)?, u.int_in_range(0..=110)?, count(u)?, duration(u)?),
-            _ => BreakerConfig::consecutive_failures(count(u)?, duration(u)?),
-        };
-        let breaker = maybe(u, breaker, |b, u| Ok(b.probes(count(u)?)))?;
-        let breaker = maybe(u, breaker, |b, u| Ok(b.slow_calls(duration(u)?)))?;
-        Ok(config.breaker(breaker))
-    })?;
-    config = maybe(u, config, |c, u| Ok(c.bulkhead(count(u)?)))?;
-    config = maybe(u, config, |config, u| {
-        let limit = RateLimit::new(count(u)?, duration(u)?);
-        let limit = maybe(u, limit, |l, u| Ok(l.burst(count(u)?)))?;
-        let limit = maybe(u, limit, |l, u| Ok(l.max_wait(duration(u)?)))?;
-        Ok(config.rate_limit(limit))
-    })?;
-    config = maybe(u, config, |c, u| {
-        Ok(c.duty_cycle(if u.arbitrary()? {
-            DutyCycle::new(duration(u)?, duration(u)?)
-        } else {
-            DutyCycle::per_mille(u.int_in_range(0..=1_100)?, duration(u)?)
-        }))
-    })?;
-    maybe(u, config, |c, u| Ok(c.cooldown(duration(u)?)))
+    #[cfg(feature = "breaker")]
+    {
+        config = maybe(u, config, |config, u| {
+            let breaker = breaker(u)?;
+            let breaker = maybe(u, breaker, |b, u| Ok(b.probes(count(u)?)))?;
+            let breaker = maybe(u, breaker, |b, u| Ok(b.slow_calls(duration(u)?)))?;
+            Ok(config.breaker(breaker))
+        })?;
+    }
+    #[cfg(feature = "bulkhead")]
+    {
+        config = maybe(u, config, |c, u| Ok(c.bulkhead(count(u)?)))?;
+    }
+    #[cfg(feature = "rate-limit")]
+    {
+        config = maybe(u, config, |config, u| {
+            let limit = relent_core::RateLimit::new(count(u)?, duration(u)?);
+            let limit = maybe(u, limit, |l, u| Ok(l.burst(count(u)?)))?;
+            let limit = maybe(u, limit, |l, u| Ok(l.max_wait(duration(u)?)))?;
+            Ok(config.rate_limit(limit))
+        })?;
+    }
+    #[cfg(feature = "duty-cycle")]
+    {
+        use relent_core::DutyCycle;
+        config = maybe(u, config, |c, u| {
+            Ok(c.duty_cycle(if u.arbitrary()? {
+                DutyCycle::new(duration(u)?, duration(u)?)
+            } else {
+                DutyCycle::per_mille(u.int_in_range(0..=1_100)?, duration(u)?)
+            }))
+        })?;
+    }
+    #[cfg(feature = "cooldown")]
+    {
+        config = maybe(u, config, |c, u| Ok(c.cooldown(duration(u)?)))?;
+    }
+    Ok(config)
+}
+
+/// A token bucket; a ratio budget where token buckets are compiled out.
+fn token_bucket<const HZ: u64>(
+    u: &mut Unstructured,
+) -> Result<core::result::Result<RetryBudget<HZ>, ConfigError>> {
+    #[cfg(feature = "token-bucket")]
+    return Ok(RetryBudget::token_bucket(count(u)?, count(u)?, duration(u)?, duration(u)?));
+    #[cfg(not(feature = "token-bucket"))]
+    return Ok(RetryBudget::ratio(u.int_in_range(0..=110)?, count(u)?));
+}
+
+/// A breaker on one of the trip rules compiled in (consecutive failures always are).
+#[cfg(feature = "breaker")]
+fn breaker<const HZ: u64>(u: &mut Unstructured) -> Result<relent_core::BreakerConfig<HZ>> {
+    use relent_core::BreakerConfig;
+    Ok(match u.int_in_range(0..=2u8)? {
+        #[cfg(feature = "breaker-failure-ratio")]
+        0 => BreakerConfig::failure_ratio(u.int_in_range(0..=110)?, count(u)?, duration(u)?),
+        #[cfg(feature = "breaker-count-window")]
+        1 => BreakerConfig::count_window(count(u)?, u.int_in_range(0..=110)?, count(u)?, duration(u)?),
+        _ => BreakerConfig::consecutive_failures(count(u)?, duration(u)?),
+    })
 }
 
 fn context<const HZ: u64>(u: &mut Unstructured) -> Result<Context<HZ>> {
