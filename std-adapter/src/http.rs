@@ -205,6 +205,9 @@ mod tests {
             "a past date"
         );
         assert_eq!(parse_retry_after("99999999999999999999999", now), Some(Duration::from_secs(u64::MAX)));
+        // The edge of u64: its largest value is exact, one more saturates to it.
+        assert_eq!(parse_retry_after("18446744073709551615", now), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(parse_retry_after("18446744073709551620", now), Some(Duration::from_secs(u64::MAX)));
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
         assert_eq!(parse_retry_after("", now), None);
