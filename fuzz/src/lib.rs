@@ -101,6 +101,11 @@ fn ticks(u: &mut Unstructured) -> Result<Ticks> {
     })
 }
 
+/// `t + d`, saturating at the end of time, as the core adds.
+fn after<const HZ: u64>(t: Instant<HZ>, d: Duration<HZ>) -> Instant<HZ> {
+    Instant::<HZ>::from_ticks(t.as_ticks().saturating_add(d.as_ticks()))
+}
+
 fn duration<const HZ: u64>(u: &mut Unstructured) -> Result<Duration<HZ>> {
     Ok(Duration::<HZ>::from_ticks(ticks(u)?))
 }
@@ -363,7 +368,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             5 => self.report_again(u, k)?,
             6 => self.abandon(k),
             7 => self.take(k),
-            8 => self.now = Instant::<HZ>::from_ticks(self.now.as_ticks().saturating_add(ticks(u)?)),
+            8 => self.now = after(self.now, Duration::<HZ>::from_ticks(ticks(u)?)),
             // A caller whose clock went backwards: the core reads it as the latest `now` it saw.
             9 => self.now = Instant::<HZ>::from_ticks(self.now.as_ticks().saturating_sub(ticks(u)?)),
             10 => self.inspect(),
@@ -384,9 +389,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             }
         }
         let now = self.now;
-        let safe_until = context.safety().valid_for().map_or(Instant::<HZ>::from_ticks(0), |d| {
-            Instant::<HZ>::from_ticks(now.as_ticks().saturating_add(d.as_ticks()))
-        });
+        let safe_until = context.safety().valid_for().map_or(Instant::<HZ>::from_ticks(0), |d| after(now, d));
         self.slots[k] = accepted(Operation::start(self.policy, self.config, context, now)).map(|op| Slot {
             op,
             out: None,
@@ -486,9 +489,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             None => slot.op.on_success(attempt, now, &mut self.state, &mut ()),
             Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut ()),
         }
-        slot.not_before = failure
-            .and_then(|f| f.retry_after())
-            .map(|d| Instant::<HZ>::from_ticks(slot.seen.as_ticks().saturating_add(d.as_ticks())));
+        slot.not_before = failure.and_then(|f| f.retry_after()).map(|d| after(slot.seen, d));
         assert!(slot.op.attempt().is_none(), "the attempt is still out after its report");
         if failure.is_none() {
             assert!(slot.op.is_done(), "a success did not end the operation");
