@@ -314,6 +314,40 @@ fn the_failure_ratio_breaker_reads_the_same_window_as_the_ratio_budget() {
 }
 
 #[test]
+fn a_circuit_that_closes_forgets_the_failures_that_opened_it() {
+    // The window (10 s) outlasts the open state (5 s): the failures that opened the circuit are still
+    // in it when the probe closes the circuit. Counted again, they would reopen it at the next failure.
+    let mut dep = Dep::new(base().breaker(BreakerConfig::failure_ratio(50, 4, D::from_secs(5))));
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut rec = Recorder::tagged();
+    let mut call = |id: u64, ms: u64, fails: bool, dep: &mut Dep| {
+        let mut op = Operation::start(&once, &dep.config, read(id), t(ms)).unwrap();
+        let x = dispatch(&mut op, ms, &mut dep.state, &mut rec);
+        if fails {
+            op.on_failure(x, t(ms), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+        } else {
+            op.on_success(x, t(ms), &mut dep.state, &mut rec);
+        }
+    };
+    for (id, fails) in [(1, false), (2, true), (3, false), (4, true)] {
+        call(id, id, fails, &mut dep);
+    }
+    assert_eq!(dep.state.circuit(t(4)), CircuitState::Open, "2 failures of 4 calls");
+    call(5, 5_004, false, &mut dep);
+    assert_eq!(dep.state.circuit(t(5_004)), CircuitState::Closed, "the probe succeeded");
+    let counts = dep.state.counts(t(5_004));
+    assert_eq!((counts.calls, counts.failures), (5, 0), "the calls stay; the failures are forgotten");
+    call(6, 5_010, true, &mut dep);
+    let counts = dep.state.counts(t(5_010));
+    assert_eq!((counts.calls, counts.failures), (6, 1));
+    assert_eq!(
+        dep.state.circuit(t(5_010)),
+        CircuitState::Closed,
+        "1 failure of 6 calls since it closed (3 of 6 with the old ones counted: 50 %, open again)"
+    );
+}
+
+#[test]
 fn the_protections_are_consulted_in_their_order_and_a_refusal_takes_nothing() {
     let config = base()
         .cooldown(D::from_secs(60))
