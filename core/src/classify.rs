@@ -126,3 +126,51 @@ impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Atte
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::string::ToString;
+
+    use super::*;
+
+    /// A caller's error with a message, as a server's would be.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Refused;
+    impl core::fmt::Display for Refused {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("connection refused")
+        }
+    }
+    impl core::error::Error for Refused {}
+    impl Classify<1_000> for Refused {
+        fn classify(&self) -> Verdict<1_000> {
+            Verdict::NotRetryable
+        }
+    }
+
+    const TIMED_OUT: AttemptError<1_000, Refused> =
+        AttemptError::TimedOut { after: Duration::<1_000>::from_ticks(2_500) };
+
+    #[test]
+    fn an_attempt_error_gives_back_the_callers_error_and_only_that() {
+        assert_eq!(AttemptError::<1_000, _>::Failed(Refused).into_inner(), Some(Refused));
+        assert_eq!(TIMED_OUT.into_inner(), None);
+    }
+
+    #[test]
+    fn a_timeout_is_retryable_and_the_callers_error_is_classified_by_the_caller() {
+        assert_eq!(TIMED_OUT.classify(), Verdict::Retryable);
+        assert_eq!(AttemptError::<1_000, _>::Failed(Refused).classify(), Verdict::NotRetryable);
+    }
+
+    #[test]
+    fn an_attempt_error_says_what_happened_and_chains_to_the_callers_error() {
+        use core::error::Error;
+        assert_eq!(TIMED_OUT.to_string(), "attempt timed out after 2500 ticks at 1000 Hz");
+        assert!(TIMED_OUT.source().is_none());
+        let failed = AttemptError::<1_000, _>::Failed(Refused);
+        assert_eq!(failed.to_string(), "connection refused");
+        assert_eq!(failed.source().map(ToString::to_string).as_deref(), Some("connection refused"));
+    }
+}

@@ -160,3 +160,34 @@ impl<const HZ: u64, E> Completion<HZ, E> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(disposition: Disposition, problem: Option<Problem>) -> Completion<1_000, ()> {
+        let zero = Duration::<1_000>::from_ticks(0);
+        Completion {
+            operation: OperationId(1),
+            disposition,
+            problem,
+            summary: Summary { dispatched: 1, retries: 0, waited: zero, elapsed: zero },
+            last_failure: None,
+            retry_after: None,
+            not_before: None,
+        }
+    }
+
+    #[test]
+    fn only_a_success_is_a_success_and_the_code_is_the_problem_s() {
+        let success = ended(Disposition::Succeeded, None);
+        assert!(success.is_success());
+        assert_eq!(success.code(), "");
+        for disposition in [Disposition::Failed, Disposition::Deferred, Disposition::Rejected] {
+            let ended = ended(disposition, Some(Problem::AttemptsExhausted));
+            assert!(!ended.is_success(), "{disposition:?}");
+            assert_eq!(ended.code(), "attempts_exhausted");
+        }
+        assert!(!ended(Disposition::Failed, None).is_success(), "a failure not retried");
+    }
+}

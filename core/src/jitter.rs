@@ -169,4 +169,20 @@ mod tests {
         assert_eq!(uniform_inclusive(&mut rng, 5, 7), 7);
         assert_eq!(rng.1, 2);
     }
+
+    #[test]
+    fn a_draw_whose_low_word_is_below_the_range_but_not_the_threshold_is_kept() {
+        // range 3, threshold 1: the word (2^b + 1) / 3 times 3 is 2^b + 1, high word 2, low word 1.
+        // Only a low word below the threshold is rejected; this one is kept, on the first draw.
+        let word = Ticks::MAX / 3 * 2 + 1;
+        let mut rng = Script(&[word, 0], 0);
+        assert_eq!(uniform_inclusive(&mut rng, 5, 7), 7);
+        assert_eq!(rng.1, 1, "one word drawn");
+    }
+
+    #[test]
+    fn every_mode_has_its_stable_name() {
+        let names = [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated].map(Jitter::as_str);
+        assert_eq!(names, ["none", "full", "equal", "decorrelated"]);
+    }
 }

@@ -797,8 +797,12 @@ mod tests {
     /// Runs 40 operations against one dependency from `start`, with seeded outcomes. At each
     /// `(operation, step)` in `rebases`, the clock restarts `by` ticks later: the dependency and the
     /// operation in progress are rebased, and every later `now` is read on the new clock.
-    fn run(start: Ticks, rebases: &[(usize, usize, Ticks)]) -> (Vec<Seen>, usize) {
-        let config = config();
+    fn run(
+        config: &DependencyConfig<HZ>,
+        start: Ticks,
+        rebases: &[(usize, usize, Ticks)],
+    ) -> (Vec<Seen>, usize) {
+        let config = *config;
         let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(start)).unwrap();
         let (mut outcomes, mut jitter) = (Xs(0x1234_5678), Xs(0x9e37_79b9));
         let (mut t, mut offset) = (start, 0 as Ticks);
@@ -876,18 +880,35 @@ mod tests {
         (seen, restarts)
     }
 
+    /// Late enough that a restart by 2^30 ticks leaves the clock well past the longest span.
+    const LATE: Ticks = 1_200_000_000;
+
+    /// Between operations, and with an operation waiting for its retry and with one in flight.
+    const RESTARTS: [(usize, usize, Ticks); 3] = [(3, 0, 1 << 30), (10, 2, 40_000_000), (12, 4, 100_000)];
+
     #[test]
     fn a_rebased_clock_gives_the_same_transcript() {
-        // Late enough that a restart by 2^30 ticks leaves the clock well past the longest span.
-        let start: Ticks = 1_200_000_000;
-        let (plain, _) = run(start, &[]);
-        // Between operations, and with an operation waiting for its retry and with one in flight.
-        let (rebased, restarts) = run(start, &[(3, 0, 1 << 30), (10, 2, 40_000_000), (12, 4, 100_000)]);
+        let (plain, _) = run(&config(), LATE, &[]);
+        let (rebased, restarts) = run(&config(), LATE, &RESTARTS);
         assert_eq!(restarts, 3);
         assert!(plain.iter().filter(|s| matches!(s, Seen::Dispatch { number: 2.., .. })).count() > 5);
         assert!(
             plain.iter().any(|s| matches!(s, Seen::Done(Disposition::Deferred | Disposition::Rejected, ..)))
         );
+        assert_eq!(plain, rebased);
+    }
+
+    #[test]
+    fn a_rebased_clock_gives_the_same_transcript_with_a_token_bucket() {
+        // 3 tokens, one every 10 s, held 3 s: small enough to run out, so that its refill (counted
+        // from the bucket's rebased instants) decides retries.
+        let bucket = RetryBudget::token_bucket(3, 1, D::from_secs(10), D::from_secs(3)).unwrap();
+        let config = config().budget(bucket);
+        let (plain, _) = run(&config, LATE, &[]);
+        let (rebased, _) = run(&config, LATE, &RESTARTS);
+        let exhausted = |s: &&Seen| matches!(s, Seen::Done(_, Some(Problem::RetryBudgetExhausted), ..));
+        assert!(plain.iter().filter(exhausted).count() > 2, "{plain:?}");
+        assert!(plain.iter().filter(|s| matches!(s, Seen::Dispatch { number: 2.., .. })).count() > 5);
         assert_eq!(plain, rebased);
     }
 

@@ -85,6 +85,36 @@ fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
 }
 
 #[test]
+fn a_retry_reported_after_an_earlier_reservation_lapsed_gives_its_reservation_back() {
+    // 2 tokens, 1 a minute, each retry's token held 5 s until its outcome is reported.
+    let budget = valid(RetryBudget::token_bucket(2, 1, D::from_secs(60), D::from_secs(5)));
+    let mut dep = Dep::at(DependencyConfig::new(D::from_secs(10)).budget(budget), 0);
+    let mut lost = Operation::start(&POLICY, &dep.config, read(10_000), T::from_ticks(0)).unwrap();
+    let Action::Dispatch(first) = lost.poll(T::from_ticks(0), &mut dep.state, &mut ()) else { panic!() };
+    lost.on_failure(first, T::from_ticks(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut ());
+    assert_eq!(
+        lost.poll(T::from_ticks(10), &mut dep.state, &mut ()),
+        Action::Wait { until: T::from_ticks(110) }
+    );
+    let Action::Dispatch(_retry) = lost.poll(T::from_ticks(110), &mut dep.state, &mut ()) else { panic!() };
+    // The retry's outcome is never reported (its task died, `lost` is not used again): its token
+    // is held, then returned.
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(5_109)), Some(1));
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(5_110)), Some(2), "lapsed");
+    // A retry reserved after the lapse, and reported: its token is spent once, and no longer held.
+    let (_, done) = run(
+        &POLICY,
+        read(10_000),
+        &mut dep,
+        6_000,
+        &[Step::Fail(10, REFUSED), Step::Ok(5)],
+        &mut Fixed::top(),
+    );
+    assert!(done.is_success());
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(6_200)), Some(1));
+}
+
+#[test]
 fn a_retry_whose_start_would_fall_after_the_replay_statement_expired_is_not_made() {
     let context =
         Context::new(D::from_secs(10), ReplaySafety::provider_idempotent_mutation(D::from_millis(250)));
