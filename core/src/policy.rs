@@ -413,6 +413,12 @@ mod tests {
     fn a_single_attempt_policy_needs_no_delays() {
         let p = RetryPolicy::<HZ>::single_attempt().build().unwrap();
         assert_eq!(p.max_attempts(), 1);
+        // A zero base delay is refused only where a delay would be drawn from it: with one attempt
+        // there is no retry, so an exponential or decorrelated policy of one attempt is fine.
+        let zero = D::from_ticks(0);
+        assert!(RetryPolicy::<HZ>::exponential(1, zero, zero).build().is_ok());
+        assert!(RetryPolicy::<HZ>::constant(1, zero).jitter(Jitter::Decorrelated).build().is_ok());
+        assert_eq!(RetryPolicy::<HZ>::exponential(2, zero, zero).build(), Err(ConfigError::ZeroBaseDelay));
     }
 
     #[test]

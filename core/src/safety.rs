@@ -61,3 +61,20 @@ impl<const HZ: u64> ReplaySafety<HZ> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_statement_has_its_stable_name() {
+        let d = Duration::<1_000>::from_ticks(1);
+        let names = [
+            ReplaySafety::Unsafe,
+            ReplaySafety::replayable_read(d),
+            ReplaySafety::provider_idempotent_mutation(d),
+        ]
+        .map(|s| s.as_str());
+        assert_eq!(names, ["unsafe", "replayable_read", "provider_idempotent_mutation"]);
+    }
+}

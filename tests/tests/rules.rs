@@ -1,8 +1,8 @@
 //! One transcript per rule of the operation state machine that the seeds do not already cover.
 
 use relent_core::{
-    Action, Context, DependencyConfig, Disposition, Event, Jitter, Operation, Problem, ReplaySafety,
-    RetryBudget, RetryPolicy, Verdict,
+    Action, BreakerConfig, Context, DependencyConfig, Disposition, Event, Jitter, Operation, Problem,
+    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::Fixed;
 use relent_tests::transcript::{D, Dep, Failure, HZ, Recorder, Step, T, TIMEOUT, run, valid};
@@ -157,6 +157,127 @@ fn a_retry_that_would_leave_less_than_the_minimum_remaining_time_is_not_made() {
             "0.150 dispatch #2 timeout 0.550",
             "0.200 #2 failed (retryable): stop: retry_delay_exceeds_deadline",
             "0.200 done: failed, retry_delay_exceeds_deadline after 2 dispatched",
+        ]
+    );
+}
+
+#[test]
+fn a_retry_that_leaves_exactly_the_minimum_remaining_time_is_made() {
+    let policy = valid(
+        RetryPolicy::exponential(4, D::from_millis(100), D::from_secs(2))
+            .jitter(Jitter::None)
+            .attempt_timeout(D::from_secs(1))
+            .min_remaining(D::from_millis(500))
+            .build(),
+    );
+    // Deadline 0.65 s: after the failure at 0.05 and a 0.1 s wait, exactly 0.5 s remains. The
+    // boundary belongs to the retry, at the decision and again at the dispatch.
+    let (lines, _) = run(
+        &policy,
+        read(650),
+        &mut ratio(10, 10),
+        0,
+        &[Step::Fail(50, REFUSED), Step::Ok(10)],
+        &mut Fixed::top(),
+    );
+    assert_eq!(
+        lines,
+        [
+            "0.000 dispatch #1 timeout 0.650",
+            "0.050 #1 failed (retryable): retry",
+            "wait 0.100 (backoff 0.100) until 0.150 for #2",
+            "0.150 dispatch #2 timeout 0.500",
+            "0.160 #2 succeeded",
+            "0.160 done: succeeded after 2 dispatched",
+        ]
+    );
+}
+
+#[test]
+fn a_first_attempt_with_one_tick_left_is_dispatched_with_that_tick() {
+    let (lines, _) = run(&POLICY, read(1), &mut ratio(10, 10), 0, &[Step::Ok(1)], &mut Fixed::top());
+    assert_eq!(
+        lines,
+        ["0.000 dispatch #1 timeout 0.001", "0.001 #1 succeeded", "0.001 done: succeeded after 1 dispatched"]
+    );
+}
+
+#[test]
+fn a_retry_after_equal_to_the_maximum_delay_is_slept_through() {
+    // The policy's maximum delay is 2 s: a stated wait of exactly 2 s is honoured, not deferred.
+    let busy = Failure { name: "busy", verdict: Verdict::RetryableAfter(D::from_secs(2)) };
+    let (lines, done) = run(
+        &POLICY,
+        read(10_000),
+        &mut ratio(10, 10),
+        0,
+        &[Step::Fail(10, busy), Step::Ok(5)],
+        &mut Fixed::top(),
+    );
+    assert!(done.is_success(), "{lines:#?}");
+    assert_eq!(lines[2], "wait 2.000 (retry-after 2.000) until 2.010 for #2");
+}
+
+#[test]
+fn a_circuit_open_until_exactly_the_retry_s_start_lets_the_retry_probe_it() {
+    // The failure at 0.010 opens the circuit for 100 ms, until 0.110: when the 100 ms backoff ends.
+    // At that instant the circuit is half-open and the retry is its probe.
+    let config = DependencyConfig::new(D::from_secs(10))
+        .budget(valid(RetryBudget::ratio(10, 10)))
+        .breaker(BreakerConfig::consecutive_failures(1, D::from_millis(100)));
+    let (lines, done) = run(
+        &POLICY,
+        read(10_000),
+        &mut Dep::new(config),
+        0,
+        &[Step::Fail(10, REFUSED), Step::Ok(5)],
+        &mut Fixed::top(),
+    );
+    assert!(done.is_success(), "{lines:#?}");
+    assert_eq!(
+        lines,
+        [
+            "0.000 dispatch #1 timeout 1.000",
+            "0.010 #1 failed (retryable): retry",
+            "0.010 circuit open",
+            "wait 0.100 (backoff 0.100) until 0.110 for #2",
+            "0.110 circuit half_open",
+            "0.110 dispatch #2 timeout 1.000",
+            "0.115 #2 succeeded",
+            "0.115 circuit closed",
+            "0.115 done: succeeded after 2 dispatched",
+        ]
+    );
+}
+
+#[test]
+fn a_retry_whose_token_another_operation_took_first_fails_with_retry_budget_exhausted() {
+    // One token. Both operations fail at once and both retries are allowed (a token is there);
+    // the first to be dispatched reserves it, and the second is refused at its dispatch.
+    let budget = valid(RetryBudget::token_bucket(1, 1, D::from_secs(60), D::from_secs(5)));
+    let mut dep = Dep::at(DependencyConfig::new(D::from_secs(10)).budget(budget), 0);
+    let mut rec = Recorder::tagged();
+    let t = T::from_ticks;
+    let mut ops: Vec<_> = [1, 2]
+        .map(|id| Operation::start(&POLICY, &dep.config, read(10_000).id(id), t(0)).unwrap())
+        .into_iter()
+        .collect();
+    for op in &mut ops {
+        let Action::Dispatch(first) = op.poll(t(0), &mut dep.state, &mut rec) else { panic!() };
+        op.on_failure(first, t(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    }
+    let Action::Dispatch(_) = ops[0].poll(t(110), &mut dep.state, &mut rec) else {
+        panic!("{:#?}", rec.lines)
+    };
+    assert_eq!(ops[1].poll(t(110), &mut dep.state, &mut rec), Action::Done);
+    let done = ops[1].take_completion().unwrap();
+    assert_eq!((done.disposition, done.problem), (Disposition::Failed, Some(Problem::RetryBudgetExhausted)));
+    assert_eq!(
+        rec.lines[rec.lines.len() - 3..],
+        [
+            "op1: 0.110 dispatch #2 timeout 1.000",
+            "op2: 0.110 refused #2: retry_budget_exhausted",
+            "op2: 0.110 done: failed, retry_budget_exhausted after 1 dispatched",
         ]
     );
 }
