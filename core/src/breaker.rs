@@ -549,6 +549,69 @@ mod tests {
         assert_eq!(outcome(&mut b, &cfg, true, 6), Some(CircuitState::Open));
     }
 
+    #[cfg(feature = "breaker-count-window")]
+    #[test]
+    fn a_success_forgets_only_its_own_slot_of_the_count_window() {
+        // 60 % of the last 3: failure, success, failure is 2 of 3.
+        let cfg = BreakerConfig::count_window(3, 60, 3, D::from_secs(10));
+        let mut b = Breaker::new();
+        assert_eq!(outcome(&mut b, &cfg, true, 0), None);
+        assert_eq!(outcome(&mut b, &cfg, false, 1), None);
+        assert_eq!(outcome(&mut b, &cfg, true, 2), Some(CircuitState::Open));
+    }
+
+    #[cfg(feature = "breaker-count-window")]
+    #[test]
+    fn a_failure_in_a_slot_that_held_a_failure_stays_a_failure() {
+        // 100 % of the last 2. The third outcome fails into the slot of the first, which failed.
+        let cfg = BreakerConfig::count_window(2, 100, 2, D::from_secs(10));
+        let mut b = Breaker::new();
+        for (i, failed) in [true, false, true].into_iter().enumerate() {
+            assert_eq!(outcome(&mut b, &cfg, failed, i as Ticks), None, "outcome {i}");
+        }
+        assert_eq!(outcome(&mut b, &cfg, true, 3), Some(CircuitState::Open), "the last two failed");
+    }
+
+    #[test]
+    fn a_late_outcome_of_an_attempt_sent_before_the_circuit_opened_is_not_a_probe_s() {
+        let cfg = BreakerConfig::consecutive_failures(1, D::from_secs(10));
+        let mut b = Breaker::new();
+        // An attempt goes out while closed (no probe number), then another's failure opens the circuit.
+        let (early, _) = b.check(1, 0);
+        assert_eq!(early, Ok(None));
+        assert_eq!(outcome(&mut b, &cfg, true, 1), Some(CircuitState::Open));
+        assert_eq!(b.check(1, 10_001), (Ok(Some(1)), Some(CircuitState::HalfOpen)));
+        b.take_probe();
+        // The early attempt's outcome arrives while the probe is out: it changes nothing.
+        assert_eq!(b.on_outcome(&cfg, Some(Counts::default()), None, 10_002), None);
+        assert_eq!(b.on_outcome(&cfg, None, None, 10_003), None);
+        assert_eq!(b.state(), CircuitState::HalfOpen);
+        assert_eq!(b.on_outcome(&cfg, None, Some(1), 10_004), Some(CircuitState::Closed), "the probe's does");
+    }
+
+    #[test]
+    fn a_rebased_open_circuit_stays_open_until_the_same_instant() {
+        let cfg = BreakerConfig::consecutive_failures(1, D::from_secs(10));
+        let mut b = Breaker::new();
+        assert_eq!(outcome(&mut b, &cfg, true, 50_000), Some(CircuitState::Open));
+        b.rebase(40_000);
+        assert_eq!(b.open_until(), Some(20_000));
+        assert_eq!(b.check(1, 19_999).0, Err(Refused { until: Some(20_000) }));
+        assert_eq!(b.check(1, 20_000).1, Some(CircuitState::HalfOpen));
+    }
+
+    #[test]
+    fn the_widest_valid_breakers_are_accepted() {
+        let d = D::from_secs(1);
+        #[cfg(feature = "breaker-failure-ratio")]
+        assert_eq!(BreakerConfig::failure_ratio(100, 1, d).validate(), Ok(()));
+        #[cfg(feature = "breaker-count-window")]
+        {
+            assert_eq!(BreakerConfig::count_window(64, 100, 64, d).validate(), Ok(()));
+            assert_eq!(BreakerConfig::count_window(1, 1, 1, d).validate(), Ok(()));
+        }
+    }
+
     #[cfg(feature = "breaker-failure-ratio")]
     #[test]
     fn the_failure_ratio_reads_the_window_and_needs_its_minimum_throughput() {
@@ -583,6 +646,16 @@ mod tests {
             assert_eq!(
                 BreakerConfig::count_window(8, 50, 9, d).validate(),
                 Err(ConfigError::BreakerMinCallsAboveWindow)
+            );
+            for percent in [0, 101] {
+                assert_eq!(
+                    BreakerConfig::count_window(8, percent, 1, d).validate(),
+                    Err(ConfigError::BreakerPercentOutOfRange)
+                );
+            }
+            assert_eq!(
+                BreakerConfig::count_window(0, 50, 0, d).validate(),
+                Err(ConfigError::BreakerCountWindowOutOfRange)
             );
         }
         assert_eq!(
