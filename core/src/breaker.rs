@@ -601,6 +601,22 @@ mod tests {
     }
 
     #[test]
+    fn a_saved_count_window_restores_only_with_a_length_and_position_save_could_write() {
+        use crate::snapshot::{Reader, Rebase, SnapshotError, Writer};
+        let mut buf = [0u8; Breaker::SNAPSHOT_LEN];
+        Breaker::new().save(&mut Writer::new(&mut buf), 0);
+        // The last two bytes: how many outcomes the ring holds (at most 64), and the next slot (0-63).
+        let restore = |len: u8, next: u8| {
+            let mut edited = buf;
+            edited[Breaker::SNAPSHOT_LEN - 2..].copy_from_slice(&[len, next]);
+            Breaker::restore(&mut Reader::new(&edited), Rebase { now: 0, slept: 0 }).map(|_| ())
+        };
+        assert_eq!(restore(64, 63), Ok(()));
+        assert_eq!(restore(65, 0), Err(SnapshotError::Corrupted));
+        assert_eq!(restore(0, 64), Err(SnapshotError::Corrupted));
+    }
+
+    #[test]
     fn the_widest_valid_breakers_are_accepted() {
         let d = D::from_secs(1);
         #[cfg(feature = "breaker-failure-ratio")]

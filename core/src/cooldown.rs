@@ -73,5 +73,9 @@ mod tests {
         assert_eq!(c.active_until(2_000), Some(31_000));
         assert_eq!(c.extend(2_000, 86_400_000, 60_000), Some(62_000), "capped at the maximum");
         assert_eq!(c.extend(3_000, 0, 60_000), None, "a zero wait is no cooldown");
+        assert_eq!(c.extend(2_000, 60_000, 60_000), None, "ending when it already ends moves nothing");
+        let mut idle = Cooldown::new();
+        assert_eq!(idle.extend(3_000, 0, 60_000), None, "a zero wait starts none either");
+        assert_eq!(idle.active_until(2_999), None);
     }
 }

@@ -786,4 +786,32 @@ mod tests {
         assert_eq!(core::mem::size_of::<Cooldown>(), t);
         assert_eq!(core::mem::size_of::<Bulkhead>(), 2);
     }
+
+    #[test]
+    fn a_ticket_gives_back_exactly_what_was_packed_into_it() {
+        for reservation in [None, Some(Reservation::of_epoch(0)), Some(Reservation::of_epoch(u32::MAX))] {
+            for probe in [None, Some(0), Some(7), Some(u16::MAX)] {
+                for slot in [false, true] {
+                    let ticket = Ticket::new(reservation, probe, slot);
+                    assert_eq!(
+                        (ticket.reservation(), ticket.probe(), ticket.slot()),
+                        (reservation, probe, slot)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_configuration_reads_back_what_it_was_given() {
+        type D = Duration<1_000>;
+        let plain = DependencyConfig::<1_000>::new(D::from_secs(10));
+        assert_eq!((plain.duty(), plain.cooldown_max(), plain.rate()), (None, None, None));
+        let duty = crate::duty::DutyCycle::per_mille(10, D::from_secs(3_600));
+        let rate = crate::limiter::RateLimit::new(5, D::from_secs(1));
+        let full = plain.duty_cycle(duty).cooldown(D::from_secs(900)).rate_limit(rate);
+        assert_eq!(full.duty(), Some(duty));
+        assert_eq!(full.cooldown_max(), Some(D::from_secs(900)));
+        assert_eq!(full.rate(), Some(rate));
+    }
 }
