@@ -147,6 +147,29 @@ fn a_wait_for_airtime_must_fit_the_deadline() {
 }
 
 #[test]
+fn a_wait_for_airtime_of_exactly_the_maximum_delay_or_to_the_last_instant_is_waited_for() {
+    // Full until 61.5 s, as above, in two fresh dependencies.
+    let full = || {
+        let mut dep = Dep::new(link());
+        for id in 0..4 {
+            run(&POLICY, uplink(id, 60), &mut dep, id * 2_000, &[Step::Ok(1_500)], &mut Fixed::top());
+        }
+        dep
+    };
+    // From 53.5 s the wait is 8 s, the policy's maximum delay: still waited for.
+    let (lines, _) = run(&POLICY, uplink(9, 60), &mut full(), 53_500, &[Step::Ok(1_500)], &mut Fixed::top());
+    assert_eq!(lines[..2], ["wait for airtime until 61.500 for #1", "61.500 dispatch #1 timeout 3.000"]);
+    // From 58 s with a 3.501 s deadline, 61.5 s is the last instant an attempt can start (one tick
+    // before the deadline): still waited for, with that tick as its timeout.
+    let last =
+        Context::new(D::from_millis(3_501), ReplaySafety::provider_idempotent_mutation(D::from_secs(3600)))
+            .id(10)
+            .airtime(D::from_millis(1_500));
+    let (lines, _) = run(&POLICY, last, &mut full(), 58_000, &[Step::Ok(1)], &mut Fixed::top());
+    assert_eq!(lines[..2], ["wait for airtime until 61.500 for #1", "61.500 dispatch #1 timeout 0.001"]);
+}
+
+#[test]
 fn a_rate_limit_and_a_duty_cycle_both_waited_for_reserve_one_instant() {
     // One attempt per 4 s, waiting up to 5 s for a unit; 3 s of airtime per minute, 1.5 s frames.
     let config = link()

@@ -190,6 +190,29 @@ fn a_rate_unit_due_soon_enough_is_reserved_and_waited_for_holding_nothing_else()
 }
 
 #[test]
+fn a_rate_unit_due_exactly_at_the_longest_wait_or_the_last_start_is_waited_for() {
+    // One unit a second, waited for up to 0.9 s.
+    let limit = RateLimit::new(1, D::from_secs(1)).max_wait(D::from_millis(900));
+    let mut dep = Dep::new(base().rate_limit(limit));
+    let mut rec = Recorder::tagged();
+    let mut a = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
+    a.on_success(x, t(5), &mut dep.state, &mut rec);
+    // At 0.1 s the next unit is due at 1.0 s: a wait of exactly the 0.9 s allowed.
+    let mut b = Operation::start(&POLICY, &dep.config, read(2), t(100)).unwrap();
+    assert_eq!(b.poll(t(100), &mut dep.state, &mut rec), Action::Wait { until: t(1_000) });
+    let y = dispatch(&mut b, 1_000, &mut dep.state, &mut rec);
+    b.on_success(y, t(1_010), &mut dep.state, &mut rec);
+    // At 1.1 s the next is due at 2.0 s, and a 0.901 s deadline makes 2.0 s the last instant an
+    // attempt can start (one tick before the deadline): waited for, with that tick as its timeout.
+    let last = Context::new(D::from_millis(901), ReplaySafety::replayable_read(D::from_secs(3600))).id(3);
+    let mut c = Operation::start(&POLICY, &dep.config, last, t(1_100)).unwrap();
+    assert_eq!(c.poll(t(1_100), &mut dep.state, &mut rec), Action::Wait { until: t(2_000) });
+    let z = dispatch(&mut c, 2_000, &mut dep.state, &mut rec);
+    assert_eq!(z.timeout(), D::from_millis(1));
+}
+
+#[test]
 fn a_thirty_second_retry_after_puts_the_dependency_in_cooldown_so_the_next_operation_is_deferred_unsent() {
     let mut dep = Dep::new(base().cooldown(D::from_secs(60)));
     let mut rec = Recorder::tagged();
@@ -242,6 +265,8 @@ fn half_open_admits_only_its_probes_and_their_successes_close_the_circuit() {
     let mut a = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
     a.on_failure(x, t(1), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    assert_eq!(dep.state.circuit_open_until(t(10_000)), Some(t(10_001)));
+    assert_eq!(dep.state.circuit_open_until(t(10_001)), None, "half-open from its end");
     let mut probes: Vec<_> =
         (2..=4).map(|id| Operation::start(&POLICY, &dep.config, read(id), t(10_001)).unwrap()).collect();
     let p1 = dispatch(&mut probes[0], 10_001, &mut dep.state, &mut rec);
