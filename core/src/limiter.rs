@@ -228,6 +228,37 @@ mod tests {
     }
 
     #[test]
+    fn a_unit_taken_exactly_at_the_whole_tick_of_its_arrival_time_keeps_the_fraction() {
+        // 3 per 10 ticks (3 1/3 apart), a burst of 2 (tolerance 3 1/3). Two at tick 0 put the
+        // arrival time at 6 2/3. A third taken at tick 6 is within the burst, and the arrival time
+        // moves on from 6 2/3, not from 6: to 10, so the next is due at 10 - 3 1/3, tick 7.
+        let limit = RateLimit::<HZ>::new(3, Duration::<HZ>::from_ticks(10)).burst(2);
+        let mut l = Limiter::new();
+        l.take(&limit, 0);
+        l.take(&limit, 0);
+        assert_eq!(l.next_at(&limit, 0), 4);
+        l.take(&limit, 6);
+        assert_eq!(l.next_at(&limit, 6), 7);
+    }
+
+    #[test]
+    fn a_snapshot_keeps_the_fraction_of_an_arrival_time_still_ahead() {
+        use crate::snapshot::{Reader, Rebase, Writer};
+        let limit = RateLimit::<HZ>::new(3, Duration::<HZ>::from_ticks(10));
+        let mut l = Limiter::new();
+        l.take(&limit, 0); // arrival time 3 1/3
+        let mut buf = [0u8; Limiter::SNAPSHOT_LEN];
+        l.save(&mut Writer::new(&mut buf), 1);
+        let restored = Limiter::restore(&mut Reader::new(&buf), Rebase { now: 1, slept: 0 }).unwrap();
+        assert_eq!(restored, l);
+        assert_eq!(restored.next_at(&limit, 1), 4, "3 1/3, rounded up: not 3");
+        // Saved once the arrival time has passed, there is nothing ahead, and no fraction either.
+        l.save(&mut Writer::new(&mut buf), 5);
+        let restored = Limiter::restore(&mut Reader::new(&buf), Rebase { now: 5, slept: 0 }).unwrap();
+        assert_eq!(restored, Limiter::new());
+    }
+
+    #[test]
     fn the_end_of_time_saturates() {
         let limit = RateLimit::<HZ>::new(1, Duration::<HZ>::from_secs(10));
         let mut l = Limiter::new();
