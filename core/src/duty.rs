@@ -339,6 +339,43 @@ mod tests {
     }
 
     #[test]
+    fn per_mille_rounds_down_to_a_whole_tick_over_any_window() {
+        // 50 % of 1,999 ticks is 999.5: 999, the thousands and the rest each counted.
+        let half = DutyCycle::<HZ>::per_mille(500, Duration::<HZ>::from_ticks(1_999));
+        assert_eq!(half.airtime().as_ticks(), 999);
+        assert_eq!(
+            DutyCycle::<HZ>::per_mille(10, Duration::<HZ>::from_ticks(3_600_999)).airtime().as_ticks(),
+            36_009
+        );
+    }
+
+    #[test]
+    fn an_allowance_of_the_whole_window_is_valid_and_one_tick_more_is_not() {
+        assert_eq!(duty(60_000, 60_000).validate(), Ok(()));
+        assert_eq!(duty(60_001, 60_000).validate(), Err(ConfigError::DutyCycleAboveWindow));
+    }
+
+    #[test]
+    fn a_transmission_of_no_airtime_takes_no_place_in_the_log() {
+        let mut log = AirtimeLog::<3>::new();
+        log.record(&duty(100, 1_000), 500, 50);
+        log.record(&duty(100, 1_000), 0, 0);
+        assert_eq!(log.entries().collect::<Vec<_>>(), [(1_550, 50)], "nor hides the entries after it");
+    }
+
+    #[test]
+    fn a_full_log_merges_a_short_new_entry_into_the_one_that_leaves_just_after_it() {
+        // Entries leaving at 1,100 and 2,000 (50 ticks each). A 1-tick frame leaving at 1,990:
+        // merged into the later entry it costs 10 ticks × 1; into the earlier one 890 × 50.
+        let d = duty(500, 1_000);
+        let mut log = AirtimeLog::<2>::new();
+        log.record(&d, 50, 50);
+        log.record(&d, 950, 50);
+        log.record(&d, 989, 1);
+        assert_eq!(log.entries().collect::<Vec<_>>(), [(1_100, 50), (2_000, 51)]);
+    }
+
+    #[test]
     fn one_percent_of_an_hour_after_a_full_allowance_waits_for_the_window() {
         let d = DutyCycle::<HZ>::per_mille(10, Duration::<HZ>::from_ticks(3_600_000));
         assert_eq!(d.airtime().as_ticks(), 36_000);

@@ -345,6 +345,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_refusal_has_its_stable_code() {
+        let codes = [
+            SnapshotError::TooShort,
+            SnapshotError::NotASnapshot,
+            SnapshotError::OtherVersion { found: 1 },
+            SnapshotError::OtherShape,
+            SnapshotError::OtherConfig,
+            SnapshotError::Corrupted,
+        ]
+        .map(SnapshotError::as_str);
+        assert_eq!(
+            codes,
+            [
+                "snapshot_too_short",
+                "not_a_snapshot",
+                "snapshot_other_version",
+                "snapshot_other_shape",
+                "snapshot_other_config",
+                "snapshot_corrupted"
+            ]
+        );
+    }
+
+    #[test]
     fn crc32_matches_the_standard_check_value() {
         // The CRC-32/IEEE check value of "123456789".
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);

@@ -228,6 +228,8 @@ fn an_airtime_log_that_save_could_not_have_written_is_refused_even_with_a_valid_
     // Time still to count with no cost, and a cost with no time.
     assert_eq!(forge(&|b| b[log + 36 + 8..log + 48].fill(0)), Some(SnapshotError::Corrupted));
     assert_eq!(forge(&|b| b[log + 36..log + 44].fill(0)), Some(SnapshotError::Corrupted));
+    // The same at the first entry, where order alone would not refuse it.
+    assert_eq!(forge(&|b| b[log..log + 8].fill(0)), Some(SnapshotError::Corrupted));
 }
 
 #[test]
