@@ -345,6 +345,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_snapshot_starts_with_its_header_and_one_bit_per_part_compiled_in() {
+        let config = DependencyConfig::<1_000>::new(Duration::<1_000>::from_secs(10));
+        let dep = Dependency::<1_000, 4, 2>::new(&config, Instant::<1_000>::from_ticks(0)).unwrap();
+        let mut out = [0u8; Dependency::<1_000, 4, 2>::SNAPSHOT_LEN];
+        dep.save(Instant::<1_000>::from_ticks(0), &mut out).unwrap();
+        // Magic, version, tick rate, buckets, airtime log entries, then the parts: the token bucket,
+        // the breaker, the rate limit and the cooldown, bits 0 to 3.
+        assert_eq!(out[..4], *b"RLNT");
+        assert_eq!(out[4], SNAPSHOT_VERSION);
+        assert_eq!(out[5..13], 1_000u64.to_le_bytes());
+        assert_eq!(out[13..17], [4, 0, 2, 0]);
+        let parts = u8::from(cfg!(feature = "token-bucket"))
+            | u8::from(cfg!(feature = "breaker")) << 1
+            | u8::from(cfg!(feature = "rate-limit")) << 2
+            | u8::from(cfg!(feature = "cooldown")) << 3;
+        assert_eq!(out[17], parts);
+    }
+
+    #[test]
     fn every_refusal_has_its_stable_code() {
         let codes = [
             SnapshotError::TooShort,
