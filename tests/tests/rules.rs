@@ -18,6 +18,13 @@ fn ratio(percent: u8, floor: u32) -> Dep {
     Dep::new(DependencyConfig::new(D::from_secs(10)).budget(valid(RetryBudget::ratio(percent, floor))))
 }
 
+/// A token bucket of `capacity` tokens, one more a minute, each retry's token held 5 s until its
+/// outcome is reported.
+fn tokens(capacity: u32) -> Dep {
+    let budget = valid(RetryBudget::token_bucket(capacity, 1, D::from_secs(60), D::from_secs(5)));
+    Dep::at(DependencyConfig::new(D::from_secs(10)).budget(budget), 0)
+}
+
 fn read(deadline_ms: u64) -> Context<HZ> {
     Context::new(D::from_millis(deadline_ms), ReplaySafety::replayable_read(D::from_secs(3600)))
 }
@@ -65,8 +72,7 @@ fn the_ratio_floor_is_shared_by_every_operation_in_the_window() {
 
 #[test]
 fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
-    let budget = valid(RetryBudget::token_bucket(2, 1, D::from_secs(60), D::from_secs(5)));
-    let mut dep = Dep::at(DependencyConfig::new(D::from_secs(10)).budget(budget), 0);
+    let mut dep = tokens(2);
     let (_, done) =
         run(&POLICY, read(10_000), &mut dep, 0, &[Step::Fail(10, REFUSED), Step::Ok(5)], &mut Fixed::top());
     assert!(done.is_success());
@@ -86,9 +92,7 @@ fn a_token_budget_is_spent_across_operations_and_refused_when_empty() {
 
 #[test]
 fn a_retry_reported_after_an_earlier_reservation_lapsed_gives_its_reservation_back() {
-    // 2 tokens, 1 a minute, each retry's token held 5 s until its outcome is reported.
-    let budget = valid(RetryBudget::token_bucket(2, 1, D::from_secs(60), D::from_secs(5)));
-    let mut dep = Dep::at(DependencyConfig::new(D::from_secs(10)).budget(budget), 0);
+    let mut dep = tokens(2);
     let mut lost = Operation::start(&POLICY, &dep.config, read(10_000), T::from_ticks(0)).unwrap();
     let Action::Dispatch(first) = lost.poll(T::from_ticks(0), &mut dep.state, &mut ()) else { panic!() };
     lost.on_failure(first, T::from_ticks(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut ());
@@ -254,8 +258,7 @@ fn a_circuit_open_until_exactly_the_retry_s_start_lets_the_retry_probe_it() {
 fn a_retry_whose_token_another_operation_took_first_fails_with_retry_budget_exhausted() {
     // One token. Both operations fail at once and both retries are allowed (a token is there);
     // the first to be dispatched reserves it, and the second is refused at its dispatch.
-    let budget = valid(RetryBudget::token_bucket(1, 1, D::from_secs(60), D::from_secs(5)));
-    let mut dep = Dep::at(DependencyConfig::new(D::from_secs(10)).budget(budget), 0);
+    let mut dep = tokens(1);
     let mut rec = Recorder::tagged();
     let t = T::from_ticks;
     let mut ops: Vec<_> = [1, 2]
