@@ -798,11 +798,10 @@ mod tests {
     /// `(operation, step)` in `rebases`, the clock restarts `by` ticks later: the dependency and the
     /// operation in progress are rebased, and every later `now` is read on the new clock.
     fn run(
-        config: &DependencyConfig<HZ>,
+        config: DependencyConfig<HZ>,
         start: Ticks,
         rebases: &[(usize, usize, Ticks)],
     ) -> (Vec<Seen>, usize) {
-        let config = *config;
         let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(start)).unwrap();
         let (mut outcomes, mut jitter) = (Xs(0x1234_5678), Xs(0x9e37_79b9));
         let (mut t, mut offset) = (start, 0 as Ticks);
@@ -888,8 +887,8 @@ mod tests {
 
     #[test]
     fn a_rebased_clock_gives_the_same_transcript() {
-        let (plain, _) = run(&config(), LATE, &[]);
-        let (rebased, restarts) = run(&config(), LATE, &RESTARTS);
+        let (plain, _) = run(config(), LATE, &[]);
+        let (rebased, restarts) = run(config(), LATE, &RESTARTS);
         assert_eq!(restarts, 3);
         assert!(plain.iter().filter(|s| matches!(s, Seen::Dispatch { number: 2.., .. })).count() > 5);
         assert!(
@@ -904,8 +903,8 @@ mod tests {
         // from the bucket's rebased instants) decides retries.
         let bucket = RetryBudget::token_bucket(3, 1, D::from_secs(10), D::from_secs(3)).unwrap();
         let config = config().budget(bucket);
-        let (plain, _) = run(&config, LATE, &[]);
-        let (rebased, _) = run(&config, LATE, &RESTARTS);
+        let (plain, _) = run(config, LATE, &[]);
+        let (rebased, _) = run(config, LATE, &RESTARTS);
         let exhausted = |s: &&Seen| matches!(s, Seen::Done(_, Some(Problem::RetryBudgetExhausted), ..));
         assert!(plain.iter().filter(exhausted).count() > 2, "{plain:?}");
         assert!(plain.iter().filter(|s| matches!(s, Seen::Dispatch { number: 2.., .. })).count() > 5);

@@ -261,10 +261,7 @@ fn a_retry_whose_token_another_operation_took_first_fails_with_retry_budget_exha
     let mut dep = tokens(1);
     let mut rec = Recorder::tagged();
     let t = T::from_ticks;
-    let mut ops: Vec<_> = [1, 2]
-        .map(|id| Operation::start(&POLICY, &dep.config, read(10_000).id(id), t(0)).unwrap())
-        .into_iter()
-        .collect();
+    let mut ops = [1, 2].map(|id| Operation::start(&POLICY, &dep.config, read(10_000).id(id), t(0)).unwrap());
     for op in &mut ops {
         let Action::Dispatch(first) = op.poll(t(0), &mut dep.state, &mut rec) else { panic!() };
         op.on_failure(first, t(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
