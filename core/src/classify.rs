@@ -74,6 +74,11 @@ impl<const HZ: u64> Classify<HZ> for Verdict<HZ> {
 
 /// One attempt's failure as an adapter reports it: the attempt ran past its timeout and was dropped,
 /// or the operation returned the caller's own error.
+///
+/// `Failed` is transparent, as `#[error(transparent)]` would make it: it displays the caller's
+/// error, and its `source` is that error's source. Were the source the caller's error itself, a
+/// reporter that prints the chain (anyhow's `{:#}`) would show its message twice. The caller's
+/// error itself: [`AttemptError::into_inner`], or a match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum AttemptError<const HZ: u64, E> {
@@ -122,7 +127,7 @@ impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Atte
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             Self::TimedOut { .. } => None,
-            Self::Failed(e) => Some(e),
+            Self::Failed(e) => e.source(),
         }
     }
 }
@@ -164,13 +169,30 @@ mod tests {
         assert_eq!(AttemptError::<1_000, _>::Failed(Refused).classify(), Verdict::NotRetryable);
     }
 
+    /// An error with a cause, as a client library's would be.
+    #[derive(Debug)]
+    struct Unreachable(Refused);
+    impl core::fmt::Display for Unreachable {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("host unreachable")
+        }
+    }
+    impl core::error::Error for Unreachable {
+        fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
     #[test]
-    fn an_attempt_error_says_what_happened_and_chains_to_the_callers_error() {
+    fn an_attempt_error_says_what_happened_and_is_transparent_over_the_callers_error() {
         use core::error::Error;
         assert_eq!(TIMED_OUT.to_string(), "attempt timed out after 2500 ticks at 1000 Hz");
         assert!(TIMED_OUT.source().is_none());
         let failed = AttemptError::<1_000, _>::Failed(Refused);
         assert_eq!(failed.to_string(), "connection refused");
+        assert!(failed.source().is_none(), "its message is displayed already, and it has no cause");
+        let failed = AttemptError::<1_000, _>::Failed(Unreachable(Refused));
+        assert_eq!(failed.to_string(), "host unreachable");
         assert_eq!(failed.source().map(ToString::to_string).as_deref(), Some("connection refused"));
     }
 }

@@ -81,13 +81,15 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
     }
 }
 
+/// The message already shows the start error or the last failure, so `source` continues the chain
+/// below it, with the last failure's own cause: a reporter that prints the chain (anyhow's `{:#}`)
+/// shows each message once. The last failure itself, typed: [`Error::into_last_failure`] or
+/// [`Error::completion`].
 impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Start(e) => Some(e),
-            Self::Ended { completion, .. } => {
-                completion.last_failure.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
-            }
+            Self::Start(e) => e.source(),
+            Self::Ended { completion, .. } => completion.last_failure.as_ref().and_then(|e| e.source()),
         }
     }
 }
@@ -105,9 +107,14 @@ pub struct Detailed<T, E> {
 impl<T, E> Detailed<T, E> {
     /// The value, or the completion as an [`Error`].
     pub fn into_result(self, dependency: Arc<str>) -> Result<T, Error<E>> {
+        self.into_result_with(|| dependency)
+    }
+
+    /// As [`Detailed::into_result`], with the dependency's name made only for an error.
+    pub(crate) fn into_result_with(self, dependency: impl FnOnce() -> Arc<str>) -> Result<T, Error<E>> {
         match (self.value, self.completion.disposition) {
             (Some(v), Disposition::Succeeded) => Ok(v),
-            (_, _) => Err(Error::Ended { dependency, completion: self.completion }),
+            (_, _) => Err(Error::Ended { dependency: dependency(), completion: self.completion }),
         }
     }
 }

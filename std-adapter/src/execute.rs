@@ -66,13 +66,8 @@ impl Dependency {
         E: Classify<HZ>,
     {
         run(&self.inner, policy, context, operation, |ran, inner| match ran {
-            Ok(Detailed { value: Some(v), completion })
-                if completion.disposition == relent_core::Disposition::Succeeded =>
-            {
-                Ok(v)
-            }
             // The name is cloned only for an error: the success path touches no reference count.
-            Ok(detailed) => detailed.into_result(inner.name.clone()),
+            Ok(detailed) => detailed.into_result_with(|| inner.name.clone()),
             Err(e) => Err(Error::Start(e)),
         })
     }

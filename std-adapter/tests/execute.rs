@@ -221,6 +221,58 @@ async fn a_failure_that_is_not_retryable_comes_back_as_it_is_after_one_attempt()
     assert_eq!(err.into_last_failure(), Some(PayrailError::BadRequest));
 }
 
+/// Each message of an error's chain, as anyhow's `{:#}` prints them.
+fn chain(e: &dyn std::error::Error) -> Vec<String> {
+    std::iter::successors(Some(e), |e| e.source()).map(ToString::to_string).collect()
+}
+
+/// A client library's error with a cause.
+#[derive(Debug)]
+struct Unavailable(std::io::Error);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("upstream unavailable")
+    }
+}
+
+impl std::error::Error for Unavailable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl Classify<HZ> for Unavailable {
+    fn classify(&self) -> Verdict<HZ> {
+        Verdict::NotRetryable
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_chain_shows_each_message_once() {
+    let dep = payrail(budgeted());
+    let err = dep
+        .execute(&CHECKOUT, read(Std::from_secs(10)), |_| async {
+            Err::<(), _>(Unavailable(std::io::ErrorKind::ConnectionRefused.into()))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        chain(&err),
+        ["payrail: failed after 1 attempt(s); last failure: upstream unavailable", "connection refused"]
+    );
+    let timed_out = dep
+        .execute(&CHECKOUT.without_retries(), read(Std::from_secs(10)), |_| {
+            std::future::pending::<Result<(), Unavailable>>()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        chain(&timed_out),
+        ["payrail: failed (attempts_exhausted) after 1 attempt(s); last failure: attempt timed out after 3s"]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_unsafe_operation_with_a_retrying_policy_is_refused_before_anything_is_sent() {
     let dep = payrail(budgeted());
@@ -235,6 +287,7 @@ async fn an_unsafe_operation_with_a_retrying_policy_is_refused_before_anything_i
         .unwrap_err();
     assert!(matches!(err, Error::Start(_)));
     assert_eq!(err.code(), "unsafe_with_retries");
+    assert_eq!(chain(&err)[1..], [] as [String; 0], "the message shows the start error, which has no cause");
     assert_eq!(calls.load(Ordering::Relaxed), 0);
     // The same call with the policy's single-attempt form runs, once.
     let once = CHECKOUT.without_retries();
@@ -288,6 +341,7 @@ async fn an_open_circuit_refuses_without_calling_the_operation() {
         .await
         .unwrap_err();
     assert_eq!(calls.load(Ordering::Relaxed), 0);
+    assert_eq!(chain(&err), ["payrail: rejected (circuit_open) after 0 attempt(s)"]);
     let completion = err.completion().unwrap();
     assert_eq!(
         (completion.disposition, completion.problem),
