@@ -62,10 +62,20 @@ pub struct RetryReport {
     pub retry_after: Option<std::time::Duration>,
     /// Set when the request was only ever going to get one attempt, and why.
     pub single_attempt: Option<SingleAttempt>,
+    /// The replay-safety statement the layer made for the request (seed 003: every operation
+    /// states one): `ReplayableRead` for an idempotent method, `ProviderIdempotentMutation` for a
+    /// request that carries an `Idempotency-Key`, each valid for [`RetryLayer::replay_valid_for`];
+    /// `Unsafe` for a request that gets a single attempt. What to look at when a request was
+    /// repeated and should not have been, or the other way round.
+    pub replay_safety: ReplaySafety<HZ>,
 }
 
 impl RetryReport {
-    fn new<E>(completion: &Completion<HZ, E>, single_attempt: Option<SingleAttempt>) -> Self {
+    fn new<E>(
+        completion: &Completion<HZ, E>,
+        single_attempt: Option<SingleAttempt>,
+        replay_safety: ReplaySafety<HZ>,
+    ) -> Self {
         Self {
             operation: completion.operation.0,
             disposition: completion.disposition,
@@ -75,6 +85,7 @@ impl RetryReport {
             elapsed: std_duration(completion.summary.elapsed),
             retry_after: completion.retry_after.map(std_duration),
             single_attempt,
+            replay_safety,
         }
     }
 }
@@ -101,7 +112,9 @@ pub enum HttpError<E> {
         report: RetryReport,
     },
     /// The request's body could not be copied for a retry (a [`ReplayBody`] whose `try_clone`
-    /// gave up after the first attempt); the last attempt's response is lost with it.
+    /// gave up after the first attempt); the last attempt's response is lost with it. The attempt
+    /// that got no body counts in the report's `dispatched` (the pipeline had admitted it), though
+    /// nothing was sent for it.
     BodyNotReplayable {
         /// How the request went.
         report: RetryReport,
@@ -123,43 +136,42 @@ impl<E> HttpError<E> {
     }
 }
 
+/// "failed (attempts_exhausted) after 3 attempt(s)": the disposition, the problem code when there
+/// is one, and the attempts sent, as [`Error`](crate::Error) writes them.
+struct Outcome<'a>(&'a RetryReport);
+
+impl fmt::Display for Outcome<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0.disposition)?;
+        if let Some(p) = self.0.problem {
+            write!(f, " ({p})")?;
+        }
+        write!(f, " after {} attempt(s)", self.0.dispatched)
+    }
+}
+
 impl<E: fmt::Display> fmt::Display for HttpError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let code = |r: &RetryReport| r.problem.map_or("", |p| p.as_str());
         match self {
-            Self::Transport { error, report } => {
-                write!(
-                    f,
-                    "{} {} after {} attempt(s): {error}",
-                    report.disposition,
-                    code(report),
-                    report.dispatched
-                )
-            }
-            Self::TimedOut { report } => {
-                write!(f, "timed out after {} attempt(s) ({})", report.dispatched, code(report))
-            }
-            Self::Refused { report } => {
-                write!(f, "{}: {} after {} attempt(s)", report.disposition, code(report), report.dispatched)
-            }
+            Self::Transport { error, report } => write!(f, "{}; last failure: {error}", Outcome(report)),
+            Self::TimedOut { report } => write!(f, "{}; the last attempt timed out", Outcome(report)),
+            Self::Refused { report } => write!(f, "{}", Outcome(report)),
             Self::BodyNotReplayable { report } => {
-                write!(
-                    f,
-                    "the request body could not be copied for attempt {}",
-                    report.dispatched.saturating_add(1)
-                )
+                write!(f, "the request body could not be copied for attempt {}", report.dispatched)
             }
             Self::Start(e) => write!(f, "request not started: {e}"),
         }
     }
 }
 
+/// As [`Error`](crate::Error)'s: the message shows the transport error or the start error, so
+/// `source` continues below it, and a chain is printed with each message once.
 impl<E: std::error::Error + 'static> std::error::Error for HttpError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Transport { error, .. } => Some(error),
-            Self::Start(e) => Some(e),
-            _ => None,
+            Self::Transport { error, .. } => error.source(),
+            Self::Start(e) => e.source(),
+            Self::TimedOut { .. } | Self::Refused { .. } | Self::BodyNotReplayable { .. } => None,
         }
     }
 }
@@ -331,7 +343,7 @@ where
         })
         .await;
     let Detailed { value, completion } = detailed.map_err(HttpError::Start)?;
-    let report = RetryReport::new(&completion, single);
+    let report = RetryReport::new(&completion, single, safety);
     let with_report = |mut response: Response<RB>| {
         response.extensions_mut().insert(report);
         response

@@ -6,7 +6,8 @@ use std::time::Duration as Std;
 
 use http::{Method, Request, Response, StatusCode};
 use relent_tokio::core::{
-    BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, RetryBudget, RetryPolicy,
+    BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryBudget, RetryPolicy,
+    StartError,
 };
 use relent_tokio::{Dependency, Duration, HZ, HttpError, RetryLayer, RetryReport, SingleAttempt};
 use tower::{Layer, Service, ServiceExt};
@@ -95,6 +96,9 @@ fn request(method: Method, path: &str, key: Option<&str>) -> Request<String> {
     r.body("{}".to_string()).unwrap()
 }
 
+/// How long the layer's replay statements hold by default.
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
 fn ms(v: u64) -> Std {
     Std::from_millis(v)
 }
@@ -137,6 +141,7 @@ async fn a_keyless_post_that_times_out_is_sent_once_and_a_keyed_one_is_retried()
     assert!(matches!(err, HttpError::TimedOut { .. }), "{err}");
     let report = err.report().unwrap();
     assert_eq!((report.dispatched, report.single_attempt), (1, Some(SingleAttempt::NotIdempotent)));
+    assert_eq!(report.replay_safety, ReplaySafety::Unsafe);
     assert_eq!(provider.attempts("/orders").len(), 1);
     let response =
         svc.ready().await.unwrap().call(request(Method::POST, "/keyed", Some("k-1"))).await.unwrap();
@@ -146,6 +151,7 @@ async fn a_keyless_post_that_times_out_is_sent_once_and_a_keyed_one_is_retried()
         (report.dispatched, report.single_attempt, report.disposition),
         (2, None, Disposition::Succeeded)
     );
+    assert_eq!(report.replay_safety, ReplaySafety::provider_idempotent_mutation(DAY));
 }
 
 #[tokio::test(start_paused = true)]
@@ -159,6 +165,7 @@ async fn a_retry_after_beyond_the_maximum_delay_comes_back_deferred_with_its_res
     assert_eq!(report.disposition, Disposition::Deferred);
     assert_eq!(report.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
     assert_eq!(report.retry_after, Some(Std::from_secs(60)));
+    assert_eq!(report.replay_safety, ReplaySafety::replayable_read(DAY));
     assert_eq!(provider.attempts("/slow-down").len(), 1);
 }
 
@@ -206,5 +213,75 @@ async fn a_replayable_request_whose_body_cannot_be_replayed_gets_one_attempt_and
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     let report = response.extensions().get::<RetryReport>().unwrap();
     assert_eq!((report.dispatched, report.single_attempt), (1, Some(SingleAttempt::BodyNotReplayable)));
+    assert_eq!(report.replay_safety, ReplaySafety::Unsafe, "a PUT, but its body cannot be sent twice");
     assert_eq!(*calls.lock().unwrap(), 1);
+}
+
+/// A body that can be copied `copies` times, then gives up: replayable by its own account, until
+/// it is not.
+#[derive(Debug)]
+struct Flaky {
+    copies: Arc<Mutex<usize>>,
+}
+
+impl relent_tokio::http::ReplayBody for Flaky {
+    fn try_clone(&self) -> Option<Self> {
+        let mut left = self.copies.lock().unwrap();
+        *left = left.checked_sub(1)?;
+        Some(Self { copies: self.copies.clone() })
+    }
+}
+
+/// Each message of an error's chain, as anyhow's `{:#}` prints them.
+fn chain(e: &dyn std::error::Error) -> Vec<String> {
+    std::iter::successors(Some(e), |e| e.source()).map(ToString::to_string).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
+    let provider = Provider::default();
+    provider.script("/refused", &[Reply::Refuse]);
+    provider.script("/hangs", &[Reply::Hang]);
+    provider.script("/down", &[Reply::Status(500)]);
+    let t0 = tokio::time::Instant::now();
+    let breaker = BreakerConfig::consecutive_failures(4, Duration::from_secs(30));
+    let mut svc = layer(budgeted().breaker(breaker)).layer(provider.service(t0));
+    let mut send = async |method, path| svc.ready().await.unwrap().call(request(method, path, None)).await;
+
+    let timed_out = send(Method::POST, "/hangs").await.unwrap_err();
+    assert_eq!(
+        chain(&timed_out),
+        ["failed (attempts_exhausted) after 1 attempt(s); the last attempt timed out"]
+    );
+    let transport = send(Method::GET, "/refused").await.unwrap_err();
+    assert!(matches!(transport, HttpError::Transport { .. }));
+    assert_eq!(
+        chain(&transport),
+        ["failed (attempts_exhausted) after 3 attempt(s); last failure: connection refused"]
+    );
+    // The timeout and the three refusals opened the circuit.
+    let refused = send(Method::GET, "/down").await.unwrap_err();
+    assert_eq!(chain(&refused), ["rejected (circuit_open) after 0 attempt(s)"]);
+    assert!(provider.attempts("/down").is_empty());
+
+    let copies = Arc::new(Mutex::new(2));
+    let inner = tower::service_fn(|_req: Request<Flaky>| async {
+        Ok::<_, std::io::Error>(Response::builder().status(503).body(String::new()).unwrap())
+    });
+    let mut svc = layer(budgeted()).layer(inner);
+    let flaky = Request::get("/report").body(Flaky { copies }).unwrap();
+    let no_body = svc.ready().await.unwrap().call(flaky).await.unwrap_err();
+    assert!(matches!(no_body, HttpError::BodyNotReplayable { .. }));
+    assert_eq!(chain(&no_body), ["the request body could not be copied for attempt 2"]);
+    assert_eq!(no_body.report().unwrap().dispatched, 2, "counted, though nothing was sent");
+
+    let unbudgeted = DependencyConfig::new(Duration::from_secs(10));
+    let mut svc = layer(unbudgeted).layer(provider.service(t0));
+    let start = svc.ready().await.unwrap().call(request(Method::GET, "/never", None)).await.unwrap_err();
+    assert!(start.report().is_none());
+    assert_eq!(
+        chain(&start),
+        [format!("request not started: {}", StartError::RetryWithoutBudget { max_attempts: 3 })]
+    );
+    assert!(provider.attempts("/never").is_empty());
 }
