@@ -85,4 +85,17 @@ mod tests {
         assert_eq!(clock.instant(now), tokio::time::Instant::now());
         assert!(clock.instant(Instant::from_ticks(u64::MAX)) > tokio::time::Instant::now());
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn instants_map_exactly_up_to_thirty_years_and_later_ones_to_thirty_years() {
+        let clock = Clock::starting_now();
+        let anchor = tokio::time::Instant::now();
+        let year = std::time::Duration::from_secs(365 * 24 * 3600);
+        let far = year * 30;
+        let tick = |d| Instant::from_ticks(ticks(d).as_ticks());
+        assert_eq!(clock.instant(tick(year)), anchor + year);
+        assert_eq!(clock.instant(tick(far)), anchor + far);
+        assert_eq!(clock.instant(tick(far + year)), anchor + far);
+        assert_eq!(clock.instant(Instant::from_ticks(u64::MAX)), anchor + far);
+    }
 }

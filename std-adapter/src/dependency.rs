@@ -143,3 +143,59 @@ impl Inner {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::RngCore;
+
+    const CHILD: &str = "RELENT_TEST_PRINT_PROCESS_SEED";
+
+    #[test]
+    fn the_name_mix_is_fnv_1a() {
+        // The published FNV-1a 64-bit test vectors.
+        assert_eq!(mix(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(mix("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(mix("foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn dependencies_of_one_process_draw_different_jitter() {
+        let config = DependencyConfig::new(crate::Duration::from_secs(10));
+        let draw = |name| Dependency::new(name, config).unwrap().inner.lock().rng.next_u64();
+        assert_ne!(draw("payrail"), draw("fraud"));
+        assert_eq!(draw("payrail"), draw("payrail"), "one process seed, drawn once");
+    }
+
+    /// The seed comes from the OS once per process: two processes of one binary get different
+    /// seeds, so a fleet started together does not retry in step. The test runs its own binary
+    /// twice, as this one test, and compares what the children print.
+    #[test]
+    fn each_process_draws_its_own_seed() {
+        if std::env::var_os(CHILD).is_some() {
+            println!("process seed {}", process_seed());
+            return;
+        }
+        let child = || {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "dependency::tests::each_process_draws_its_own_seed", "--nocapture"])
+                .env(CHILD, "1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8(out.stdout).unwrap();
+            let seed = stdout.lines().find_map(|l| l.strip_prefix("process seed ")).map(str::to_owned);
+            seed.unwrap_or_else(|| panic!("the child printed no seed: {stdout}"))
+        };
+        let (a, b) = (child(), child());
+        assert_ne!(a, b);
+        assert_ne!(a, process_seed().to_string());
+    }
+
+    #[test]
+    fn a_dependency_shows_its_name() {
+        let dep = Dependency::with_seed("payrail", DependencyConfig::new(crate::Duration::from_secs(10)), 7)
+            .unwrap();
+        assert_eq!(dep.name(), "payrail");
+        assert_eq!(format!("{dep:?}"), "Dependency { name: \"payrail\", .. }");
+    }
+}

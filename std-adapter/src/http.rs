@@ -194,6 +194,16 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn the_owned_body_types_copy_themselves_whole() {
+        assert_eq!(().try_clone(), Some(()));
+        assert_eq!(String::from("{\"amount\":1}").try_clone().as_deref(), Some("{\"amount\":1}"));
+        assert_eq!(b"\x01\x02".to_vec().try_clone(), Some(vec![1, 2]));
+        let bytes = bytes::Bytes::from_static(b"card=4242");
+        assert_eq!(bytes.try_clone(), Some(bytes));
+        assert!(http_body_util::Empty::<bytes::Bytes>::new().try_clone().is_some());
+    }
+
+    #[test]
     fn retry_after_is_delta_seconds_or_an_http_date() {
         let now = httpdate::parse_http_date("Sun, 29 Nov 2026 23:00:00 GMT").unwrap();
         assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));

@@ -61,8 +61,14 @@ impl Observer<HZ> for Trace<'_> {
                     "relent: attempt refused"
                 )
             }
-            Event::WaitingForRateLimit { attempt, .. } => {
-                tracing::debug!(dependency, operation, attempt, "relent: waiting for a rate-limit unit")
+            Event::WaitingForRateLimit { attempt, until, .. } => {
+                tracing::debug!(
+                    dependency,
+                    operation,
+                    attempt,
+                    until_us = until.as_ticks(),
+                    "relent: waiting for a rate-limit unit"
+                )
             }
             Event::WaitingForAirtime { attempt, until, .. } => {
                 tracing::debug!(

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as Std;
 
 use relent_tokio::core::{
-    Classify, Context, DependencyConfig, Jitter, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    BreakerConfig, Classify, Context, DependencyConfig, DutyCycle, Jitter, RateLimit, ReplaySafety,
+    RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tokio::{Dependency, Duration, HZ};
 
@@ -52,8 +53,8 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn every_decision_is_a_tracing_event_with_the_dependency_and_the_operation() {
+/// Captures this thread's tracing events from here on, as lines without the time and the module.
+fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
     let captured = Captured::default();
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::DEBUG)
@@ -61,8 +62,21 @@ async fn every_decision_is_a_tracing_event_with_the_dependency_and_the_operation
         .with_ansi(false)
         .without_time()
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let guard = tracing::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
+    (captured, guard)
+}
+
+impl Captured {
+    fn lines(&self) -> Vec<String> {
+        let out = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        out.lines().map(|l| l.trim_start().replacen("relent_tokio::trace: ", "", 1)).collect()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_decision_is_a_tracing_event_with_the_dependency_and_the_operation() {
+    let (captured, _guard) = capture();
     let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 10).unwrap());
     let dep = Dependency::with_seed("payrail", config, 7).unwrap();
     let context = Context::new(
@@ -74,19 +88,83 @@ async fn every_decision_is_a_tracing_event_with_the_dependency_and_the_operation
             if info.number == 1 { Err(Busy) } else { Ok(()) }
         })
         .await;
-    let out = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    let lines: Vec<&str> =
-        out.lines().map(|l| l.split_once("relent_tokio::trace: ").map_or(l, |(_, r)| r)).collect();
     assert_eq!(
-        lines,
+        captured.lines(),
         [
-            "relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=1 timeout_us=3000000",
-            "relent: attempt failed dependency=\"payrail\" operation=42 attempt=1 then=\"retry\"",
-            "relent: retry scheduled dependency=\"payrail\" operation=42 attempt=2 delay_us=1000000 source=\"retry_after\" stated_us=1000000",
-            "relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=2 timeout_us=3000000",
-            "relent: attempt succeeded dependency=\"payrail\" operation=42 attempt=2",
-            "relent: operation succeeded dependency=\"payrail\" operation=42 dispatched=2",
-        ],
-        "{out}"
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=1 timeout_us=3000000",
+            "DEBUG relent: attempt failed dependency=\"payrail\" operation=42 attempt=1 then=\"retry\"",
+            "INFO relent: retry scheduled dependency=\"payrail\" operation=42 attempt=2 delay_us=1000000 source=\"retry_after\" stated_us=1000000",
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=2 timeout_us=3000000",
+            "DEBUG relent: attempt succeeded dependency=\"payrail\" operation=42 attempt=2",
+            "DEBUG relent: operation succeeded dependency=\"payrail\" operation=42 dispatched=2",
+        ]
+    );
+}
+
+const ONCE: RetryPolicy<HZ> = CHECKOUT.without_retries();
+
+/// Each protection's decisions, at the level a dashboard needs them: the waits at DEBUG, a
+/// circuit change and a cooldown at WARN, with the refusal they cause.
+#[tokio::test(start_paused = true)]
+async fn each_protection_logs_its_decisions_at_their_levels() {
+    let (captured, _guard) = capture();
+    let read = |id| {
+        Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600))).id(id)
+    };
+    let ok = |_| async { Ok::<_, Busy>(()) };
+    let window = || DependencyConfig::new(Duration::from_secs(10));
+
+    // Two calls at once through a limit of one a second: the second waits for its unit.
+    let limit = RateLimit::new(1, Duration::from_secs(1)).max_wait(Duration::from_secs(2));
+    let quotes = Dependency::with_seed("quotes", window().rate_limit(limit), 7).unwrap();
+    let (a, b) = tokio::join!(quotes.execute(&ONCE, read(1), ok), quotes.execute(&ONCE, read(2), ok));
+    assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+
+    // 600 ms of airtime twice, with 1 s allowed in any 10 s: the second waits for the first to
+    // leave the window, at 10.6 s.
+    let duty = DutyCycle::new(Duration::from_secs(1), Duration::from_secs(10));
+    let modem = Dependency::with_seed("modem", window().duty_cycle(duty), 7).unwrap();
+    let patient = RetryPolicy::single_attempt().max_delay(Duration::from_secs(20)).build().unwrap();
+    for id in [3, 4] {
+        modem.execute(&patient, read(id).airtime(Duration::from_millis(600)), ok).await.unwrap();
+    }
+
+    // A failure with a Retry-After opens a one-failure circuit and extends the cooldown; the next
+    // call is refused.
+    let breaker = BreakerConfig::consecutive_failures(1, Duration::from_secs(30));
+    let payrail =
+        Dependency::with_seed("payrail", window().breaker(breaker).cooldown(Duration::from_secs(60)), 7);
+    let payrail = payrail.unwrap();
+    let _ = payrail.execute(&ONCE, read(5), |_| async { Err::<(), _>(Busy) }).await;
+    let _ = payrail.execute(&ONCE, read(6), ok).await;
+
+    assert_eq!(
+        captured.lines(),
+        [
+            "DEBUG relent: attempt dispatched dependency=\"quotes\" operation=1 attempt=1 timeout_us=3000000",
+            "DEBUG relent: attempt succeeded dependency=\"quotes\" operation=1 attempt=1",
+            "DEBUG relent: operation succeeded dependency=\"quotes\" operation=1 dispatched=1",
+            "DEBUG relent: waiting for a rate-limit unit dependency=\"quotes\" operation=2 attempt=1 until_us=1000000",
+            "DEBUG relent: attempt dispatched dependency=\"quotes\" operation=2 attempt=1 timeout_us=3000000",
+            "DEBUG relent: attempt succeeded dependency=\"quotes\" operation=2 attempt=1",
+            "DEBUG relent: operation succeeded dependency=\"quotes\" operation=2 dispatched=1",
+            "DEBUG relent: attempt dispatched dependency=\"modem\" operation=3 attempt=1 timeout_us=60000000",
+            "DEBUG relent: attempt succeeded dependency=\"modem\" operation=3 attempt=1",
+            "DEBUG relent: operation succeeded dependency=\"modem\" operation=3 dispatched=1",
+            "DEBUG relent: waiting for airtime (duty cycle) dependency=\"modem\" operation=4 attempt=1 until_us=10600000",
+            // What is left of the 60 s deadline after the 10.6 s wait.
+            "DEBUG relent: attempt dispatched dependency=\"modem\" operation=4 attempt=1 timeout_us=49400000",
+            "DEBUG relent: attempt succeeded dependency=\"modem\" operation=4 attempt=1",
+            "DEBUG relent: operation succeeded dependency=\"modem\" operation=4 dispatched=1",
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=5 attempt=1 timeout_us=3000000",
+            "DEBUG relent: attempt failed dependency=\"payrail\" operation=5 attempt=1 then=\"attempts_exhausted\"",
+            "WARN relent: circuit changed dependency=\"payrail\" operation=5 state=\"open\"",
+            // payrail's clock starts when it is made, at 10.6 s: the Retry-After of 1 s ends at 1 s.
+            "WARN relent: cooldown extended dependency=\"payrail\" operation=5 until_us=1000000",
+            "INFO relent: operation ended dependency=\"payrail\" operation=5 dispatched=1 disposition=\"failed\" code=\"attempts_exhausted\"",
+            // The cooldown is checked before the circuit, and defers rather than rejects.
+            "WARN relent: attempt refused dependency=\"payrail\" operation=6 attempt=1 code=\"cooldown_active\"",
+            "INFO relent: operation ended dependency=\"payrail\" operation=6 dispatched=0 disposition=\"deferred\" code=\"cooldown_active\"",
+        ]
     );
 }
