@@ -232,6 +232,22 @@ impl relent_tokio::http::ReplayBody for Flaky {
     }
 }
 
+/// A client library's error with a cause.
+#[derive(Debug)]
+struct Unavailable(std::io::Error);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("upstream unavailable")
+    }
+}
+
+impl std::error::Error for Unavailable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
 /// Each message of an error's chain, as anyhow's `{:#}` prints them.
 fn chain(e: &dyn std::error::Error) -> Vec<String> {
     std::iter::successors(Some(e), |e| e.source()).map(ToString::to_string).collect()
@@ -263,6 +279,20 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     let refused = send(Method::GET, "/down").await.unwrap_err();
     assert_eq!(chain(&refused), ["rejected (circuit_open) after 0 attempt(s)"]);
     assert!(provider.attempts("/down").is_empty());
+
+    // A client's error with a cause: the message shows it, and the chain goes on to its cause.
+    let inner = tower::service_fn(|_req: Request<String>| async {
+        Err::<Response<String>, _>(Unavailable(std::io::ErrorKind::ConnectionRefused.into()))
+    });
+    let mut svc = layer(budgeted()).layer(inner);
+    let caused = svc.ready().await.unwrap().call(request(Method::GET, "/quote", None)).await.unwrap_err();
+    assert_eq!(
+        chain(&caused),
+        [
+            "failed (attempts_exhausted) after 3 attempt(s); last failure: upstream unavailable",
+            "connection refused"
+        ]
+    );
 
     let copies = Arc::new(Mutex::new(2));
     let inner = tower::service_fn(|_req: Request<Flaky>| async {
