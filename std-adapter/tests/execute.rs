@@ -13,6 +13,9 @@ use relent_tokio::core::{
 use relent_tokio::{AttemptError, Dependency, Duration, Error, HZ};
 use tokio::time::Instant;
 
+mod common;
+use common::{Unavailable, chain};
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum PayrailError {
     Refused,
@@ -219,33 +222,6 @@ async fn a_failure_that_is_not_retryable_comes_back_as_it_is_after_one_attempt()
     assert_eq!(err.code(), "");
     assert_eq!(err.to_string(), "payrail: failed after 1 attempt(s); last failure: BadRequest");
     assert_eq!(err.into_last_failure(), Some(PayrailError::BadRequest));
-}
-
-/// Each message of an error's chain, as anyhow's `{:#}` prints them.
-fn chain(e: &dyn std::error::Error) -> Vec<String> {
-    std::iter::successors(Some(e), |e| e.source()).map(ToString::to_string).collect()
-}
-
-/// A client library's error with a cause.
-#[derive(Debug)]
-struct Unavailable(std::io::Error);
-
-impl std::fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("upstream unavailable")
-    }
-}
-
-impl std::error::Error for Unavailable {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
-    }
-}
-
-impl Classify<HZ> for Unavailable {
-    fn classify(&self) -> Verdict<HZ> {
-        Verdict::NotRetryable
-    }
 }
 
 #[tokio::test(start_paused = true)]

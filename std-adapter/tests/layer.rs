@@ -12,6 +12,9 @@ use relent_tokio::core::{
 use relent_tokio::{Dependency, Duration, HZ, HttpError, RetryLayer, RetryReport, SingleAttempt};
 use tower::{Layer, Service, ServiceExt};
 
+mod common;
+use common::{Unavailable, chain};
+
 /// What the scripted provider does with the n-th request for a path.
 #[derive(Debug, Clone, Copy)]
 enum Reply {
@@ -230,27 +233,6 @@ impl relent_tokio::http::ReplayBody for Flaky {
         *left = left.checked_sub(1)?;
         Some(Self { copies: self.copies.clone() })
     }
-}
-
-/// A client library's error with a cause.
-#[derive(Debug)]
-struct Unavailable(std::io::Error);
-
-impl std::fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("upstream unavailable")
-    }
-}
-
-impl std::error::Error for Unavailable {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
-    }
-}
-
-/// Each message of an error's chain, as anyhow's `{:#}` prints them.
-fn chain(e: &dyn std::error::Error) -> Vec<String> {
-    std::iter::successors(Some(e), |e| e.source()).map(ToString::to_string).collect()
 }
 
 #[tokio::test(start_paused = true)]
