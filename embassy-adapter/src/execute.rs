@@ -127,7 +127,11 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
         run(self.begin(policy, context, Log), rng, operation)
     }
 
-    /// As [`SharedDependency::execute`], also handing every event to `observer`.
+    /// As [`SharedDependency::execute`], also handing every event to `observer`. The observer runs
+    /// under the dependency's lock, as each decision is made: keep it short (on firmware the lock
+    /// is usually a critical section), and do not call back into this dependency from it. Its
+    /// state is borrowed then, and a nested `lock` would panic on the borrow. To act on an event
+    /// (light an LED, count refusals), record it and act after `execute_with` returns.
     pub fn execute_with<'a, T, E, F, Fut, R, O>(
         &'a self,
         policy: &'a RetryPolicy<HZ>,
