@@ -130,8 +130,10 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     /// As [`SharedDependency::execute`], also handing every event to `observer`. The observer runs
     /// under the dependency's lock, as each decision is made: keep it short (on firmware the lock
     /// is usually a critical section), and do not call back into this dependency from it. Its
-    /// state is borrowed then, and a nested `lock` would panic on the borrow. To act on an event
-    /// (light an LED, count refusals), record it and act after `execute_with` returns.
+    /// state is borrowed then, and a nested `lock` panics on the borrow. Where panics unwind (a host
+    /// test), the operation dropped by the unwinding reports its end to the same observer, which
+    /// panics again and aborts the process. To act on an event (light an LED, count refusals),
+    /// record it and act after `execute_with` returns.
     pub fn execute_with<'a, T, E, F, Fut, R, O>(
         &'a self,
         policy: &'a RetryPolicy<HZ>,

@@ -138,6 +138,29 @@ fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
     assert_eq!(scheduled, [1_000_000], "1 s in embassy ticks (1 MHz with the mock driver)");
 }
 
+/// The observer runs under the dependency's lock (`execute_with` says so): a call back into the
+/// dependency from it finds the state borrowed.
+#[test]
+#[should_panic(expected = "already borrowed")]
+fn an_observer_that_calls_back_into_its_dependency_panics_on_the_borrow() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    MockDriver::get().reset();
+    let link = shared();
+    // Once: the operation, dropped while the panic unwinds, reports its end to the same observer,
+    // and a second panic there would abort the test binary.
+    let mut first = true;
+    let mut peek = |_: &Event<HZ>| {
+        if core::mem::take(&mut first) {
+            link.lock(|state, _| state.in_flight());
+        }
+    };
+    let mut rng = rng();
+    let _ =
+        run(link.execute_with(&CHECKOUT, read(10_000), &mut rng, &mut peek, |_| async {
+            Ok::<_, LinkError>(())
+        }));
+}
+
 /// A radio link on air at most 1 % of any 100 s (1 s), every frame 400 ms.
 const RADIO: DependencyConfig<HZ> = LINK.duty_cycle(DutyCycle::per_mille(10, Duration::from_secs(100)));
 
