@@ -119,7 +119,9 @@ impl Dependency {
     }
 
     /// Reads the shared state at the current time, under the lock: counts, circuit, slots in
-    /// flight, cooldown, budget. For dashboards and tests; keep `f` short.
+    /// flight, cooldown, budget. For dashboards and tests; keep `f` short, and do not call back
+    /// into this dependency from it: the lock is not re-entrant (std's `Mutex` may deadlock or
+    /// panic when the thread that holds it locks it again).
     pub fn inspect<R>(&self, f: impl FnOnce(&mut State, &DependencyConfig<HZ>, Instant) -> R) -> R {
         let mut locked = self.inner.lock();
         let now = self.inner.clock.now();
