@@ -26,6 +26,7 @@ use crate::{AttemptError, HZ, Instant};
 /// What an attempt is told, so it can set its own radio or modem timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub struct AttemptInfo {
     /// 1 for the first attempt.
     pub number: u8,
@@ -52,6 +53,7 @@ impl AttemptInfo {
 /// The value, if an attempt succeeded, and how the operation went.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub struct Done<T, E> {
     /// The value of the attempt that succeeded.
     pub value: Option<T>,

@@ -12,8 +12,11 @@ use crate::clock::HZ;
 pub type AttemptError<E> = relent_core::AttemptError<HZ, E>;
 
 /// The operation did not produce a value: it could not start, or it ended failed, deferred or
-/// rejected. `?`-friendly; [`Error::completion`] has the details.
+/// rejected. `?`-friendly; [`Error::completion`] has the details. `non_exhaustive`, as are the
+/// adapters' reports (`Detailed`, `AttemptInfo`, `RetryReport`): a later version may add a way to
+/// end or a field without breaking your build, so match what you act on and keep a fallback.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error<E> {
     /// The policy and the call do not fit together; nothing was sent.
     Start(StartError),
@@ -97,6 +100,7 @@ impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
 /// A value with the completion that produced it: `execute_detailed`'s answer (seed 003's
 /// `executeDetailed`).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Detailed<T, E> {
     /// The value, when an attempt succeeded.
     pub value: Option<T>,

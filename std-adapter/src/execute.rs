@@ -21,6 +21,7 @@ use crate::trace::Trace;
 
 /// What an attempt is told, so it can set its own socket timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AttemptInfo {
     /// 1 for the first attempt.
     pub number: u8,

@@ -36,6 +36,7 @@ use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_ide
 
 /// Why a request got a single attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SingleAttempt {
     /// Neither an idempotent method nor an `Idempotency-Key`: repeating it could repeat its effect.
     NotIdempotent,
@@ -45,6 +46,7 @@ pub enum SingleAttempt {
 
 /// How a request went through the pipeline: in the response's extensions, or in the error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryReport {
     /// The operation's id, as in the logs.
     pub operation: u64,
@@ -92,6 +94,7 @@ impl RetryReport {
 
 /// A request that produced no response to return.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum HttpError<E> {
     /// The inner service failed (connection refused, reset, ...), on the last attempt.
     Transport {
