@@ -61,11 +61,12 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
         match self {
             Self::Start(e) => write!(f, "operation not started: {e}"),
             Self::Ended { dependency, completion } => {
-                write!(f, "{dependency}: {}", completion.disposition)?;
-                if let Some(p) = completion.problem {
-                    write!(f, " ({p})")?;
-                }
-                write!(f, " after {} attempt(s)", completion.summary.dispatched)?;
+                let outcome = Outcome {
+                    disposition: completion.disposition,
+                    problem: completion.problem,
+                    dispatched: completion.summary.dispatched,
+                };
+                write!(f, "{dependency}: {outcome}")?;
                 if let Some(t) = completion.retry_after {
                     write!(f, "; the far side asked to wait {:?}", crate::clock::std_duration(t))?;
                 }
@@ -81,6 +82,24 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 Ok(())
             }
         }
+    }
+}
+
+/// "failed (attempts_exhausted) after 3 attempt(s)": how an operation ended, as `Error` and the
+/// tower layer's `HttpError` both write it (the problem code only when there is one).
+pub(crate) struct Outcome {
+    pub(crate) disposition: Disposition,
+    pub(crate) problem: Option<relent_core::Problem>,
+    pub(crate) dispatched: u8,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.disposition)?;
+        if let Some(p) = self.problem {
+            write!(f, " ({p})")?;
+        }
+        write!(f, " after {} attempt(s)", self.dispatched)
     }
 }
 

@@ -31,7 +31,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use crate::clock::{HZ, std_duration, ticks};
 use crate::dependency::Dependency;
-use crate::error::{AttemptError, Detailed};
+use crate::error::{AttemptError, Detailed, Outcome};
 use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_idempotent, is_replayable};
 
 /// Why a request got a single attempt.
@@ -139,26 +139,18 @@ impl<E> HttpError<E> {
     }
 }
 
-/// "failed (attempts_exhausted) after 3 attempt(s)": the disposition, the problem code when there
-/// is one, and the attempts sent, as [`Error`](crate::Error) writes them.
-struct Outcome<'a>(&'a RetryReport);
-
-impl fmt::Display for Outcome<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0.disposition)?;
-        if let Some(p) = self.0.problem {
-            write!(f, " ({p})")?;
-        }
-        write!(f, " after {} attempt(s)", self.0.dispatched)
+impl RetryReport {
+    fn outcome(&self) -> Outcome {
+        Outcome { disposition: self.disposition, problem: self.problem, dispatched: self.dispatched }
     }
 }
 
 impl<E: fmt::Display> fmt::Display for HttpError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Transport { error, report } => write!(f, "{}; last failure: {error}", Outcome(report)),
-            Self::TimedOut { report } => write!(f, "{}; the last attempt timed out", Outcome(report)),
-            Self::Refused { report } => write!(f, "{}", Outcome(report)),
+            Self::Transport { error, report } => write!(f, "{}; last failure: {error}", report.outcome()),
+            Self::TimedOut { report } => write!(f, "{}; the last attempt timed out", report.outcome()),
+            Self::Refused { report } => write!(f, "{}", report.outcome()),
             Self::BodyNotReplayable { report } => {
                 write!(f, "the request body could not be copied for attempt {}", report.dispatched)
             }
