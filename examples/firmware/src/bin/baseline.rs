@@ -12,8 +12,7 @@ use relent_firmware::{GAP_S, UPLINKS};
 
 #[embassy_executor::main]
 async fn main(_spawner: Spawner) {
-    let Some(core) = cortex_m::Peripherals::take() else { relent_firmware::exit(false) };
-    relent_firmware::time::start(core.SYST);
+    relent_firmware::time::start();
     let link = Link::new();
     let (mut delivered, mut failed) = (0u32, 0u32);
     for n in 0..UPLINKS {
@@ -50,6 +49,7 @@ async fn main(_spawner: Spawner) {
         );
         Timer::after(Duration::from_secs(GAP_S)).await;
     }
+    relent_firmware::print_memory();
     hprintln!(
         "summary: {} uplinks: delivered {}, failed {} | {} transmissions, {} while asked for silence | busiest minute on air: {} ms",
         UPLINKS,

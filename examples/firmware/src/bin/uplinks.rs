@@ -1,6 +1,7 @@
 //! Uplinks over a flaky modem link, through relent-embassy: retries with full jitter, a retry
-//! budget, a circuit breaker and a cooldown, on embassy's executor and a SysTick time driver.
-//! One line per uplink, then a summary; exit code 0 when every uplink ended in a known state.
+//! budget, a circuit breaker and a cooldown, on embassy's executor and a 1 kHz time driver.
+//! One line per uplink, then the RAM taken (statics and the peak stack) and a summary; exit code 0
+//! when every uplink ended in a known state.
 //!
 //! The cooldown is the `cooldown` feature (on by default; size.sh builds without it to measure
 //! retry, budget and breaker alone).
@@ -11,7 +12,8 @@
 //!
 //! With the `deep-sleep` feature (on by default), the device goes into deep sleep for 20 s after
 //! uplink 12: it saves the link's Relent state as a snapshot in a retained RAM section (`.uninit`,
-//! which cortex-m-rt leaves alone at boot and QEMU keeps across a system reset), resets, and
+//! which cortex-m-rt leaves alone at boot and QEMU keeps across a system reset), prints the RAM
+//! taken so far, resets, and
 //! restores it on waking, rebased by the time slept. The emulator has no RTC, so the time slept and
 //! the simulated world's clock travel in the same retained region.
 #![no_std]
@@ -97,8 +99,7 @@ struct Start {
 
 #[embassy_executor::main]
 async fn main(_spawner: Spawner) {
-    let Some(core) = cortex_m::Peripherals::take() else { relent_firmware::exit(false) };
-    relent_firmware::time::start(core.SYST);
+    relent_firmware::time::start();
     #[cfg(feature = "deep-sleep")]
     let start = sleep::wake();
     #[cfg(not(feature = "deep-sleep"))]
@@ -159,6 +160,7 @@ async fn main(_spawner: Spawner) {
         Timer::after(embassy_time::Duration::from_secs(GAP_S)).await;
     }
     let total = delivered + deferred + rejected + failed;
+    relent_firmware::print_memory();
     hprintln!(
         "summary: {} uplinks: delivered {}, deferred {}, rejected {}, failed {} | {} transmissions, {} while asked for silence | busiest minute on air: {} ms",
         UPLINKS,
@@ -188,7 +190,6 @@ mod sleep {
     /// has no RTC) the time slept and the simulated world. Plain integers only: any bit pattern is a
     /// valid value, so reading it uninitialised after a cold boot is sound, and the marker says
     /// whether it holds anything.
-    #[derive(Clone, Copy)]
     #[repr(C)]
     struct Retained {
         marker: u32,
@@ -208,16 +209,25 @@ mod sleep {
     const SLEEP_AFTER: u32 = 12;
     const SLEEP_MS: u32 = 20_000;
 
+    /// The retained region, used in place: a copy of it on the stack would be 416 bytes more of
+    /// the task's frame.
+    ///
+    /// SAFETY: call it at most once per use, and let the reference go before the next call. The only
+    /// task calls it twice, at boot and before the reset; every field is an integer or an array of
+    /// them, so whatever bits the RAM holds after a cold boot are a valid value.
+    unsafe fn retained() -> &'static mut Retained {
+        unsafe { &mut *(&raw mut RETAINED).cast::<Retained>() }
+    }
+
     /// At boot: restores the link's state after a deep sleep, or starts cold.
     pub(super) fn wake() -> Start {
-        // SAFETY: the only task reads the retained region once, at boot, before anything writes
-        // it; every field is an integer or an array of them, so any bits are a valid value.
-        let retained = unsafe { (&raw const RETAINED).read().assume_init() };
+        // SAFETY: the first of the two uses, at boot.
+        let retained = unsafe { retained() };
         if retained.marker != MARKER {
             return Start { link: Link::new(), first: 0, tally: [0; 4] };
         }
-        // SAFETY: as above; the marker is cleared so that a later crash or reset starts cold.
-        unsafe { (&raw mut RETAINED).cast::<u32>().write(0) };
+        // Cleared so that a later crash or reset starts cold.
+        retained.marker = 0;
         #[allow(clippy::useless_conversion)] // A conversion only when size.sh builds 64-bit ticks.
         let slept = Duration::from_millis(retained.slept_ms.into());
         let restored = LINK_STATE
@@ -240,21 +250,19 @@ mod sleep {
         if n != SLEEP_AFTER || first > SLEEP_AFTER {
             return;
         }
-        let mut snapshot = [0u8; LinkState::SNAPSHOT_LEN];
-        if LINK_STATE.lock(|s, now| s.save(now, &mut snapshot)).is_err() {
+        relent_firmware::print_memory();
+        // SAFETY: the second use; `wake`'s reference ended with it.
+        let retained = unsafe { retained() };
+        if LINK_STATE.lock(|s, now| s.save(now, &mut retained.snapshot)).is_err() {
             relent_firmware::exit(false);
         }
-        let keep = Retained {
-            marker: MARKER,
-            next_uplink: n + 1,
-            tally,
-            slept_ms: SLEEP_MS,
-            world: link.world_after(SLEEP_MS.into()),
-            snapshot,
-        };
+        retained.next_uplink = n + 1;
+        retained.tally = tally;
+        retained.slept_ms = SLEEP_MS;
+        retained.world = link.world_after(SLEEP_MS.into());
+        // Last, once the region is whole.
+        retained.marker = MARKER;
         hprintln!("deep sleep for {} ms: snapshot kept in retained RAM, resetting", SLEEP_MS);
-        // SAFETY: the only writer, just before the reset; nothing reads it until the next boot.
-        unsafe { (&raw mut RETAINED).write(MaybeUninit::new(keep)) };
         cortex_m::peripheral::SCB::sys_reset();
     }
 }
