@@ -62,14 +62,13 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Self::Start(e) => write!(f, "operation not started: {e}"),
             Self::Ended { dependency, completion } => {
                 let outcome = Outcome {
+                    dependency,
                     disposition: completion.disposition,
                     problem: completion.problem,
                     dispatched: completion.summary.dispatched,
+                    retry_after: completion.retry_after.map(crate::clock::std_duration),
                 };
-                write!(f, "{dependency}: {outcome}")?;
-                if let Some(t) = completion.retry_after {
-                    write!(f, "; the far side asked to wait {:?}", crate::clock::std_duration(t))?;
-                }
+                write!(f, "{outcome}")?;
                 match &completion.last_failure {
                     Some(relent_core::AttemptError::TimedOut { after }) => write!(
                         f,
@@ -85,21 +84,28 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
     }
 }
 
-/// "failed (attempts_exhausted) after 3 attempt(s)": how an operation ended, as `Error` and the
-/// tower layer's `HttpError` both write it (the problem code only when there is one).
-pub(crate) struct Outcome {
+/// "payrail: failed (attempts_exhausted) after 3 attempt(s); the far side asked to wait 30s": how
+/// an operation ended, as `Error` and the tower layer's `HttpError` both begin their messages (the
+/// problem code and the wait only when there is one).
+pub(crate) struct Outcome<'a> {
+    pub(crate) dependency: &'a str,
     pub(crate) disposition: Disposition,
     pub(crate) problem: Option<relent_core::Problem>,
     pub(crate) dispatched: u8,
+    pub(crate) retry_after: Option<std::time::Duration>,
 }
 
-impl fmt::Display for Outcome {
+impl fmt::Display for Outcome<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.disposition)?;
+        write!(f, "{}: {}", self.dependency, self.disposition)?;
         if let Some(p) = self.problem {
             write!(f, " ({p})")?;
         }
-        write!(f, " after {} attempt(s)", self.dispatched)
+        write!(f, " after {} attempt(s)", self.dispatched)?;
+        if let Some(wait) = self.retry_after {
+            write!(f, "; the far side asked to wait {wait:?}")?;
+        }
+        Ok(())
     }
 }
 

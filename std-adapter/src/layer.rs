@@ -92,12 +92,16 @@ impl RetryReport {
     }
 }
 
-/// A request that produced no response to return.
+/// A request that produced no response to return. Its message starts with the dependency's name,
+/// as [`Error`](crate::Error)'s does: a service with a layer per provider can tell from a log line
+/// which one refused or failed.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum HttpError<E> {
     /// The inner service failed (connection refused, reset, ...), on the last attempt.
     Transport {
+        /// The dependency's name.
+        dependency: Arc<str>,
         /// The inner service's error.
         error: E,
         /// How the request went.
@@ -105,12 +109,18 @@ pub enum HttpError<E> {
     },
     /// The last attempt ran past its timeout.
     TimedOut {
+        /// The dependency's name.
+        dependency: Arc<str>,
+        /// The last attempt's timeout.
+        after: std::time::Duration,
         /// How the request went.
         report: RetryReport,
     },
     /// A protection refused the request before anything was sent (circuit open, bulkhead full,
     /// rate limited, cooldown), or the retry budget or deadline ended it with no response kept.
     Refused {
+        /// The dependency's name.
+        dependency: Arc<str>,
         /// How the request went.
         report: RetryReport,
     },
@@ -119,6 +129,8 @@ pub enum HttpError<E> {
     /// that got no body counts in the report's `dispatched` (the pipeline had admitted it), though
     /// nothing was sent for it.
     BodyNotReplayable {
+        /// The dependency's name.
+        dependency: Arc<str>,
         /// How the request went.
         report: RetryReport,
     },
@@ -131,28 +143,53 @@ impl<E> HttpError<E> {
     pub fn report(&self) -> Option<&RetryReport> {
         match self {
             Self::Transport { report, .. }
-            | Self::TimedOut { report }
-            | Self::Refused { report }
-            | Self::BodyNotReplayable { report } => Some(report),
+            | Self::TimedOut { report, .. }
+            | Self::Refused { report, .. }
+            | Self::BodyNotReplayable { report, .. } => Some(report),
+            Self::Start(_) => None,
+        }
+    }
+
+    /// The dependency's name, unless nothing started.
+    pub fn dependency(&self) -> Option<&str> {
+        match self {
+            Self::Transport { dependency, .. }
+            | Self::TimedOut { dependency, .. }
+            | Self::Refused { dependency, .. }
+            | Self::BodyNotReplayable { dependency, .. } => Some(dependency),
             Self::Start(_) => None,
         }
     }
 }
 
 impl RetryReport {
-    fn outcome(&self) -> Outcome {
-        Outcome { disposition: self.disposition, problem: self.problem, dispatched: self.dispatched }
+    fn outcome<'a>(&self, dependency: &'a str) -> Outcome<'a> {
+        Outcome {
+            dependency,
+            disposition: self.disposition,
+            problem: self.problem,
+            dispatched: self.dispatched,
+            retry_after: self.retry_after,
+        }
     }
 }
 
 impl<E: fmt::Display> fmt::Display for HttpError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Transport { error, report } => write!(f, "{}; last failure: {error}", report.outcome()),
-            Self::TimedOut { report } => write!(f, "{}; the last attempt timed out", report.outcome()),
-            Self::Refused { report } => write!(f, "{}", report.outcome()),
-            Self::BodyNotReplayable { report } => {
-                write!(f, "the request body could not be copied for attempt {}", report.dispatched)
+            Self::Transport { dependency, error, report } => {
+                write!(f, "{}; last failure: {error}", report.outcome(dependency))
+            }
+            Self::TimedOut { dependency, after, report } => {
+                write!(f, "{}; last failure: attempt timed out after {after:?}", report.outcome(dependency))
+            }
+            Self::Refused { dependency, report } => write!(f, "{}", report.outcome(dependency)),
+            Self::BodyNotReplayable { dependency, report } => {
+                write!(
+                    f,
+                    "{dependency}: the request body could not be copied for attempt {}",
+                    report.dispatched
+                )
             }
             Self::Start(e) => write!(f, "request not started: {e}"),
         }
@@ -343,14 +380,20 @@ where
         response.extensions_mut().insert(report);
         response
     };
+    // The name is cloned only for an error: a response touches no reference count.
+    let dependency = || shared.dependency.inner.name.clone();
     match (value, completion.last_failure) {
         (Some(response), _) => Ok(with_report(response)),
         (None, Some(AttemptError::Failed(Failed::Response(response, _)))) => Ok(with_report(response)),
         (None, Some(AttemptError::Failed(Failed::Transport(error, _)))) => {
-            Err(HttpError::Transport { error, report })
+            Err(HttpError::Transport { dependency: dependency(), error, report })
         }
-        (None, Some(AttemptError::TimedOut { .. })) => Err(HttpError::TimedOut { report }),
-        (None, Some(AttemptError::Failed(Failed::NoBody))) => Err(HttpError::BodyNotReplayable { report }),
-        (None, None) => Err(HttpError::Refused { report }),
+        (None, Some(AttemptError::TimedOut { after })) => {
+            Err(HttpError::TimedOut { dependency: dependency(), after: std_duration(after), report })
+        }
+        (None, Some(AttemptError::Failed(Failed::NoBody))) => {
+            Err(HttpError::BodyNotReplayable { dependency: dependency(), report })
+        }
+        (None, None) => Err(HttpError::Refused { dependency: dependency(), report }),
     }
 }

@@ -225,6 +225,21 @@ async fn a_failure_that_is_not_retryable_comes_back_as_it_is_after_one_attempt()
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_wait_longer_than_the_policy_allows_is_deferred_and_the_message_says_how_long() {
+    let dep = payrail(budgeted());
+    let err = dep
+        .execute(&CHECKOUT, read(Std::from_secs(60)), |_| async { Err::<(), _>(PayrailError::Busy(30)) })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "retry_after_exceeds_maximum_delay");
+    assert_eq!(
+        err.to_string(),
+        "payrail: deferred (retry_after_exceeds_maximum_delay) after 1 attempt(s); the far side asked to wait 30s; \
+         last failure: Busy(30)"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_error_chain_shows_each_message_once() {
     let dep = payrail(budgeted());
     let err = dep

@@ -7,7 +7,7 @@ use std::time::Duration as Std;
 use http::{Method, Request, Response, StatusCode};
 use relent_tokio::core::{
     BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryBudget, RetryPolicy,
-    StartError,
+    StartError, Verdict,
 };
 use relent_tokio::{Dependency, Duration, HZ, HttpError, RetryLayer, RetryReport, SingleAttempt};
 use tower::{Layer, Service, ServiceExt};
@@ -222,6 +222,22 @@ async fn a_replayable_request_whose_body_cannot_be_replayed_gets_one_attempt_and
 
 /// A body that can be copied `copies` times, then gives up: replayable by its own account, until
 /// it is not.
+/// The default rules for responses; a transport error means "busy, come back in 30 s".
+#[derive(Clone)]
+struct BusyWhenRefused;
+
+impl relent_tokio::http::HttpClassifier<String, std::io::Error> for BusyWhenRefused {
+    fn response(&self, response: &Response<String>) -> relent_tokio::http::Exchange {
+        relent_tokio::http::HttpClassifier::<String, std::io::Error>::response(
+            &relent_tokio::http::StatusClassifier::default(),
+            response,
+        )
+    }
+    fn error(&self, _error: &std::io::Error) -> Verdict<HZ> {
+        Verdict::RetryableAfter(Duration::from_secs(30))
+    }
+}
+
 #[derive(Debug)]
 struct Flaky {
     copies: Arc<Mutex<usize>>,
@@ -249,18 +265,31 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     let timed_out = send(Method::POST, "/hangs").await.unwrap_err();
     assert_eq!(
         chain(&timed_out),
-        ["failed (attempts_exhausted) after 1 attempt(s); the last attempt timed out"]
+        ["payrail: failed (attempts_exhausted) after 1 attempt(s); last failure: attempt timed out after 1s"]
     );
+    assert!(
+        matches!(timed_out, HttpError::TimedOut { after, .. } if after == std::time::Duration::from_secs(1))
+    );
+    assert_eq!(timed_out.dependency(), Some("payrail"));
     let transport = send(Method::GET, "/refused").await.unwrap_err();
     assert!(matches!(transport, HttpError::Transport { .. }));
     assert_eq!(
         chain(&transport),
-        ["failed (attempts_exhausted) after 3 attempt(s); last failure: connection refused"]
+        ["payrail: failed (attempts_exhausted) after 3 attempt(s); last failure: connection refused"]
     );
     // The timeout and the three refusals opened the circuit.
     let refused = send(Method::GET, "/down").await.unwrap_err();
-    assert_eq!(chain(&refused), ["rejected (circuit_open) after 0 attempt(s)"]);
+    assert_eq!(chain(&refused), ["payrail: rejected (circuit_open) after 0 attempt(s)"]);
     assert!(provider.attempts("/down").is_empty());
+
+    // A wait longer than the policy's longest delay defers the request; the message says how long.
+    let mut svc = layer(budgeted()).classifier(BusyWhenRefused).layer(provider.service(t0));
+    let deferred = svc.ready().await.unwrap().call(request(Method::GET, "/refused", None)).await.unwrap_err();
+    assert_eq!(
+        chain(&deferred),
+        ["payrail: deferred (retry_after_exceeds_maximum_delay) after 1 attempt(s); the far side asked to \
+             wait 30s; last failure: connection refused"]
+    );
 
     // A client's error with a cause: the message shows it, and the chain goes on to its cause.
     let inner = tower::service_fn(|_req: Request<String>| async {
@@ -271,7 +300,7 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     assert_eq!(
         chain(&caused),
         [
-            "failed (attempts_exhausted) after 3 attempt(s); last failure: upstream unavailable",
+            "payrail: failed (attempts_exhausted) after 3 attempt(s); last failure: upstream unavailable",
             "connection refused"
         ]
     );
@@ -284,13 +313,14 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     let flaky = Request::get("/report").body(Flaky { copies }).unwrap();
     let no_body = svc.ready().await.unwrap().call(flaky).await.unwrap_err();
     assert!(matches!(no_body, HttpError::BodyNotReplayable { .. }));
-    assert_eq!(chain(&no_body), ["the request body could not be copied for attempt 2"]);
+    assert_eq!(chain(&no_body), ["payrail: the request body could not be copied for attempt 2"]);
     assert_eq!(no_body.report().unwrap().dispatched, 2, "counted, though nothing was sent");
 
     let unbudgeted = DependencyConfig::new(Duration::from_secs(10));
     let mut svc = layer(unbudgeted).layer(provider.service(t0));
     let start = svc.ready().await.unwrap().call(request(Method::GET, "/never", None)).await.unwrap_err();
     assert!(start.report().is_none());
+    assert_eq!(start.dependency(), None, "nothing started");
     assert_eq!(
         chain(&start),
         [format!("request not started: {}", StartError::RetryWithoutBudget { max_attempts: 3 })]
