@@ -180,9 +180,16 @@ impl<const HZ: u64> Event<HZ> {
     }
 }
 
+/// The most events one call into an [`Operation`](crate::Operation) makes: `on_failure`'s
+/// failure, a circuit change, a cooldown extension, the refusal of the retry, and the end. An
+/// observer that keeps events to act on after the call (outside a lock, say) needs room for this
+/// many per call; the property tests check the bound on every call they make.
+pub const MAX_EVENTS_PER_CALL: usize = 5;
+
 /// Receives the core's events.
 pub trait Observer<const HZ: u64> {
-    /// Called once per event, in order, inside the core call that made the decision.
+    /// Called once per event, in order, inside the core call that made the decision. At most
+    /// [`MAX_EVENTS_PER_CALL`] times per call.
     fn on_event(&mut self, event: &Event<HZ>);
 }
 

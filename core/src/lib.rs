@@ -56,7 +56,7 @@ pub use completion::{Completion, Disposition, Problem, Summary};
 pub use dependency::{Dependency, DependencyConfig};
 pub use duty::DutyCycle;
 pub use error::{ConfigError, StartError};
-pub use event::{AfterFailure, DelaySource, Event, Observer, OperationId};
+pub use event::{AfterFailure, DelaySource, Event, MAX_EVENTS_PER_CALL, Observer, OperationId};
 pub use jitter::Jitter;
 pub use limiter::RateLimit;
 pub use operation::{Action, Attempt, Context, Operation};

@@ -19,6 +19,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use relent_core::{ConfigError, DependencyConfig};
 
 use crate::clock::{Clock, HZ, Instant};
+use crate::trace::{Deferred, Trace};
 
 /// Buckets in a dependency's window of counts.
 pub const BUCKETS: usize = 10;
@@ -139,6 +140,16 @@ impl Inner {
     /// guards consistent state: carry on.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Locked> {
         self.locked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One step of an operation: `f` runs under the lock, with the state and an observer that
+    /// keeps the step's events, and the events are logged after the lock is released (see
+    /// `trace`). Every call an operation makes into the core goes through here.
+    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R) -> R {
+        let mut events = Deferred::new(Trace { dependency: &self.name });
+        let result = f(&mut self.lock(), &mut events);
+        events.emit();
+        result
     }
 
     pub(crate) fn next_id(&self) -> u64 {

@@ -17,7 +17,6 @@ use crate::clock::{HZ, std_duration};
 use crate::dependency::{Dependency, Inner};
 use crate::error::{AttemptError, Detailed, Error};
 use crate::timer;
-use crate::trace::Trace;
 
 /// What an attempt is told, so it can set its own socket timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +43,8 @@ struct Running<'a, E> {
 impl<E> Drop for Running<'_, E> {
     fn drop(&mut self) {
         if !self.op.is_done() {
-            let mut locked = self.inner.lock();
-            let now = self.inner.clock.now();
-            self.op.abandon(now, &mut locked.state, &mut Trace { dependency: &self.inner.name });
+            let (op, inner) = (&mut self.op, self.inner);
+            inner.step(|locked, events| op.abandon(inner.clock.now(), &mut locked.state, events));
         }
     }
 }
@@ -121,11 +119,9 @@ where
         let mut running = Running { op, inner };
         let mut value = None;
         let mut timer = pin!(None);
-        // One lock and one clock read per step: a report and the next poll share them.
-        let mut action = {
-            let mut locked = inner.lock();
-            running.op.poll(started, &mut locked.state, &mut trace(inner))
-        };
+        // One lock and one clock read per step: a report and the next poll share them. The step's
+        // events are logged after the lock is released.
+        let mut action = inner.step(|locked, events| running.op.poll(started, &mut locked.state, events));
         loop {
             action = match action {
                 Action::Dispatch(attempt) => {
@@ -136,33 +132,32 @@ where
                         let call = pin!(operation(info));
                         timer::race(call, timer.as_mut(), expires).await
                     };
-                    let mut locked = inner.lock();
-                    let now = inner.clock.now();
-                    let locked = &mut *locked;
-                    if let Some(attempt) = running.op.attempt() {
-                        let failure = match result {
-                            Some(Ok(v)) => {
-                                value = Some(v);
-                                None
-                            }
-                            Some(Err(e)) => Some(AttemptError::Failed(e)),
-                            None => Some(AttemptError::TimedOut { after: attempt.timeout() }),
-                        };
-                        let (state, observer) = (&mut locked.state, &mut trace(inner));
-                        match failure {
-                            None => running.op.on_success(attempt, now, state, observer),
-                            Some(f) => {
-                                running.op.on_failure(attempt, now, state, &mut locked.rng, f, observer)
+                    let op = &mut running.op;
+                    inner.step(|locked, events| {
+                        let now = inner.clock.now();
+                        if let Some(attempt) = op.attempt() {
+                            let failure = match result {
+                                Some(Ok(v)) => {
+                                    value = Some(v);
+                                    None
+                                }
+                                Some(Err(e)) => Some(AttemptError::Failed(e)),
+                                None => Some(AttemptError::TimedOut { after: attempt.timeout() }),
+                            };
+                            let state = &mut locked.state;
+                            match failure {
+                                None => op.on_success(attempt, now, state, events),
+                                Some(f) => op.on_failure(attempt, now, state, &mut locked.rng, f, events),
                             }
                         }
-                    }
-                    running.op.poll(now, &mut locked.state, &mut trace(inner))
+                        op.poll(now, &mut locked.state, events)
+                    })
                 }
                 // Holding nothing: the lock was released above.
                 Action::Wait { until } => {
                     timer::wait_until(timer.as_mut(), inner.clock.instant(until)).await;
-                    let mut locked = inner.lock();
-                    running.op.poll(inner.clock.now(), &mut locked.state, &mut trace(inner))
+                    let op = &mut running.op;
+                    inner.step(|locked, events| op.poll(inner.clock.now(), &mut locked.state, events))
                 }
                 Action::Done => break,
             };
@@ -170,11 +165,6 @@ where
         let completion = running.op.take_completion().expect("the core has a completion once poll says Done");
         finish(Ok(Detailed { value, completion }), inner)
     }
-}
-
-/// The tracer, built where it is used: holding one across an await would take room in the future.
-fn trace(inner: &Inner) -> Trace<'_> {
-    Trace { dependency: &inner.name }
 }
 
 fn info(inner: &Inner, attempt: Attempt<HZ>, operation: OperationId) -> AttemptInfo {

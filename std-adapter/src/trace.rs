@@ -3,10 +3,88 @@
 //!
 //! Levels: decisions a dashboard should count (a retry scheduled, a refusal, a circuit change, an
 //! operation that did not succeed) at INFO or WARN; the per-attempt detail at DEBUG.
+//!
+//! Nothing is logged under a dependency's lock. The core hands its events to an observer inside
+//! each call, and the adapter makes those calls under the lock; a subscriber that writes to a file
+//! or a socket can take far longer than the core's microseconds, and in an outage every caller of
+//! the dependency logs a refusal at WARN. So the adapter's observer, [`Deferred`], only copies each
+//! event into a fixed array, and the events are logged once the lock is released, in order.
 
-use relent_core::{AfterFailure, DelaySource, Disposition, Event, Observer};
+use relent_core::{AfterFailure, DelaySource, Disposition, Event, MAX_EVENTS_PER_CALL, Observer};
+
+use tracing::Level;
 
 use crate::clock::HZ;
+
+/// The most events one step under the lock makes: a report and the poll after it, two calls into
+/// the core.
+pub(crate) const STEP_EVENTS: usize = 2 * MAX_EVENTS_PER_CALL;
+
+/// The observer of one step under a dependency's lock: it keeps the step's events, and
+/// [`Deferred::emit`] hands them to `O` (a [`Trace`]) once the lock is released. Should a step ever
+/// make more than [`STEP_EVENTS`], the ones kept are handed over at once, under the lock, and the
+/// array starts again: nothing is lost and the order holds.
+pub(crate) struct Deferred<O> {
+    sink: O,
+    events: [Option<Event<HZ>>; STEP_EVENTS],
+    len: usize,
+}
+
+/// What [`Deferred`] hands events to: an observer that says which events it would drop anyway,
+/// so that none is kept for nothing.
+pub(crate) trait Sink: Observer<HZ> {
+    fn wants(&self, event: &Event<HZ>) -> bool;
+}
+
+impl Sink for Trace<'_> {
+    /// Whether any subscriber may take an event at its level: one atomic load, and false for every
+    /// event when no subscriber is set. A hint: a subscriber may still filter it out by target.
+    #[inline]
+    fn wants(&self, event: &Event<HZ>) -> bool {
+        tracing::level_enabled!(level(event))
+    }
+}
+
+impl<O: Sink> Deferred<O> {
+    pub(crate) fn new(sink: O) -> Self {
+        Self { sink, events: [None; STEP_EVENTS], len: 0 }
+    }
+
+    /// Hands the events kept to the sink, in order, and forgets them.
+    pub(crate) fn emit(&mut self) {
+        for event in self.events[..self.len].iter_mut() {
+            if let Some(event) = event.take() {
+                self.sink.on_event(&event);
+            }
+        }
+        self.len = 0;
+    }
+}
+
+impl<O: Sink> Observer<HZ> for Deferred<O> {
+    fn on_event(&mut self, event: &Event<HZ>) {
+        if !self.sink.wants(event) {
+            return;
+        }
+        if self.len == STEP_EVENTS {
+            self.emit();
+        }
+        self.events[self.len] = Some(*event);
+        self.len += 1;
+    }
+}
+
+/// The level `Trace` logs `event` at, which [`Sink::wants`] checks before an event is kept. The
+/// tracing tests check the two agree: each transcript at INFO and at WARN is the DEBUG one less
+/// the lines below that level.
+fn level(event: &Event<HZ>) -> Level {
+    match *event {
+        Event::RetryScheduled { .. } => Level::INFO,
+        Event::Refused { .. } | Event::CircuitChanged { .. } | Event::CooldownExtended { .. } => Level::WARN,
+        Event::Completed { disposition, .. } if disposition != Disposition::Succeeded => Level::INFO,
+        _ => Level::DEBUG,
+    }
+}
 
 /// An observer that emits `tracing` events for one dependency.
 #[derive(Debug, Clone, Copy)]
@@ -108,5 +186,51 @@ impl Observer<HZ> for Trace<'_> {
             // An event this version does not know yet (the enum is non_exhaustive).
             _ => tracing::debug!(dependency, operation, event = ?event, "relent: event"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use relent_core::{Instant, OperationId};
+
+    use super::*;
+
+    /// The tests' sink keeps everything.
+    impl<F: FnMut(&Event<HZ>)> Sink for F {
+        fn wants(&self, _: &Event<HZ>) -> bool {
+            true
+        }
+    }
+
+    fn succeeded(operation: u64) -> Event<HZ> {
+        Event::AttemptSucceeded { operation: OperationId(operation), attempt: 1, at: Instant::from_ticks(0) }
+    }
+
+    #[test]
+    fn a_step_s_events_reach_the_sink_only_when_emitted_and_in_order() {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let mut deferred = Deferred::new(|e: &Event<HZ>| seen.borrow_mut().push(e.operation().0));
+        for id in 0..STEP_EVENTS as u64 {
+            deferred.on_event(&succeeded(id));
+        }
+        assert!(seen.borrow().is_empty(), "a full step is kept, not handed over");
+        deferred.emit();
+        deferred.emit();
+        assert_eq!(*seen.borrow(), (0..STEP_EVENTS as u64).collect::<Vec<_>>(), "each once, in order");
+    }
+
+    #[test]
+    fn more_events_than_a_step_makes_are_handed_over_early_none_lost_and_in_order() {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let mut deferred = Deferred::new(|e: &Event<HZ>| seen.borrow_mut().push(e.operation().0));
+        let total = 2 * STEP_EVENTS as u64 + 3;
+        for id in 0..total {
+            deferred.on_event(&succeeded(id));
+            // Full arrays are handed over when the next event arrives, not before.
+            let handed = id / STEP_EVENTS as u64 * STEP_EVENTS as u64;
+            assert_eq!(seen.borrow().len() as u64, handed, "after event {id}");
+        }
+        deferred.emit();
+        assert_eq!(*seen.borrow(), (0..total).collect::<Vec<_>>());
     }
 }

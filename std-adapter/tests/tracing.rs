@@ -12,6 +12,7 @@ use relent_tokio::core::{
     RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tokio::{Dependency, Duration, HZ};
+use tracing::Level;
 
 #[derive(Debug)]
 struct Busy;
@@ -53,11 +54,12 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     }
 }
 
-/// Captures this thread's tracing events from here on, as lines without the time and the module.
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+/// Captures this thread's tracing events up to `max` from here on, as lines without the time and
+/// the module.
+fn capture(max: Level) -> (Captured, tracing::subscriber::DefaultGuard) {
     let captured = Captured::default();
     let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
+        .with_max_level(max)
         .with_writer(captured.clone())
         .with_ansi(false)
         .without_time()
@@ -65,6 +67,14 @@ fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
     let guard = tracing::subscriber::set_default(subscriber);
     tracing::callsite::rebuild_interest_cache();
     (captured, guard)
+}
+
+/// The lines of a DEBUG transcript that a subscriber up to `max` sees. relent-tokio keeps a step's
+/// events to log after the lock only if their level is enabled: a transcript at INFO or WARN that
+/// lacks one of these lines is an event dropped at the wrong level.
+fn seen_up_to(max: Level, debug_transcript: &[&str]) -> Vec<String> {
+    let level = |line: &str| line.split(' ').next().unwrap().parse::<Level>().unwrap();
+    debug_transcript.iter().filter(|line| level(line) <= max).map(|line| line.to_string()).collect()
 }
 
 impl Captured {
@@ -76,7 +86,21 @@ impl Captured {
 
 #[tokio::test(start_paused = true)]
 async fn every_decision_is_a_tracing_event_with_the_dependency_and_the_operation() {
-    let (captured, _guard) = capture();
+    retry_after_a_wait(Level::DEBUG).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_info_a_retry_logs_only_its_schedule() {
+    retry_after_a_wait(Level::INFO).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_warn_a_retry_that_succeeds_logs_nothing() {
+    retry_after_a_wait(Level::WARN).await;
+}
+
+async fn retry_after_a_wait(max: Level) {
+    let (captured, _guard) = capture(max);
     let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 10).unwrap());
     let dep = Dependency::with_seed("payrail", config, 7).unwrap();
     let context = Context::new(
@@ -90,14 +114,17 @@ async fn every_decision_is_a_tracing_event_with_the_dependency_and_the_operation
         .await;
     assert_eq!(
         captured.lines(),
-        [
-            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=1 timeout_us=3000000",
-            "DEBUG relent: attempt failed dependency=\"payrail\" operation=42 attempt=1 then=\"retry\"",
-            "INFO relent: retry scheduled dependency=\"payrail\" operation=42 attempt=2 delay_us=1000000 source=\"retry_after\" stated_us=1000000",
-            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=2 timeout_us=3000000",
-            "DEBUG relent: attempt succeeded dependency=\"payrail\" operation=42 attempt=2",
-            "DEBUG relent: operation succeeded dependency=\"payrail\" operation=42 dispatched=2",
-        ]
+        seen_up_to(
+            max,
+            &[
+                "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=1 timeout_us=3000000",
+                "DEBUG relent: attempt failed dependency=\"payrail\" operation=42 attempt=1 then=\"retry\"",
+                "INFO relent: retry scheduled dependency=\"payrail\" operation=42 attempt=2 delay_us=1000000 source=\"retry_after\" stated_us=1000000",
+                "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=2 timeout_us=3000000",
+                "DEBUG relent: attempt succeeded dependency=\"payrail\" operation=42 attempt=2",
+                "DEBUG relent: operation succeeded dependency=\"payrail\" operation=42 dispatched=2",
+            ]
+        )
     );
 }
 
@@ -107,7 +134,21 @@ const ONCE: RetryPolicy<HZ> = CHECKOUT.without_retries();
 /// circuit change and a cooldown at WARN, with the refusal they cause.
 #[tokio::test(start_paused = true)]
 async fn each_protection_logs_its_decisions_at_their_levels() {
-    let (captured, _guard) = capture();
+    each_protection(Level::DEBUG).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_info_each_protection_logs_its_retries_refusals_and_ends() {
+    each_protection(Level::INFO).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_warn_each_protection_logs_its_refusals_circuits_and_cooldowns() {
+    each_protection(Level::WARN).await;
+}
+
+async fn each_protection(max: Level) {
+    let (captured, _guard) = capture(max);
     let read = |id| {
         Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600))).id(id)
     };
@@ -140,31 +181,118 @@ async fn each_protection_logs_its_decisions_at_their_levels() {
 
     assert_eq!(
         captured.lines(),
+        seen_up_to(
+            max,
+            &[
+                "DEBUG relent: attempt dispatched dependency=\"quotes\" operation=1 attempt=1 timeout_us=3000000",
+                "DEBUG relent: attempt succeeded dependency=\"quotes\" operation=1 attempt=1",
+                "DEBUG relent: operation succeeded dependency=\"quotes\" operation=1 dispatched=1",
+                "DEBUG relent: waiting for a rate-limit unit dependency=\"quotes\" operation=2 attempt=1 until_us=1000000",
+                "DEBUG relent: attempt dispatched dependency=\"quotes\" operation=2 attempt=1 timeout_us=3000000",
+                "DEBUG relent: attempt succeeded dependency=\"quotes\" operation=2 attempt=1",
+                "DEBUG relent: operation succeeded dependency=\"quotes\" operation=2 dispatched=1",
+                "DEBUG relent: attempt dispatched dependency=\"modem\" operation=3 attempt=1 timeout_us=60000000",
+                "DEBUG relent: attempt succeeded dependency=\"modem\" operation=3 attempt=1",
+                "DEBUG relent: operation succeeded dependency=\"modem\" operation=3 dispatched=1",
+                "DEBUG relent: waiting for airtime (duty cycle) dependency=\"modem\" operation=4 attempt=1 until_us=10600000",
+                // What is left of the 60 s deadline after the 10.6 s wait.
+                "DEBUG relent: attempt dispatched dependency=\"modem\" operation=4 attempt=1 timeout_us=49400000",
+                "DEBUG relent: attempt succeeded dependency=\"modem\" operation=4 attempt=1",
+                "DEBUG relent: operation succeeded dependency=\"modem\" operation=4 dispatched=1",
+                "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=5 attempt=1 timeout_us=3000000",
+                "DEBUG relent: attempt failed dependency=\"payrail\" operation=5 attempt=1 then=\"attempts_exhausted\"",
+                "WARN relent: circuit changed dependency=\"payrail\" operation=5 state=\"open\"",
+                // payrail's clock starts when it is made, at 10.6 s: the Retry-After of 1 s ends at 1 s.
+                "WARN relent: cooldown extended dependency=\"payrail\" operation=5 until_us=1000000",
+                "INFO relent: operation ended dependency=\"payrail\" operation=5 dispatched=1 disposition=\"failed\" code=\"attempts_exhausted\"",
+                // The cooldown is checked before the circuit, and defers rather than rejects.
+                "WARN relent: attempt refused dependency=\"payrail\" operation=6 attempt=1 code=\"cooldown_active\"",
+                "INFO relent: operation ended dependency=\"payrail\" operation=6 dispatched=0 disposition=\"deferred\" code=\"cooldown_active\"",
+            ]
+        )
+    );
+}
+
+/// A writer that, at each line it is given, asks another thread to take `dependency`'s lock and
+/// records whether it could: the lock must be free whenever relent logs.
+#[derive(Clone)]
+struct LockProbe {
+    dependency: Dependency,
+    lines: Captured,
+    free: Arc<Mutex<Vec<bool>>>,
+}
+
+impl std::io::Write for LockProbe {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dependency = self.dependency.clone();
+        std::thread::spawn(move || {
+            dependency.inspect(|_, _, _| ());
+            let _ = tx.send(());
+        });
+        // Free: at once. Held: until this write returns and the step releases it, so no answer.
+        let free = rx.recv_timeout(Std::from_secs(5)).is_ok();
+        self.free.lock().unwrap().push(free);
+        self.lines.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LockProbe {
+    type Writer = Self;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// A subscriber that writes to a file or a socket can take far longer than the core's work, and
+/// in an outage every caller logs a refusal at WARN: events are logged after the step that made
+/// them has released the dependency's lock. Covered: a dispatch, a success, a failure that opens
+/// the circuit and extends the cooldown, a refusal, and an operation dropped with its attempt out.
+#[tokio::test(start_paused = true)]
+async fn no_event_is_logged_while_the_dependency_is_locked() {
+    let breaker = BreakerConfig::consecutive_failures(1, Duration::from_secs(30));
+    let config =
+        DependencyConfig::new(Duration::from_secs(10)).breaker(breaker).cooldown(Duration::from_secs(60));
+    let dependency = Dependency::with_seed("payrail", config, 7).unwrap();
+    let probe =
+        LockProbe { dependency: dependency.clone(), lines: Captured::default(), free: Default::default() };
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(probe.clone())
+        .with_ansi(false)
+        .without_time()
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    let read = |id| {
+        Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600))).id(id)
+    };
+
+    dependency.execute(&ONCE, read(1), |_| async { Ok::<_, Busy>(()) }).await.unwrap();
+    let never = dependency.execute(&ONCE, read(2), |_| std::future::pending::<Result<(), Busy>>());
+    assert!(tokio::time::timeout(Std::from_secs(1), never).await.is_err());
+    let _ = dependency.execute(&ONCE, read(3), |_| async { Err::<(), _>(Busy) }).await;
+    let _ = dependency.execute(&ONCE, read(4), |_| async { Ok::<_, Busy>(()) }).await;
+
+    assert_eq!(
+        probe.lines.lines(),
         [
-            "DEBUG relent: attempt dispatched dependency=\"quotes\" operation=1 attempt=1 timeout_us=3000000",
-            "DEBUG relent: attempt succeeded dependency=\"quotes\" operation=1 attempt=1",
-            "DEBUG relent: operation succeeded dependency=\"quotes\" operation=1 dispatched=1",
-            "DEBUG relent: waiting for a rate-limit unit dependency=\"quotes\" operation=2 attempt=1 until_us=1000000",
-            "DEBUG relent: attempt dispatched dependency=\"quotes\" operation=2 attempt=1 timeout_us=3000000",
-            "DEBUG relent: attempt succeeded dependency=\"quotes\" operation=2 attempt=1",
-            "DEBUG relent: operation succeeded dependency=\"quotes\" operation=2 dispatched=1",
-            "DEBUG relent: attempt dispatched dependency=\"modem\" operation=3 attempt=1 timeout_us=60000000",
-            "DEBUG relent: attempt succeeded dependency=\"modem\" operation=3 attempt=1",
-            "DEBUG relent: operation succeeded dependency=\"modem\" operation=3 dispatched=1",
-            "DEBUG relent: waiting for airtime (duty cycle) dependency=\"modem\" operation=4 attempt=1 until_us=10600000",
-            // What is left of the 60 s deadline after the 10.6 s wait.
-            "DEBUG relent: attempt dispatched dependency=\"modem\" operation=4 attempt=1 timeout_us=49400000",
-            "DEBUG relent: attempt succeeded dependency=\"modem\" operation=4 attempt=1",
-            "DEBUG relent: operation succeeded dependency=\"modem\" operation=4 dispatched=1",
-            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=5 attempt=1 timeout_us=3000000",
-            "DEBUG relent: attempt failed dependency=\"payrail\" operation=5 attempt=1 then=\"attempts_exhausted\"",
-            "WARN relent: circuit changed dependency=\"payrail\" operation=5 state=\"open\"",
-            // payrail's clock starts when it is made, at 10.6 s: the Retry-After of 1 s ends at 1 s.
-            "WARN relent: cooldown extended dependency=\"payrail\" operation=5 until_us=1000000",
-            "INFO relent: operation ended dependency=\"payrail\" operation=5 dispatched=1 disposition=\"failed\" code=\"attempts_exhausted\"",
-            // The cooldown is checked before the circuit, and defers rather than rejects.
-            "WARN relent: attempt refused dependency=\"payrail\" operation=6 attempt=1 code=\"cooldown_active\"",
-            "INFO relent: operation ended dependency=\"payrail\" operation=6 dispatched=0 disposition=\"deferred\" code=\"cooldown_active\"",
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=1 attempt=1 timeout_us=3000000",
+            "DEBUG relent: attempt succeeded dependency=\"payrail\" operation=1 attempt=1",
+            "DEBUG relent: operation succeeded dependency=\"payrail\" operation=1 dispatched=1",
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=2 attempt=1 timeout_us=3000000",
+            "INFO relent: operation ended dependency=\"payrail\" operation=2 dispatched=1 disposition=\"failed\" code=\"cancelled\"",
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=3 attempt=1 timeout_us=3000000",
+            "DEBUG relent: attempt failed dependency=\"payrail\" operation=3 attempt=1 then=\"attempts_exhausted\"",
+            "WARN relent: circuit changed dependency=\"payrail\" operation=3 state=\"open\"",
+            "WARN relent: cooldown extended dependency=\"payrail\" operation=3 until_us=2000000",
+            "INFO relent: operation ended dependency=\"payrail\" operation=3 dispatched=1 disposition=\"failed\" code=\"attempts_exhausted\"",
+            "WARN relent: attempt refused dependency=\"payrail\" operation=4 attempt=1 code=\"cooldown_active\"",
+            "INFO relent: operation ended dependency=\"payrail\" operation=4 dispatched=0 disposition=\"deferred\" code=\"cooldown_active\"",
         ]
     );
+    assert_eq!(*probe.free.lock().unwrap(), [true; 12], "false: that line was logged under the lock");
 }

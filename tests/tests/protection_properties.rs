@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use relent_core::{
-    Action, Attempt, BreakerConfig, CircuitState, Context, Dependency, DependencyConfig, Event, Operation,
-    Problem, RateLimit, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    Action, Attempt, BreakerConfig, CircuitState, Context, Dependency, DependencyConfig, Event,
+    MAX_EVENTS_PER_CALL, Operation, Problem, RateLimit, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::seeded;
 use relent_tests::transcript::{D, Failure, HZ, T};
@@ -81,6 +81,8 @@ struct Run {
     max_in_flight: u16,
     in_flight_at_end: u16,
     unfinished: usize,
+    /// The most events any one call into the operation made.
+    most_events_in_a_call: usize,
 }
 
 fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed: u64) -> Run {
@@ -101,6 +103,7 @@ fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed:
         max_in_flight: 0,
         in_flight_at_end: 0,
         unfinished: 0,
+        most_events_in_a_call: 0,
     };
     let mut steps = 0;
     while let Some(((now, _), slot)) = queue.pop_first() {
@@ -110,6 +113,7 @@ fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed:
             break;
         }
         let at = T::from_ticks(now);
+        let events_before = run.events.len();
         let mut record = |e: &Event<HZ>| run.events.push(*e);
         let next = match slot {
             Slot::Poll(mut op) => match op.poll(at, &mut dep, &mut record) {
@@ -146,6 +150,7 @@ fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed:
             }
         };
         run.max_in_flight = run.max_in_flight.max(dep.in_flight());
+        run.most_events_in_a_call = run.most_events_in_a_call.max(run.events.len() - events_before);
         if let Some((when, slot)) = next {
             seq += 1;
             queue.insert((when, seq), slot);
@@ -173,6 +178,7 @@ proptest! {
         prop_assert_eq!(run.in_flight_at_end, 0, "a permit leaked");
         let completed = run.events.iter().filter(|e| matches!(e, Event::Completed { .. })).count();
         prop_assert_eq!(completed, starts.len(), "every operation ends exactly once");
+        prop_assert!(run.most_events_in_a_call <= MAX_EVENTS_PER_CALL, "{}", run.most_events_in_a_call);
     }
 
     /// While the circuit is half-open, the attempts dispatched never exceed its probe count (a

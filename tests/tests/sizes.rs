@@ -6,15 +6,15 @@
 use std::mem::size_of;
 
 use relent_core::{
-    Attempt, CallWindow, Completion, Dependency, DependencyConfig, Operation, RetryBudget, RetryPolicy,
-    Verdict,
+    Attempt, CallWindow, Completion, Dependency, DependencyConfig, Event, Operation, RetryBudget,
+    RetryPolicy, Verdict,
 };
 
 const HZ: u64 = 1_000_000;
 
 #[test]
 fn state_types_stay_small() {
-    let rows: [(&str, usize, usize); 11] = [
+    let rows: [(&str, usize, usize); 12] = [
         ("RetryPolicy<HZ>", size_of::<RetryPolicy<HZ>>(), 56),
         ("RetryBudget<HZ>", size_of::<RetryBudget<HZ>>(), 32),
         (
@@ -37,6 +37,8 @@ fn state_types_stay_small() {
         ("Operation<'_, HZ, ()> (error type of size 0)", size_of::<Operation<'static, HZ, ()>>(), 128),
         ("Attempt<HZ>", size_of::<Attempt<HZ>>(), 40),
         ("Completion<HZ, ()>", size_of::<Completion<HZ, ()>>(), 72),
+        // What an observer that keeps a call's events needs room for, MAX_EVENTS_PER_CALL times.
+        ("Event<HZ>", size_of::<Event<HZ>>(), 48),
         ("relent_tokio::RetryReport", size_of::<relent_tokio::RetryReport>(), 80),
     ];
     println!("| type | bytes (64-bit host) |\n|---|---|");
