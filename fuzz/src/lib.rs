@@ -26,9 +26,31 @@
 use arbitrary::{Result, Unstructured};
 use rand_core::RngCore;
 use relent_core::{
-    Action, Attempt, ConfigError, Context, Dependency, DependencyConfig, Disposition, Instant, Jitter,
-    MAX_SPAN, Operation, ReplaySafety, RetryBudget, RetryPolicy, Ticks, Verdict,
+    Action, Attempt, ConfigError, Context, Dependency, DependencyConfig, Disposition, Event, Instant, Jitter,
+    MAX_EVENTS_PER_CALL, MAX_SPAN, Observer, Operation, ReplaySafety, RetryBudget, RetryPolicy, Ticks,
+    Verdict,
 };
+
+/// Counts the events of one call into the core.
+#[derive(Default)]
+struct Events(usize);
+
+impl<const HZ: u64> Observer<HZ> for Events {
+    fn on_event(&mut self, _: &Event<HZ>) {
+        self.0 += 1;
+    }
+}
+
+impl Events {
+    /// The core's bound on the events of one call, which an observer that keeps them relies on.
+    fn within_bound(&self) {
+        assert!(
+            self.0 <= MAX_EVENTS_PER_CALL,
+            "one call made {} events (MAX_EVENTS_PER_CALL is {MAX_EVENTS_PER_CALL})",
+            self.0
+        );
+    }
+}
 
 /// Buckets in the dependency's window, and entries in its airtime log: small, so that scripts fill
 /// them.
@@ -419,7 +441,9 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let (policy, max_in_flight, uncounted) = (self.policy, self.config.bulkhead_slots(), self.uncounted);
         let Some(slot) = &mut self.slots[k] else { return };
         let was_done = slot.op.is_done();
-        let action = slot.op.poll(now, &mut self.state, &mut ());
+        let mut events = Events::default();
+        let action = slot.op.poll(now, &mut self.state, &mut events);
+        events.within_bound();
         match action {
             Action::Dispatch(attempt) => {
                 assert!(!was_done, "an ended operation dispatched {attempt:?}");
@@ -485,10 +509,12 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let Some(attempt) = slot.out.take() else { return };
         // `Attempt` is not `Clone`: the operation gives out a second value of the one it has out.
         let again = slot.op.attempt();
+        let mut events = Events::default();
         match failure {
-            None => slot.op.on_success(attempt, now, &mut self.state, &mut ()),
-            Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut ()),
+            None => slot.op.on_success(attempt, now, &mut self.state, &mut events),
+            Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut events),
         }
+        events.within_bound();
         slot.not_before = failure.and_then(|f| f.retry_after()).map(|d| after(slot.seen, d));
         assert!(slot.op.attempt().is_none(), "the attempt is still out after its report");
         if failure.is_none() {
@@ -517,10 +543,12 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         }
         let before = (slot.op.is_done(), slot.op.dispatched(), slot.op.attempt(), self.state.in_flight());
         let counts = self.state.counts(now);
+        let mut events = Events::default();
         match failure {
-            None => slot.op.on_success(attempt, now, &mut self.state, &mut ()),
-            Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut ()),
+            None => slot.op.on_success(attempt, now, &mut self.state, &mut events),
+            Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut events),
         }
+        assert_eq!(events.0, 0, "a report of an attempt not out made an event");
         let after = (slot.op.is_done(), slot.op.dispatched(), slot.op.attempt(), self.state.in_flight());
         assert_eq!(before, after, "a report of an attempt not out changed the operation");
         assert_eq!(counts, self.state.counts(now), "a report of an attempt not out was counted");
@@ -531,7 +559,9 @@ impl<'p, const HZ: u64> World<'p, HZ> {
     fn abandon(&mut self, k: usize) {
         let now = self.at(k);
         let Some(slot) = &mut self.slots[k] else { return };
-        slot.op.abandon(now, &mut self.state, &mut ());
+        let mut events = Events::default();
+        slot.op.abandon(now, &mut self.state, &mut events);
+        events.within_bound();
         assert!(slot.op.is_done() && slot.op.attempt().is_none());
         if let Some(given_up) = slot.out.take() {
             slot.stale = Some(given_up);
