@@ -74,9 +74,9 @@ impl<O: Sink> Observer<HZ> for Deferred<O> {
     }
 }
 
-/// The level `Trace` logs `event` at, which [`Sink::wants`] checks before an event is kept. The
-/// tracing tests check the two agree: each transcript at INFO and at WARN is the DEBUG one less
-/// the lines below that level.
+/// The level `Trace` logs `event` at, which [`Sink::wants`] checks before an event is kept. A unit
+/// test checks the two agree for every kind of event, and the tracing tests that each transcript at
+/// INFO and at WARN is the DEBUG one less the lines below that level.
 fn level(event: &Event<HZ>) -> Level {
     match *event {
         Event::RetryScheduled { .. } => Level::INFO,
@@ -204,6 +204,81 @@ mod tests {
 
     fn succeeded(operation: u64) -> Event<HZ> {
         Event::AttemptSucceeded { operation: OperationId(operation), attempt: 1, at: Instant::from_ticks(0) }
+    }
+
+    /// A subscriber that takes everything and records the level of each event.
+    struct Levels(std::sync::Mutex<Vec<Level>>);
+
+    impl tracing::Subscriber for Levels {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            self.0.lock().unwrap().push(*event.metadata().level());
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[test]
+    fn the_level_checked_before_an_event_is_kept_is_the_level_it_is_logged_at() {
+        use relent_core::{AfterFailure, CircuitState, DelaySource, Duration, Problem, Verdict};
+        let (operation, attempt, at) = (OperationId(7), 2, Instant::from_ticks(5));
+        let every_kind: [Event<HZ>; 11] = [
+            Event::AttemptDispatched { operation, attempt, timeout: Duration::from_ticks(3), at },
+            Event::AttemptSucceeded { operation, attempt, at },
+            Event::AttemptFailed {
+                operation,
+                attempt,
+                at,
+                verdict: Verdict::Retryable,
+                then: AfterFailure::Retry,
+            },
+            Event::RetryScheduled {
+                operation,
+                attempt,
+                delay: Duration::from_ticks(3),
+                until: at,
+                source: DelaySource::Backoff { nominal: Duration::from_ticks(3) },
+            },
+            Event::Refused { operation, attempt, at, problem: Problem::CircuitOpen, retry_at: None },
+            Event::WaitingForRateLimit { operation, attempt, until: at },
+            Event::WaitingForAirtime { operation, attempt, until: at },
+            Event::CircuitChanged { operation, at, state: CircuitState::Open },
+            Event::CooldownExtended { operation, at, until: at },
+            Event::Completed {
+                operation,
+                disposition: Disposition::Succeeded,
+                problem: None,
+                dispatched: 1,
+                at,
+            },
+            Event::Completed {
+                operation,
+                disposition: Disposition::Failed,
+                problem: Some(Problem::AttemptsExhausted),
+                dispatched: 3,
+                at,
+            },
+        ];
+        let levels = std::sync::Arc::new(Levels(Default::default()));
+        tracing::subscriber::with_default(levels.clone(), || {
+            tracing::callsite::rebuild_interest_cache();
+            for event in &every_kind {
+                Trace { dependency: "payrail" }.on_event(event);
+            }
+        });
+        let logged = levels.0.lock().unwrap().clone();
+        assert_eq!(logged, every_kind.iter().map(level).collect::<Vec<_>>());
+        // Each level is used, so the comparison above can tell them apart.
+        for used in [Level::DEBUG, Level::INFO, Level::WARN] {
+            assert!(logged.contains(&used), "{used}");
+        }
     }
 
     #[test]
