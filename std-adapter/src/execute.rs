@@ -121,7 +121,11 @@ where
         let mut timer = pin!(None);
         // One lock and one clock read per step: a report and the next poll share them. The step's
         // events are logged after the lock is released.
-        let mut action = inner.step(|locked, events| running.op.poll(started, &mut locked.state, events));
+        let mut action = {
+            // A copy for the closure to borrow: a borrow of `started` would keep it in the future.
+            let now = started;
+            inner.step(|locked, events| running.op.poll(now, &mut locked.state, events))
+        };
         loop {
             action = match action {
                 Action::Dispatch(attempt) => {
@@ -132,26 +136,7 @@ where
                         let call = pin!(operation(info));
                         timer::race(call, timer.as_mut(), expires).await
                     };
-                    let op = &mut running.op;
-                    inner.step(|locked, events| {
-                        let now = inner.clock.now();
-                        if let Some(attempt) = op.attempt() {
-                            let failure = match result {
-                                Some(Ok(v)) => {
-                                    value = Some(v);
-                                    None
-                                }
-                                Some(Err(e)) => Some(AttemptError::Failed(e)),
-                                None => Some(AttemptError::TimedOut { after: attempt.timeout() }),
-                            };
-                            let state = &mut locked.state;
-                            match failure {
-                                None => op.on_success(attempt, now, state, events),
-                                Some(f) => op.on_failure(attempt, now, state, &mut locked.rng, f, events),
-                            }
-                        }
-                        op.poll(now, &mut locked.state, events)
-                    })
+                    report(inner, &mut running.op, result, &mut value)
                 }
                 // Holding nothing: the lock was released above.
                 Action::Wait { until } => {
@@ -165,6 +150,35 @@ where
         let completion = running.op.take_completion().expect("the core has a completion once poll says Done");
         finish(Ok(Detailed { value, completion }), inner)
     }
+}
+
+/// Reports what the attempt in flight came to (its value, its error, or `None` for a timeout) and
+/// asks the core what to do next: one step, under one lock and at one clock read.
+fn report<T, E: Classify<HZ>>(
+    inner: &Inner,
+    op: &mut Operation<'_, HZ, AttemptError<E>>,
+    result: Option<Result<T, E>>,
+    value: &mut Option<T>,
+) -> Action<HZ> {
+    inner.step(|locked, events| {
+        let now = inner.clock.now();
+        if let Some(attempt) = op.attempt() {
+            let failure = match result {
+                Some(Ok(v)) => {
+                    *value = Some(v);
+                    None
+                }
+                Some(Err(e)) => Some(AttemptError::Failed(e)),
+                None => Some(AttemptError::TimedOut { after: attempt.timeout() }),
+            };
+            let state = &mut locked.state;
+            match failure {
+                None => op.on_success(attempt, now, state, events),
+                Some(f) => op.on_failure(attempt, now, state, &mut locked.rng, f, events),
+            }
+        }
+        op.poll(now, &mut locked.state, events)
+    })
 }
 
 fn info(inner: &Inner, attempt: Attempt<HZ>, operation: OperationId) -> AttemptInfo {
