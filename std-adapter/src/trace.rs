@@ -8,7 +8,8 @@
 //! each call, and the adapter makes those calls under the lock; a subscriber that writes to a file
 //! or a socket can take far longer than the core's microseconds, and in an outage every caller of
 //! the dependency logs a refusal at WARN. So the adapter's observer, [`Deferred`], only copies each
-//! event into a fixed array, and the events are logged once the lock is released, in order.
+//! event at a level some subscriber takes into a fixed array, and the events are logged once the
+//! lock is released, in order.
 
 use relent_core::{AfterFailure, DelaySource, Disposition, Event, MAX_EVENTS_PER_CALL, Observer};
 
