@@ -183,7 +183,8 @@ impl<const HZ: u64> Event<HZ> {
 /// The most events one call into an [`Operation`](crate::Operation) makes: `on_failure`'s
 /// failure, a circuit change, a cooldown extension, the refusal of the retry, and the end. An
 /// observer that keeps events to act on after the call (outside a lock, say) needs room for this
-/// many per call; the property tests check the bound on every call they make.
+/// many per call. The property tests and the fuzz target's scripts check the bound on every call
+/// they make.
 pub const MAX_EVENTS_PER_CALL: usize = 5;
 
 /// Receives the core's events.
