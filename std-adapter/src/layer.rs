@@ -9,6 +9,10 @@
 //!   an open circuit (or a full bulkhead, or a cooldown) fails fast in `call` instead of holding
 //!   `poll_ready`, and one broken dependency does not stall a shared client (tower's load-shed
 //!   pattern).
+//! - The layer's deadline is the most any request may take. A request may carry a sooner one, a
+//!   [`RequestDeadline`] in its extensions: the deadline of the call it serves, passed on as seed
+//!   000's wrapper passes `ctx.remaining()`, so that a handler's outbound calls together never
+//!   outlast the handler's own deadline.
 //! - Responses go back to the caller as responses, whatever their status: the last 503 after the
 //!   attempts ran out, or the 429 whose Retry-After was too long to wait, with the [`RetryReport`] in
 //!   the response's extensions. Only what has no response is an error: a transport error, a timeout,
@@ -29,7 +33,7 @@ use relent_core::{
 };
 use tower::{Layer, Service, ServiceExt};
 
-use crate::clock::{HZ, std_duration, ticks};
+use crate::clock::{Duration, HZ, std_duration, ticks};
 use crate::dependency::Dependency;
 use crate::error::{AttemptError, Detailed, Outcome};
 use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_idempotent, is_replayable};
@@ -42,6 +46,55 @@ pub enum SingleAttempt {
     NotIdempotent,
     /// Replayable in principle, but its body cannot be sent twice.
     BodyNotReplayable,
+}
+
+/// The instant a request must be over by: put it in the request's extensions to pass on the time
+/// left to the call the request serves (seed 000's `ctx.remaining()`).
+///
+/// The request's attempts and waits then end by the sooner of this instant and the layer's own
+/// deadline counted from the call, and the last attempt's timeout is cut to fit, as for any
+/// deadline. A request whose deadline has already passed is not sent: the call fails with
+/// [`HttpError::Refused`] and the problem `deadline_exceeded`. Without one, the layer's deadline
+/// alone applies. It rides along in every attempt's request, where the inner service can read it
+/// too (to send the time left on in a header, say).
+///
+/// ```
+/// # async fn handler() {
+/// use std::time::Duration;
+/// use relent_tokio::RequestDeadline;
+///
+/// // The handler has 10 s for the whole checkout; each outbound request gets what is left.
+/// let checkout = RequestDeadline::within(Duration::from_secs(10));
+/// let mut quote = http::Request::get("http://payrail.test/quote").body(String::new()).unwrap();
+/// quote.extensions_mut().insert(checkout);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestDeadline(tokio::time::Instant);
+
+impl RequestDeadline {
+    /// At `instant`, on tokio's clock.
+    pub fn at(instant: tokio::time::Instant) -> Self {
+        Self(instant)
+    }
+
+    /// `time` from now, on tokio's clock. A span beyond 30 years counts as 30 years: later than
+    /// any layer's deadline, so the layer's applies.
+    pub fn within(time: std::time::Duration) -> Self {
+        const FAR: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 3600);
+        let now = tokio::time::Instant::now();
+        Self(now.checked_add(time.min(FAR)).unwrap_or(now))
+    }
+
+    /// The instant.
+    pub fn instant(self) -> tokio::time::Instant {
+        self.0
+    }
+
+    /// The time left at `now`: zero once the deadline has passed.
+    pub fn remaining_at(self, now: tokio::time::Instant) -> std::time::Duration {
+        self.0.saturating_duration_since(now)
+    }
 }
 
 /// How a request went through the pipeline: in the response's extensions, or in the error.
@@ -237,7 +290,8 @@ pub struct RetryLayer<C = StatusClassifier> {
 
 impl RetryLayer<StatusClassifier> {
     /// Every request through `dependency` under `policy`, each within `deadline` (all attempts and
-    /// waits together), classified by the default [`StatusClassifier`].
+    /// waits together; sooner for a request with a [`RequestDeadline`]), classified by the default
+    /// [`StatusClassifier`].
     pub fn new(dependency: Dependency, policy: RetryPolicy<HZ>, deadline: std::time::Duration) -> Self {
         Self {
             dependency,
@@ -339,9 +393,18 @@ where
         None if is_idempotent(request.method()) => (shared.policy, ReplaySafety::replayable_read(valid_for)),
         None => (shared.policy, ReplaySafety::provider_idempotent_mutation(valid_for)),
     };
+    let deadline = match request.extensions().get::<RequestDeadline>() {
+        None => ticks(shared.deadline),
+        // The caller's deadline is a limit not to pass: its part of a microsecond is dropped.
+        Some(d) => {
+            let left = d.remaining_at(tokio::time::Instant::now());
+            ticks(shared.deadline)
+                .min(Duration::from_ticks(u64::try_from(left.as_micros()).unwrap_or(u64::MAX)))
+        }
+    };
     let (parts, body) = request.into_parts();
     let mut body = Some(body);
-    let context = Context::new(ticks(shared.deadline), safety);
+    let context = Context::new(deadline, safety);
     let classifier = &shared.classifier;
     let detailed = shared
         .dependency

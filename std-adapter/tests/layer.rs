@@ -9,7 +9,9 @@ use relent_tokio::core::{
     BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryBudget, RetryPolicy,
     StartError, Verdict,
 };
-use relent_tokio::{Dependency, Duration, HZ, HttpError, RetryLayer, RetryReport, SingleAttempt};
+use relent_tokio::{
+    Dependency, Duration, HZ, HttpError, RequestDeadline, RetryLayer, RetryReport, SingleAttempt,
+};
 use tower::{Layer, Service, ServiceExt};
 
 mod common;
@@ -326,4 +328,95 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
         [format!("request not started: {}", StartError::RetryWithoutBudget { max_attempts: 3 })]
     );
     assert!(provider.attempts("/never").is_empty());
+}
+
+/// `request` carrying `deadline` in its extensions.
+fn with_deadline(mut request: Request<String>, deadline: RequestDeadline) -> Request<String> {
+    request.extensions_mut().insert(deadline);
+    request
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_deadline_sooner_than_the_layers_cuts_the_attempts_to_fit_it() {
+    let provider = Provider::default();
+    provider.script("/hangs", &[Reply::Hang]);
+    let t0 = tokio::time::Instant::now();
+    let mut svc = layer(budgeted()).layer(provider.service(t0));
+    // The layer allows 10 s; the caller has 1.5 s left. The first attempt times out at 1 s, the
+    // second starts after the 100 ms backoff with the 0.4 s that is left, and no third fits.
+    let request = with_deadline(request(Method::GET, "/hangs", None), RequestDeadline::within(ms(1_500)));
+    let err = svc.ready().await.unwrap().call(request).await.unwrap_err();
+    assert_eq!(provider.attempts("/hangs"), [ms(0), ms(1_100)]);
+    assert!(matches!(err, HttpError::TimedOut { after, .. } if after == ms(400)), "{err}");
+    let report = err.report().unwrap();
+    assert_eq!(
+        (report.disposition, report.problem, report.dispatched, report.elapsed),
+        (Disposition::Failed, Some(Problem::RetryDelayExceedsDeadline), 2, ms(1_500))
+    );
+    assert_eq!(t0.elapsed(), ms(1_500), "the call returned at the caller's deadline");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_deadline_has_passed_is_refused_before_anything_is_sent() {
+    let provider = Provider::default();
+    let t0 = tokio::time::Instant::now();
+    let mut svc = layer(budgeted()).layer(provider.service(t0));
+    tokio::time::advance(ms(2_000)).await;
+    for deadline in [RequestDeadline::at(t0), RequestDeadline::within(Std::ZERO)] {
+        let request = with_deadline(request(Method::GET, "/quote", None), deadline);
+        let err = svc.ready().await.unwrap().call(request).await.unwrap_err();
+        assert!(matches!(err, HttpError::Refused { .. }), "{err}");
+        assert_eq!(chain(&err), ["payrail: failed (deadline_exceeded) after 0 attempt(s)"]);
+    }
+    assert!(provider.attempts("/quote").is_empty(), "nothing reached the provider");
+    assert_eq!(RequestDeadline::at(t0).remaining_at(tokio::time::Instant::now()), Std::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_deadline_later_than_the_layers_leaves_the_layers_in_force() {
+    let provider = Provider::default();
+    provider.script("/hangs", &[Reply::Hang]);
+    let t0 = tokio::time::Instant::now();
+    let dep = Dependency::with_seed("payrail", budgeted(), 1).unwrap();
+    let mut svc = RetryLayer::new(dep, POLICY, ms(1_500)).layer(provider.service(t0));
+    // The layer allows 1.5 s; a request deadline 60 s away, or as far as a duration goes, does
+    // not extend it: two attempts, the second cut to 0.4 s, as in the test above.
+    for (n, within) in [Std::from_secs(60), Std::MAX].into_iter().enumerate() {
+        let start = t0.elapsed();
+        let request = with_deadline(request(Method::GET, "/hangs", None), RequestDeadline::within(within));
+        let err = svc.ready().await.unwrap().call(request).await.unwrap_err();
+        assert!(matches!(err, HttpError::TimedOut { after, .. } if after == ms(400)), "{err}");
+        assert_eq!(err.report().unwrap().problem, Some(Problem::RetryDelayExceedsDeadline));
+        let attempts: Vec<Std> = provider.attempts("/hangs")[n * 2..].iter().map(|t| *t - start).collect();
+        assert_eq!(attempts, [ms(0), ms(1_100)], "deadline {within:?} from now");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_carries_the_request_deadline_to_the_inner_service() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let inner = {
+        let seen = seen.clone();
+        tower::service_fn(move |req: Request<String>| {
+            let seen = seen.clone();
+            async move {
+                let mut seen = seen.lock().unwrap();
+                seen.push(req.extensions().get::<RequestDeadline>().copied());
+                let status = if seen.len() == 1 { 503 } else { 200 };
+                Ok::<_, std::io::Error>(Response::builder().status(status).body(String::new()).unwrap())
+            }
+        })
+    };
+    let mut svc = layer(budgeted()).layer(inner);
+    let deadline = RequestDeadline::at(tokio::time::Instant::now() + ms(5_000));
+    let response = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(with_deadline(request(Method::GET, "/quote", None), deadline))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(*seen.lock().unwrap(), [Some(deadline), Some(deadline)]);
+    assert_eq!(deadline.instant() - tokio::time::Instant::now(), ms(4_900), "after one 100 ms backoff");
 }
