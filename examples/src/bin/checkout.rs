@@ -5,7 +5,8 @@
 //! slow node that hangs past the attempt timeout, a bug that answers 500) and records every order
 //! it places. Then it drives 3,000 checkouts at 150 a second through hyper's pooled client wrapped
 //! in relent-tokio's `RetryLayer`: each checkout reads a quote (GET, safe to retry) and places an
-//! order (POST; most with an Idempotency-Key, some without, which are never resent).
+//! order (POST; most with an Idempotency-Key, some without, which are never resent), both within
+//! the checkout's one deadline (seed 000's `ctx.remaining()`), passed on as a `RequestDeadline`.
 //!
 //! Run it with `cargo run -p relent-examples --bin checkout`. It ends with a table and exits
 //! non-zero if the provider performed any order twice.
@@ -25,7 +26,7 @@ use relent_examples::provider::{Fault, Phase, Provider, Script};
 use relent_tokio::core::{
     BreakerConfig, ConfigError, DependencyConfig, Disposition, RateLimit, RetryBudget, RetryPolicy,
 };
-use relent_tokio::{Dependency, Duration, HZ, HttpError, RetryLayer, RetryReport};
+use relent_tokio::{Dependency, Duration, HZ, HttpError, RequestDeadline, RetryLayer, RetryReport};
 use tower::{Layer, Service, ServiceExt};
 
 const fn valid<V: Copy>(r: Result<V, ConfigError>) -> V {
@@ -53,6 +54,11 @@ const PAYRAIL: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(
     .breaker(BreakerConfig::count_window(50, 50, 20, Duration::from_secs(1)))
     .bulkhead(64)
     .rate_limit(RateLimit::new(400, Duration::from_secs(1)).burst(50));
+
+/// The most one request may take (the layer's deadline), and the most a checkout's two requests
+/// may take together: the order gets what the quote left.
+const REQUEST_DEADLINE: Std = Std::from_secs(5);
+const CHECKOUT_DEADLINE: Std = Std::from_secs(5);
 
 const CHECKOUTS: u64 = 3_000;
 const PER_SECOND: u64 = 150;
@@ -137,17 +143,22 @@ struct Checkout {
 
 async fn checkout(svc: Svc, provider: &Provider, n: u64) -> Checkout {
     let started = Instant::now();
+    let deadline = RequestDeadline::within(CHECKOUT_DEADLINE);
     let id = format!("checkout-{n}");
     let quote = Request::builder()
         .uri(provider.url("/quote"))
+        .extension(deadline)
         .body(Full::new(Bytes::new()))
         .expect("a valid request");
     let quote = fate(&send(svc.clone(), quote).await);
     // One checkout in five is an old client that sends no Idempotency-Key: never resent.
     let keyed = n % 5 != 0;
     let order = if quote.ok {
-        let mut req =
-            Request::builder().method(Method::POST).uri(provider.url("/orders")).header("x-checkout-id", &id);
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(provider.url("/orders"))
+            .header("x-checkout-id", &id)
+            .extension(deadline);
         if keyed {
             req = req.header("idempotency-key", format!("order-{id}"));
         }
@@ -157,6 +168,15 @@ async fn checkout(svc: Svc, provider: &Provider, n: u64) -> Checkout {
         None
     };
     Checkout { quote, order, keyed, latency: started.elapsed() }
+}
+
+/// A latency to three significant figures or so: "13.6ms", "2.02s".
+fn show(d: Std) -> String {
+    if d < Std::from_secs(1) {
+        format!("{:.1}ms", d.as_secs_f64() * 1e3)
+    } else {
+        format!("{:.2}s", d.as_secs_f64())
+    }
 }
 
 fn percentile(sorted: &[Std], p: f64) -> Std {
@@ -175,7 +195,7 @@ async fn main() {
     connector.set_connect_timeout(Some(Std::from_millis(250)));
     let client = Client::builder(TokioExecutor::new()).build(connector);
     let payrail = Dependency::new("payrail", PAYRAIL).expect("a valid configuration");
-    let svc: Svc = RetryLayer::new(payrail.clone(), POLICY, Std::from_secs(5)).layer(client);
+    let svc: Svc = RetryLayer::new(payrail.clone(), POLICY, REQUEST_DEADLINE).layer(client);
 
     println!(
         "Payrail listens on {}; {CHECKOUTS} checkouts at {PER_SECOND}/s through relent-tokio.",
@@ -261,13 +281,15 @@ fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency) {
         checkouts.iter().filter(|c| c.order.is_some_and(|o| o.ok)).map(|c| c.latency).collect();
     latencies.sort();
     println!(
-        "\nCheckout latency, {} completed checkouts: p50 {:?}  p90 {:?}  p99 {:?}  max {:?}",
+        "\nCheckout latency, {} completed checkouts: p50 {}  p90 {}  p99 {}  max {}",
         latencies.len(),
-        percentile(&latencies, 0.50),
-        percentile(&latencies, 0.90),
-        percentile(&latencies, 0.99),
-        latencies.last().copied().unwrap_or_default()
+        show(percentile(&latencies, 0.50)),
+        show(percentile(&latencies, 0.90)),
+        show(percentile(&latencies, 0.99)),
+        show(latencies.last().copied().unwrap_or_default())
     );
+    let slowest = checkouts.iter().map(|c| c.latency).max().unwrap_or_default();
+    println!("Slowest checkout, completed or not: {} (its deadline: {CHECKOUT_DEADLINE:?})", show(slowest));
 
     let effects = provider.effects();
     let keyless = checkouts.iter().filter(|c| !c.keyed && c.order.is_some()).count();
