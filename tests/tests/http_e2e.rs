@@ -14,7 +14,9 @@ use relent_examples::provider::{Provider, Script};
 use relent_tokio::core::{
     BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, RetryBudget, RetryPolicy,
 };
-use relent_tokio::{Dependency, Duration, HZ, HttpError, RetryLayer, RetryReport, SingleAttempt};
+use relent_tokio::{
+    Dependency, Duration, HZ, HttpError, RequestDeadline, RetryLayer, RetryReport, SingleAttempt,
+};
 use tower::{Layer, Service, ServiceExt};
 
 const POLICY: RetryPolicy<HZ> =
@@ -181,4 +183,27 @@ async fn connections_refused_while_a_node_restarts_are_retried_until_it_is_back(
     assert_eq!(status, StatusCode::OK);
     assert!(report.dispatched >= 2, "refused at first, then retried: {report:?}");
     assert_eq!(provider.arrivals("r").len(), 1, "refused attempts never reached the provider");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_deadline_from_the_caller_bounds_the_retries_and_a_passed_one_sends_nothing() {
+    let provider = Provider::start(Script::PerRequest).await.unwrap();
+    let mut svc = client(budgeted());
+    // The caller has 400 ms left: the first attempt times out at 300 ms, and the 150 ms backoff
+    // does not fit in the 100 ms that are left, though the layer's own deadline is 10 s.
+    let mut req = request(&provider, Method::POST, "/orders", "d1", "hang:2000,ok", Some("key-d1"));
+    req.extensions_mut().insert(RequestDeadline::within(Std::from_millis(400)));
+    let err = send(&mut svc, req).await.unwrap_err();
+    assert!(matches!(err, HttpError::TimedOut { .. }), "{err}");
+    let report = err.report().unwrap();
+    assert_eq!((report.problem, report.dispatched), (Some(Problem::RetryDelayExceedsDeadline), 1));
+    assert_eq!(provider.arrivals("d1").len(), 1);
+
+    // A caller whose deadline has passed: no connection is made.
+    let mut req = request(&provider, Method::GET, "/quote", "d2", "ok", None);
+    req.extensions_mut().insert(RequestDeadline::at(tokio::time::Instant::now()));
+    let err = send(&mut svc, req).await.unwrap_err();
+    assert!(matches!(err, HttpError::Refused { .. }), "{err}");
+    assert_eq!(err.report().unwrap().problem, Some(Problem::DeadlineExceeded));
+    assert!(provider.arrivals("d2").is_empty(), "nothing reached the provider");
 }
