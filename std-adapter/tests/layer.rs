@@ -390,6 +390,12 @@ async fn a_request_deadline_later_than_the_layers_leaves_the_layers_in_force() {
         let attempts: Vec<Std> = provider.attempts("/hangs")[n * 2..].iter().map(|t| *t - start).collect();
         assert_eq!(attempts, [ms(0), ms(1_100)], "deadline {within:?} from now");
     }
+    // What `within` makes of a span too long for tokio's clock: 30 years, as its doc says.
+    let thirty_years = Std::from_secs(30 * 365 * 24 * 3600);
+    let now = tokio::time::Instant::now();
+    assert_eq!(RequestDeadline::within(Std::MAX).remaining_at(now), thirty_years);
+    assert_eq!(RequestDeadline::within(thirty_years + ms(1)).remaining_at(now), thirty_years);
+    assert_eq!(RequestDeadline::within(ms(1)).instant(), now + ms(1));
 }
 
 #[tokio::test(start_paused = true)]
