@@ -123,6 +123,10 @@ pub struct RetryReport {
     /// `Unsafe` for a request that gets a single attempt. What to look at when a request was
     /// repeated and should not have been, or the other way round.
     pub replay_safety: ReplaySafety<HZ>,
+    /// The deadline the request ran under, from its start: the layer's, or what was left of the
+    /// request's [`RequestDeadline`] when that was sooner. What to look at when a request ended
+    /// with `deadline_exceeded` or `retry_delay_exceeds_deadline` sooner than the layer's deadline.
+    pub deadline: std::time::Duration,
 }
 
 impl RetryReport {
@@ -130,6 +134,7 @@ impl RetryReport {
         completion: &Completion<HZ, E>,
         single_attempt: Option<SingleAttempt>,
         replay_safety: ReplaySafety<HZ>,
+        deadline: Duration,
     ) -> Self {
         Self {
             operation: completion.operation.0,
@@ -141,6 +146,7 @@ impl RetryReport {
             retry_after: completion.retry_after.map(std_duration),
             single_attempt,
             replay_safety,
+            deadline: std_duration(deadline),
         }
     }
 }
@@ -438,7 +444,7 @@ where
         })
         .await;
     let Detailed { value, completion } = detailed.map_err(HttpError::Start)?;
-    let report = RetryReport::new(&completion, single, safety);
+    let report = RetryReport::new(&completion, single, safety, deadline);
     let with_report = |mut response: Response<RB>| {
         response.extensions_mut().insert(report);
         response

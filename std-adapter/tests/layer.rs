@@ -171,6 +171,7 @@ async fn a_retry_after_beyond_the_maximum_delay_comes_back_deferred_with_its_res
     assert_eq!(report.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
     assert_eq!(report.retry_after, Some(Std::from_secs(60)));
     assert_eq!(report.replay_safety, ReplaySafety::replayable_read(DAY));
+    assert_eq!(report.deadline, Std::from_secs(10), "the layer's, with no RequestDeadline");
     assert_eq!(provider.attempts("/slow-down").len(), 1);
 }
 
@@ -353,6 +354,7 @@ async fn a_request_deadline_sooner_than_the_layers_cuts_the_attempts_to_fit_it()
         (report.disposition, report.problem, report.dispatched, report.elapsed),
         (Disposition::Failed, Some(Problem::RetryDelayExceedsDeadline), 2, ms(1_500))
     );
+    assert_eq!(report.deadline, ms(1_500), "the report says which deadline the request ran under");
     assert_eq!(t0.elapsed(), ms(1_500), "the call returned at the caller's deadline");
 }
 
@@ -367,6 +369,7 @@ async fn a_request_whose_deadline_has_passed_is_refused_before_anything_is_sent(
         let err = svc.ready().await.unwrap().call(request).await.unwrap_err();
         assert!(matches!(err, HttpError::Refused { .. }), "{err}");
         assert_eq!(chain(&err), ["payrail: failed (deadline_exceeded) after 0 attempt(s)"]);
+        assert_eq!(err.report().unwrap().deadline, Std::ZERO);
     }
     assert!(provider.attempts("/quote").is_empty(), "nothing reached the provider");
     assert_eq!(RequestDeadline::at(t0).remaining_at(tokio::time::Instant::now()), Std::ZERO);
@@ -386,7 +389,8 @@ async fn a_request_deadline_later_than_the_layers_leaves_the_layers_in_force() {
         let request = with_deadline(request(Method::GET, "/hangs", None), RequestDeadline::within(within));
         let err = svc.ready().await.unwrap().call(request).await.unwrap_err();
         assert!(matches!(err, HttpError::TimedOut { after, .. } if after == ms(400)), "{err}");
-        assert_eq!(err.report().unwrap().problem, Some(Problem::RetryDelayExceedsDeadline));
+        let report = err.report().unwrap();
+        assert_eq!((report.problem, report.deadline), (Some(Problem::RetryDelayExceedsDeadline), ms(1_500)));
         let attempts: Vec<Std> = provider.attempts("/hangs")[n * 2..].iter().map(|t| *t - start).collect();
         assert_eq!(attempts, [ms(0), ms(1_100)], "deadline {within:?} from now");
     }
