@@ -33,6 +33,11 @@ pub fn std_duration(d: Duration) -> std::time::Duration {
     std::time::Duration::from_micros(d.as_ticks())
 }
 
+/// The farthest ahead relent-tokio asks tokio's clock to go: 30 years, later than any timer or
+/// deadline a service sets. Longer spans are clamped to it, since adding more to an instant could
+/// overflow the platform's clock.
+pub(crate) const FAR: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 3600);
+
 /// Maps tokio's clock onto ticks from an anchor.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
@@ -58,8 +63,8 @@ impl Clock {
     /// out, which no timer reaches. Clamped in ticks, before the conversion: this runs for each
     /// attempt's `AttemptInfo` and each wait.
     pub(crate) fn instant(&self, t: Instant) -> tokio::time::Instant {
-        const FAR: u64 = 30 * 365 * 24 * 3600 * HZ;
-        let d = std_duration(Duration::from_ticks(t.as_ticks().min(FAR)));
+        const FAR_TICKS: u64 = FAR.as_secs() * HZ;
+        let d = std_duration(Duration::from_ticks(t.as_ticks().min(FAR_TICKS)));
         self.anchor.checked_add(d).unwrap_or(self.anchor)
     }
 }

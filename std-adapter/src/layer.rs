@@ -33,7 +33,7 @@ use relent_core::{
 };
 use tower::{Layer, Service, ServiceExt};
 
-use crate::clock::{Duration, HZ, std_duration, ticks};
+use crate::clock::{Duration, FAR, HZ, std_duration, ticks};
 use crate::dependency::Dependency;
 use crate::error::{AttemptError, Detailed, Outcome};
 use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_idempotent, is_replayable};
@@ -81,7 +81,6 @@ impl RequestDeadline {
     /// `time` from now, on tokio's clock. A span beyond 30 years counts as 30 years: later than
     /// any layer's deadline, so the layer's applies.
     pub fn within(time: std::time::Duration) -> Self {
-        const FAR: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 3600);
         let now = tokio::time::Instant::now();
         Self(now.checked_add(time.min(FAR)).unwrap_or(now))
     }
@@ -399,13 +398,13 @@ where
         None if is_idempotent(request.method()) => (shared.policy, ReplaySafety::replayable_read(valid_for)),
         None => (shared.policy, ReplaySafety::provider_idempotent_mutation(valid_for)),
     };
+    let layers = ticks(shared.deadline);
     let deadline = match request.extensions().get::<RequestDeadline>() {
-        None => ticks(shared.deadline),
+        None => layers,
         // The caller's deadline is a limit not to pass: its part of a microsecond is dropped.
         Some(d) => {
             let left = d.remaining_at(tokio::time::Instant::now());
-            ticks(shared.deadline)
-                .min(Duration::from_ticks(u64::try_from(left.as_micros()).unwrap_or(u64::MAX)))
+            layers.min(Duration::from_ticks(u64::try_from(left.as_micros()).unwrap_or(u64::MAX)))
         }
     };
     let (parts, body) = request.into_parts();
