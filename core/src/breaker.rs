@@ -444,7 +444,7 @@ impl Breaker {
         r: &mut crate::snapshot::Reader<'_>,
         rebase: crate::snapshot::Rebase,
     ) -> Result<Self, crate::snapshot::SnapshotError> {
-        let (tag, remaining, successes) = (r.u8()?, r.ticks()?, r.u8()?);
+        let (tag, remaining, successes) = (r.u8(), r.ticks(), r.u8());
         let phase = match tag {
             0 => Phase::Closed,
             // A break that ended during the sleep becomes half-open on the next attempt.
@@ -452,8 +452,7 @@ impl Breaker {
             2 => Phase::HalfOpen { in_flight: 0, successes },
             _ => return Err(crate::snapshot::SnapshotError::Corrupted),
         };
-        let (episode, consecutive, ring, ring_len, ring_next) =
-            (r.u16()?, r.u32()?, r.u64()?, r.u8()?, r.u8()?);
+        let (episode, consecutive, ring, ring_len, ring_next) = (r.u16(), r.u32(), r.u64(), r.u8(), r.u8());
         if ring_len > 64 || ring_next >= 64 {
             return Err(crate::snapshot::SnapshotError::Corrupted);
         }

@@ -259,13 +259,10 @@ impl TokenBucket {
         w.ticks(now.saturating_sub(self.updated));
     }
 
-    pub(crate) fn restore(
-        r: &mut crate::snapshot::Reader<'_>,
-        rebase: crate::snapshot::Rebase,
-    ) -> Result<Self, crate::snapshot::SnapshotError> {
-        let credit = U64::of(r.u64()?);
-        let updated = rebase.ago(r.ticks()?);
-        Ok(Self { credit, updated, lapse_at: 0, reserved: 0, epoch: 0 })
+    pub(crate) fn restore(r: &mut crate::snapshot::Reader<'_>, rebase: crate::snapshot::Rebase) -> Self {
+        let credit = U64::of(r.u64());
+        let updated = rebase.ago(r.ticks());
+        Self { credit, updated, lapse_at: 0, reserved: 0, epoch: 0 }
     }
 }
 

@@ -303,7 +303,7 @@ impl<const L: usize> AirtimeLog<L> {
         let mut kept = 0usize;
         let (mut previous, mut ended) = (Ticks::MIN, false);
         for _ in 0..L {
-            let (remaining, cost) = (r.ticks()?, r.u32()?);
+            let (remaining, cost) = (r.ticks(), r.u32());
             // What `save` writes: entries in use first, in order of departure, then zeros.
             let in_use = remaining > 0 && cost > 0;
             if (in_use && (ended || remaining < previous)) || (!in_use && (remaining, cost) != (0, 0)) {

@@ -173,13 +173,10 @@ impl Limiter {
         w.u32(if ahead == 0 { 0 } else { self.frac });
     }
 
-    pub(crate) fn restore(
-        r: &mut crate::snapshot::Reader<'_>,
-        rebase: crate::snapshot::Rebase,
-    ) -> Result<Self, crate::snapshot::SnapshotError> {
-        let (ahead, frac) = (r.ticks()?, r.u32()?);
+    pub(crate) fn restore(r: &mut crate::snapshot::Reader<'_>, rebase: crate::snapshot::Rebase) -> Self {
+        let (ahead, frac) = (r.ticks(), r.u32());
         let tat = rebase.until(ahead);
-        Ok(Self { tat, frac: if tat == 0 { 0 } else { frac } })
+        Self { tat, frac: if tat == 0 { 0 } else { frac } }
     }
 }
 
@@ -249,12 +246,12 @@ mod tests {
         l.take(&limit, 0); // arrival time 3 1/3
         let mut buf = [0u8; Limiter::SNAPSHOT_LEN];
         l.save(&mut Writer::new(&mut buf), 1);
-        let restored = Limiter::restore(&mut Reader::new(&buf), Rebase { now: 1, slept: 0 }).unwrap();
+        let restored = Limiter::restore(&mut Reader::new(&buf), Rebase { now: 1, slept: 0 });
         assert_eq!(restored, l);
         assert_eq!(restored.next_at(&limit, 1), 4, "3 1/3, rounded up: not 3");
         // Saved once the arrival time has passed, there is nothing ahead, and no fraction either.
         l.save(&mut Writer::new(&mut buf), 5);
-        let restored = Limiter::restore(&mut Reader::new(&buf), Rebase { now: 5, slept: 0 }).unwrap();
+        let restored = Limiter::restore(&mut Reader::new(&buf), Rebase { now: 5, slept: 0 });
         assert_eq!(restored, Limiter::new());
     }
 

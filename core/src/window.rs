@@ -229,14 +229,14 @@ impl<const N: usize> CallWindow<N> {
         rebase: crate::snapshot::Rebase,
         width: Ticks,
     ) -> Result<Self, crate::snapshot::SnapshotError> {
-        if r.ticks()? != width {
+        if r.ticks() != width {
             return Err(crate::snapshot::SnapshotError::OtherConfig);
         }
-        let newest_age = r.ticks()?;
+        let newest_age = r.ticks();
         let mut window = Self::starting(width, rebase.now);
         let head = rebase.now.checked_div(width).unwrap_or(0);
         for back in 0..Self::SLOTS {
-            let counts = Counts { calls: r.u32()?, retries: r.u32()?, failures: r.u32()? };
+            let counts = Counts { calls: r.u32(), retries: r.u32(), failures: r.u32() };
             let age = newest_age.saturating_add(back.saturating_mul(width)).saturating_add(rebase.slept);
             let Some(start) = rebase.now.checked_sub(age) else { continue };
             // How many buckets before the newest this one began.

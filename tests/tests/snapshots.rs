@@ -263,6 +263,16 @@ fn truncated_other_version_other_shape_and_other_config_snapshots_are_refused_wi
             "{len} bytes"
         );
     }
+    // The header is read field by field: one that does not match names the mismatch even when the
+    // bytes after it are missing.
+    let mut other_rate = bytes;
+    other_rate[5] ^= 1;
+    assert_eq!(
+        Dep::restore(&CONFIG, &other_rate[..13], now, zero).err(),
+        Some(SnapshotError::OtherShape),
+        "another tick rate, the header cut short after it"
+    );
+    assert_eq!(Dep::restore(&CONFIG, &other_rate[..12], now, zero).err(), Some(SnapshotError::TooShort));
     let mut other_version = bytes;
     other_version[4] = 1;
     assert_eq!(
