@@ -125,6 +125,25 @@ impl<const L: usize> AirtimeLog<L> {
         self.leaves.iter().copied().zip(self.costs.iter().copied()).take(self.live())
     }
 
+    /// Moves the entries in `from` to start at index `to`, as `copy_within` on both arrays would,
+    /// but with no panic path: `copy_within` panics on a range out of bounds, which the callers
+    /// never pass but the compiler cannot see, so its panic code was linked into every firmware
+    /// with a duty cycle. Here an index out of bounds is skipped.
+    fn shift(&mut self, from: core::ops::Range<usize>, to: usize) {
+        let n = from.end.saturating_sub(from.start);
+        let right = to > from.start;
+        for i in 0..n {
+            // Moving right, the last entry first, so that none is overwritten before it moves.
+            let k = if right { n.wrapping_sub(1).wrapping_sub(i) } else { i };
+            let (Some(src), Some(dst)) = (from.start.checked_add(k), to.checked_add(k)) else { continue };
+            if let (Some(&leave), Some(&cost)) = (self.leaves.get(src), self.costs.get(src)) {
+                if let (Some(e), Some(c)) = (self.leaves.get_mut(dst), self.costs.get_mut(dst)) {
+                    (*e, *c) = (leave, cost);
+                }
+            }
+        }
+    }
+
     /// Forgets the entries from `k` on.
     fn truncate(&mut self, k: usize) {
         for (e, c) in self.leaves.iter_mut().zip(self.costs.iter_mut()).skip(k) {
@@ -137,8 +156,7 @@ impl<const L: usize> AirtimeLog<L> {
         let live = self.live();
         let stale = self.leaves.iter().take(live).take_while(|&&leave| leave <= now).count();
         if stale > 0 {
-            self.leaves.copy_within(stale..live, 0);
-            self.costs.copy_within(stale..live, 0);
+            self.shift(stale..live, 0);
             self.truncate(live.saturating_sub(stale));
         }
     }
@@ -234,8 +252,7 @@ impl<const L: usize> AirtimeLog<L> {
                 if let Some(c) = self.costs.get_mut(k) {
                     *c = c.saturating_add(folded);
                 }
-                self.leaves.copy_within(k..live, k.wrapping_sub(1));
-                self.costs.copy_within(k..live, k.wrapping_sub(1));
+                self.shift(k..live, k.wrapping_sub(1));
                 self.truncate(live.saturating_sub(1));
                 let live = self.live();
                 let pos = self.leaves.iter().take(live).take_while(|&&e| e <= leave).count();
@@ -256,8 +273,7 @@ impl<const L: usize> AirtimeLog<L> {
         if live >= L || pos > live {
             return;
         }
-        self.leaves.copy_within(pos..live, pos.saturating_add(1));
-        self.costs.copy_within(pos..live, pos.saturating_add(1));
+        self.shift(pos..live, pos.saturating_add(1));
         if let (Some(e), Some(c)) = (self.leaves.get_mut(pos), self.costs.get_mut(pos)) {
             *e = leave;
             *c = cost;
@@ -336,6 +352,38 @@ mod tests {
 
     fn duty(airtime: Ticks, window: Ticks) -> DutyCycle<HZ> {
         DutyCycle::new(Duration::<HZ>::from_ticks(airtime), Duration::<HZ>::from_ticks(window))
+    }
+
+    #[test]
+    fn shifting_entries_matches_copy_within_and_skips_what_falls_outside() {
+        const L: usize = 5;
+        let fresh = || AirtimeLog::<L> { leaves: [1, 2, 3, 4, 5], costs: [10, 20, 30, 40, 50] };
+        // Every move that stays in bounds, left, right and overlapping: as `copy_within`.
+        for start in 0..=L {
+            for end in start..=L {
+                for to in 0..=L - (end - start) {
+                    let mut log = fresh();
+                    log.shift(start..end, to);
+                    let (mut leaves, mut costs) = (fresh().leaves, fresh().costs);
+                    leaves.copy_within(start..end, to);
+                    costs.copy_within(start..end, to);
+                    assert_eq!((log.leaves, log.costs), (leaves, costs), "{start}..{end} to {to}");
+                }
+            }
+        }
+        // Past the end: what would land outside is skipped, and nothing panics.
+        let mut log = fresh();
+        log.shift(3..5, 4);
+        assert_eq!((log.leaves, log.costs), ([1, 2, 3, 4, 4], [10, 20, 30, 40, 40]));
+        log.shift(3..9, 0);
+        assert_eq!((log.leaves, log.costs), ([4, 4, 3, 4, 4], [40, 40, 30, 40, 40]));
+        let mut log = fresh();
+        log.shift(0..2, usize::MAX);
+        assert_eq!(
+            (log.leaves, log.costs),
+            (fresh().leaves, fresh().costs),
+            "an index past usize::MAX does not wrap to 0"
+        );
     }
 
     #[test]
