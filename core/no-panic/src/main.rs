@@ -17,7 +17,8 @@
 //! It links at `opt-level` 1, 2, 3, `"s"` and `"z"`, with LTO and without. Only an unoptimised
 //! build (`opt-level = 0`) keeps panic paths, the standard library's own among them. `.ci/run`
 //! builds it for the Cortex-M3 and the Cortex-M0, with 64-bit and 32-bit ticks, with every
-//! protection and with none.
+//! protection and with none. It also lists each build's symbols for soft-float routines: neither
+//! core has an FPU, so any float in relent-core, or in what it calls, would link one.
 //!
 //! To see which call kept a panic path when the link fails, link anyway (`RUSTFLAGS="-C
 //! link-arg=--unresolved-symbols=ignore-all"`) and look for the callers of the panic functions in
