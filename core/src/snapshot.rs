@@ -417,26 +417,27 @@ mod tests {
         let (window, tokens, breaker, limiter, airtime, cooldown) = dep.parts();
         let rebase = Rebase { now: 0, slept: 0 };
         let mut buf = [0u8; Dependency::<1_000, N, L>::SNAPSHOT_LEN];
-        // Each part: (name, what `save` wrote, what `restore` read, its SNAPSHOT_LEN).
-        let mut lengths = [("", 0, 0, 0); 6];
         let mut check =
-            |slot: usize, name, save: &dyn Fn(&mut Writer<'_>), restore: &dyn Fn(&mut Reader<'_>), len| {
+            |name: &str, save: &dyn Fn(&mut Writer<'_>), restore: &dyn Fn(&mut Reader<'_>), len| {
                 let mut w = Writer::new(&mut buf);
                 save(&mut w);
                 let written = w.written();
                 let mut r = Reader::new(&buf);
                 restore(&mut r);
-                lengths[slot] = (name, written, r.position(), len);
+                let read = r.position();
+                assert_eq!(
+                    (written, read),
+                    (len, len),
+                    "{name}: wrote {written} bytes and read {read}, of {len}"
+                );
             };
         check(
-            0,
             "window",
             &|w| window.save(w, 0),
             &|r| drop(CallWindow::<N>::restore(r, rebase, window.bucket_width())),
             CallWindow::<N>::SNAPSHOT_LEN,
         );
         check(
-            1,
             "airtime",
             &|w| airtime.save(w, 0),
             &|r| drop(AirtimeLog::<L>::restore(r, rebase)),
@@ -444,7 +445,6 @@ mod tests {
         );
         if let Some(p) = tokens.get() {
             check(
-                2,
                 "token bucket",
                 &|w| p.save(w, 0),
                 &|r| _ = TokenBucket::restore(r, rebase),
@@ -453,7 +453,6 @@ mod tests {
         }
         if let Some(p) = breaker.get() {
             check(
-                3,
                 "breaker",
                 &|w| p.save(w, 0),
                 &|r| drop(Breaker::restore(r, rebase)),
@@ -462,7 +461,6 @@ mod tests {
         }
         if let Some(p) = limiter.get() {
             check(
-                4,
                 "rate limit",
                 &|w| p.save(w, 0),
                 &|r| _ = Limiter::restore(r, rebase),
@@ -471,22 +469,14 @@ mod tests {
         }
         if let Some(p) = cooldown.get() {
             check(
-                5,
                 "cooldown",
                 &|w| p.save(w, 0),
                 &|r| _ = Cooldown::restore(r, rebase),
                 Cooldown::SNAPSHOT_LEN,
             );
         }
-        for (name, written, read, len) in lengths {
-            assert_eq!(
-                (written, read),
-                (len, len),
-                "{name}: wrote {written} bytes and read {read}, of {len}"
-            );
-        }
-        assert_eq!(lengths[0].3, 16 + N * 12);
-        assert_eq!(lengths[1].3, L * 12);
+        assert_eq!(CallWindow::<N>::SNAPSHOT_LEN, 16 + N * 12);
+        assert_eq!(AirtimeLog::<L>::SNAPSHOT_LEN, L * 12);
     }
 
     #[test]
