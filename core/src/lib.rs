@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
+// On docs.rs: each item a Cargo feature gates says which (see Cargo.toml's docs.rs metadata).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::float_arithmetic, clippy::float_cmp)]
