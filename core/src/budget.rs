@@ -34,6 +34,35 @@ use crate::window::Counts;
 
 /// A retry budget's configuration. The state it governs lives in a
 /// [`Dependency`](crate::Dependency).
+///
+/// A policy of more than one attempt needs one: retries must be paid for, so a failing
+/// dependency is not hammered. Two shapes, one from each seed:
+///
+/// ```
+/// use relent_core::{BudgetKind, ConfigError, Duration, RetryBudget, RetryPolicy};
+/// type D = Duration<1_000>;
+///
+/// // Seed 000: retries at most 10 % of the calls in the dependency's window, plus 5 per window
+/// // so that a quiet dependency can still retry.
+/// let ratio = RetryBudget::<1_000>::ratio(10, 5)?;
+/// assert_eq!(ratio.kind(), BudgetKind::Ratio { percent: 10, floor: 5 });
+///
+/// // Seed 003: a pool of 10 tokens, 10 more a minute. A dispatched retry reserves a token, spent
+/// // when its outcome is reported; one never reported (its future dropped) returns after 10 s.
+/// let bucket = RetryBudget::<1_000>::token_bucket(10, 10, D::from_secs(60), D::from_secs(10))?;
+/// assert_eq!(bucket.hold(), Some(D::from_secs(10)));
+///
+/// // The hold must outlast an attempt by more than 1 s (seed 003), or a reservation could lapse
+/// // while its attempt still runs, and two retries spend one token. Checked at start too.
+/// let slow = RetryPolicy::<1_000>::exponential(3, D::from_millis(100), D::from_secs(2))
+///     .attempt_timeout(D::from_secs(9))
+///     .build()?;
+/// assert_eq!(slow.check_budget(&bucket), Err(ConfigError::BudgetHoldTooShort));
+/// assert_eq!(slow.check_budget(&ratio), Ok(()));
+///
+/// assert_eq!(RetryBudget::<1_000>::ratio(110, 0), Err(ConfigError::BudgetPercentOutOfRange));
+/// # Ok::<(), ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RetryBudget<const HZ: u64> {

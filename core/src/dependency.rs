@@ -282,6 +282,66 @@ pub(crate) const BULKHEAD: usize = cfg!(feature = "bulkhead") as usize;
 /// backwards across all the operations that share this dependency (an earlier one is read as the
 /// latest seen), and the same [`DependencyConfig`] it was built from. Operations reach it through
 /// [`Operation`](crate::Operation)'s methods; the public getters are for dashboards and tests.
+///
+/// What the operations against one dependency share, in an outage where every call fails: the
+/// first read spends the budget's floor on its retries, the second is refused a retry by the
+/// budget, and the fifth failure in a row opens the circuit, which then refuses reads before they
+/// are sent.
+///
+/// ```
+/// use relent_core::{
+///     Action, BreakerConfig, CircuitState, Context, Dependency, DependencyConfig, Duration, Instant, Jitter,
+///     Operation, Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+/// };
+/// type D = Duration<1_000>; // ticks of 1 ms
+///
+/// const POLICY: RetryPolicy<1_000> = match RetryPolicy::constant(3, D::from_millis(100)).jitter(Jitter::None).build() {
+///     Ok(p) => p,
+///     Err(e) => panic!("{}", e.message()),
+/// };
+/// // Retries at most 10 % of the calls in any 10 s, plus 2; open for 30 s after 5 failures in a row.
+/// const PAYRAIL: DependencyConfig<1_000> = DependencyConfig::new(D::from_secs(10))
+///     .budget(match RetryBudget::ratio(10, 2) { Ok(b) => b, Err(e) => panic!("{}", e.message()) })
+///     .breaker(BreakerConfig::consecutive_failures(5, D::from_secs(30)));
+/// # struct Rng(u64);
+/// # impl relent_core::rand_core::RngCore for Rng {
+/// #     fn next_u32(&mut self) -> u32 { self.next_u64() as u32 }
+/// #     fn next_u64(&mut self) -> u64 { self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1); self.0 }
+/// #     fn fill_bytes(&mut self, d: &mut [u8]) { d.fill(0) }
+/// # }
+///
+/// /// One read in the outage (each attempt fails after 20 ms): its attempts, and why it ended.
+/// fn read(payrail: &mut Dependency<1_000, 10>, now: &mut Instant<1_000>) -> (u8, Option<Problem>) {
+///     let context = Context::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_secs(60)));
+///     let mut op = Operation::<1_000, Verdict<1_000>>::start(&POLICY, &PAYRAIL, context, *now).unwrap();
+///     loop {
+///         match op.poll(*now, payrail, &mut ()) {
+///             Action::Dispatch(attempt) => {
+///                 *now = Instant::from_ticks(now.as_ticks() + 20);
+///                 op.on_failure(attempt, *now, payrail, &mut Rng(1), Verdict::Retryable, &mut ());
+///             }
+///             Action::Wait { until } => *now = until,
+///             Action::Done => break,
+///         }
+///     }
+///     let done = op.take_completion().unwrap();
+///     (done.summary.dispatched, done.problem)
+/// }
+///
+/// let mut now = Instant::from_ticks(0);
+/// let mut payrail = Dependency::<1_000, 10>::new(&PAYRAIL, now)?;
+/// assert_eq!(read(&mut payrail, &mut now), (3, Some(Problem::AttemptsExhausted)));
+/// assert_eq!(read(&mut payrail, &mut now), (1, Some(Problem::RetryBudgetExhausted)));
+/// assert_eq!(payrail.circuit(now), CircuitState::Closed);
+/// assert_eq!(read(&mut payrail, &mut now), (1, Some(Problem::CircuitOpen)));
+/// assert_eq!(read(&mut payrail, &mut now), (0, Some(Problem::CircuitOpen)));
+/// // What a dashboard reads: the window's counts, the circuit and when its break ends.
+/// let counts = payrail.counts(now);
+/// assert_eq!((counts.calls, counts.retries, counts.failures), (5, 2, 5));
+/// assert_eq!(payrail.circuit_open_until(now), Some(Instant::from_ticks(300 + 30_000)));
+/// assert_eq!(payrail.retries_available(&PAYRAIL, now), Some(0));
+/// # Ok::<(), relent_core::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Dependency<const HZ: u64, const N: usize, const L: usize = 0> {

@@ -188,6 +188,72 @@ impl<const HZ: u64> Event<HZ> {
 pub const MAX_EVENTS_PER_CALL: usize = 5;
 
 /// Receives the core's events.
+///
+/// Implemented for `()` (no observer) and for any `FnMut(&Event<HZ>)`. A transcript of one
+/// operation whose retry waits for its backoff and then for the rate limit:
+///
+/// ```
+/// use relent_core::{
+///     Action, Context, Dependency, DependencyConfig, Duration, Event, Instant, Jitter, Operation, RateLimit,
+///     ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+/// };
+/// type D = Duration<1_000>; // ticks of 1 ms
+///
+/// let policy = RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2)).jitter(Jitter::None).build()?;
+/// // One attempt a second; an attempt may wait up to 1 s for its unit rather than be refused.
+/// let config = DependencyConfig::new(D::from_secs(10))
+///     .budget(RetryBudget::ratio(10, 5)?)
+///     .rate_limit(RateLimit::new(1, D::from_secs(1)).max_wait(D::from_secs(1)));
+/// let mut now = Instant::<1_000>::from_ticks(0);
+/// let mut ledger = Dependency::<1_000, 10>::new(&config, now)?;
+/// # struct Rng(u64);
+/// # impl relent_core::rand_core::RngCore for Rng {
+/// #     fn next_u32(&mut self) -> u32 { self.next_u64() as u32 }
+/// #     fn next_u64(&mut self) -> u64 { self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1); self.0 }
+/// #     fn fill_bytes(&mut self, d: &mut [u8]) { d.fill(0) }
+/// # }
+/// # let mut rng = Rng(1);
+///
+/// let mut transcript = Vec::new();
+/// let mut observer = |event: &Event<1_000>| {
+///     transcript.push(match *event {
+///         Event::AttemptDispatched { attempt, at, .. } => format!("{at}: attempt {attempt} dispatched"),
+///         Event::AttemptSucceeded { attempt, at, .. } => format!("{at}: attempt {attempt} succeeded"),
+///         Event::AttemptFailed { attempt, at, then, .. } => format!("{at}: attempt {attempt} failed, then {then:?}"),
+///         Event::RetryScheduled { attempt, until, .. } => format!("attempt {attempt} not before {until}"),
+///         Event::WaitingForRateLimit { attempt, until, .. } => format!("attempt {attempt} waits for a unit at {until}"),
+///         Event::Completed { disposition, at, .. } => format!("{at}: completed, {}", disposition.as_str()),
+///         other => format!("{other:?}"), // Event is non_exhaustive: keep a fallback arm
+///     })
+/// };
+///
+/// let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(60)));
+/// let mut op = Operation::<1_000, Verdict<1_000>>::start(&policy, &config, context, now)?;
+/// loop {
+///     match op.poll(now, &mut ledger, &mut observer) {
+///         Action::Dispatch(attempt) => {
+///             now = Instant::from_ticks(now.as_ticks() + 20); // each attempt takes 20 ms
+///             if attempt.number() == 1 {
+///                 op.on_failure(attempt, now, &mut ledger, &mut rng, Verdict::Retryable, &mut observer);
+///             } else {
+///                 op.on_success(attempt, now, &mut ledger, &mut observer);
+///             }
+///         }
+///         Action::Wait { until } => now = until,
+///         Action::Done => break,
+///     }
+/// }
+/// assert_eq!(transcript, [
+///     "0 ms: attempt 1 dispatched",
+///     "20 ms: attempt 1 failed, then Retry",
+///     "attempt 2 not before 120 ms",
+///     "attempt 2 waits for a unit at 1000 ms",
+///     "1000 ms: attempt 2 dispatched",
+///     "1020 ms: attempt 2 succeeded",
+///     "1020 ms: completed, succeeded",
+/// ]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Observer<const HZ: u64> {
     /// Called once per event, in order, inside the core call that made the decision. At most
     /// [`MAX_EVENTS_PER_CALL`] times per call.

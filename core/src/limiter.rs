@@ -22,6 +22,36 @@ use crate::time::{Duration, Ticks, Wide};
 
 /// A rate limit's configuration: `count` units per `period`, bursts of up to `burst`, and how long
 /// an attempt may wait for a unit.
+///
+/// Every attempt, retries included, takes a unit. Three reads started together against 2 a second
+/// with bursts of 2: two go at once, and the third is refused with the instant its unit is due
+/// (with [`max_wait`](Self::max_wait) of at least 500 ms it would wait for it instead):
+///
+/// ```
+/// use relent_core::{
+///     Action, Context, Dependency, DependencyConfig, Disposition, Duration, Instant, Operation, Problem, RateLimit,
+///     ReplaySafety, RetryPolicy, Verdict,
+/// };
+/// type D = Duration<1_000>;
+///
+/// let config = DependencyConfig::new(D::from_secs(10)).rate_limit(RateLimit::new(2, D::from_secs(1)).burst(2));
+/// let once = RetryPolicy::<1_000>::single_attempt().build()?;
+/// let now = Instant::from_ticks(0);
+/// let mut quotes = Dependency::<1_000, 10>::new(&config, now)?;
+/// let read = Context::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_secs(60)));
+///
+/// let mut ops = [0, 1, 2].map(|_| Operation::<1_000, Verdict<1_000>>::start(&once, &config, read, now));
+/// let [Ok(a), Ok(b), Ok(c)] = &mut ops else { unreachable!("a single attempt starts") };
+/// assert!(matches!(a.poll(now, &mut quotes, &mut ()), Action::Dispatch(_)));
+/// assert!(matches!(b.poll(now, &mut quotes, &mut ()), Action::Dispatch(_)));
+/// assert_eq!(c.poll(now, &mut quotes, &mut ()), Action::Done);
+///
+/// let refused = c.take_completion().unwrap();
+/// assert_eq!((refused.disposition, refused.problem), (Disposition::Rejected, Some(Problem::RateLimited)));
+/// assert_eq!(refused.not_before, Some(Instant::from_ticks(500)));
+/// assert_eq!(quotes.next_rate_unit(&config, now), Instant::from_ticks(500));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RateLimit<const HZ: u64> {

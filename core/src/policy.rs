@@ -11,26 +11,8 @@
 //! deadline: the count bounds what one request does to the dependency, the deadline bounds what it
 //! costs the caller, and the deadline wins ("Retries and the Deadline").
 //!
-//! All validation happens in `const fn`s, so a bad policy in a `const` fails the build:
-//!
-//! ```
-//! use relent_core::{Duration, Jitter, RetryPolicy};
-//! const HZ: u64 = 1_000;
-//! // Seed 000's checkout: 3 attempts, 100 ms doubling to 2 s, full jitter, 3 s per attempt.
-//! const CHECKOUT: RetryPolicy<HZ> = match RetryPolicy::exponential(
-//!     3,
-//!     Duration::<HZ>::from_millis(100),
-//!     Duration::<HZ>::from_secs(2),
-//! )
-//! .jitter(Jitter::Full)
-//! .attempt_timeout(Duration::<HZ>::from_secs(3))
-//! .build()
-//! {
-//!     Ok(policy) => policy,
-//!     Err(e) => panic!("{}", e.message()),
-//! };
-//! assert_eq!(CHECKOUT.max_attempts(), 3);
-//! ```
+//! All validation happens in `const fn`s, so a bad policy in a `const` fails the build
+//! ([`RetryPolicy`] has an example).
 
 use rand_core::RngCore;
 
@@ -53,6 +35,45 @@ pub enum Backoff {
 
 /// Immutable retry configuration shared by many operations. Build it with
 /// [`RetryPolicy::exponential`], [`RetryPolicy::constant`] or [`RetryPolicy::single_attempt`].
+///
+/// Usually a `const`, so that a policy that cannot work fails the build with its message:
+///
+/// ```
+/// use relent_core::{ConfigError, Duration, Jitter, RetryPolicy};
+/// type D = Duration<1_000>; // ticks of 1 ms
+///
+/// // Seed 000's checkout: 3 attempts, 100 ms doubling to 2 s, full jitter, 3 s per attempt.
+/// const CHECKOUT: RetryPolicy<1_000> =
+///     match RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2)).attempt_timeout(D::from_secs(3)).build() {
+///         Ok(policy) => policy,
+///         Err(e) => panic!("{}", e.message()),
+///     };
+/// assert_eq!((CHECKOUT.max_attempts(), CHECKOUT.jitter_mode()), (3, Jitter::Full));
+///
+/// // Before jitter, the wait before retry 1, 2, 3... doubles, up to the maximum delay.
+/// let nominal = [1, 2, 3, 4, 5, 6].map(|retry| CHECKOUT.nominal_delay(retry).as_millis());
+/// assert_eq!(nominal, [100, 200, 400, 800, 1_600, 2_000]);
+///
+/// // Full jitter draws each wait from [0, nominal], so clients that failed together spread out.
+/// # struct Rng(u64);
+/// # impl relent_core::rand_core::RngCore for Rng {
+/// #     fn next_u32(&mut self) -> u32 { self.next_u64() as u32 }
+/// #     fn next_u64(&mut self) -> u64 { self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1); self.0 }
+/// #     fn fill_bytes(&mut self, d: &mut [u8]) { d.fill(0) }
+/// # }
+/// let mut rng = Rng(7); // any rand_core::RngCore
+/// let waits: Vec<D> = (0..100).map(|_| CHECKOUT.delay(2, D::from_millis(100), &mut rng)).collect();
+/// assert!(waits.iter().all(|w| *w <= D::from_millis(200)));
+/// assert!(waits.iter().any(|w| *w < D::from_millis(100)) && waits.iter().any(|w| *w > D::from_millis(100)));
+///
+/// // A policy that cannot work is an error that says how to fix it.
+/// let backwards = RetryPolicy::<1_000>::exponential(3, D::from_secs(2), D::from_millis(100)).build();
+/// assert_eq!(backwards, Err(ConfigError::MaxDelayBelowBaseDelay));
+/// assert_eq!(
+///     ConfigError::MaxDelayBelowBaseDelay.message(),
+///     "the maximum delay is shorter than the base delay: raise the maximum delay to at least the base delay"
+/// );
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RetryPolicy<const HZ: u64> {

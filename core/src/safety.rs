@@ -12,6 +12,34 @@ use crate::time::Duration;
 
 /// What the caller states about repeating an operation, and for how long the statement holds
 /// (counted from the operation's start).
+///
+/// Without a statement, a policy of more than one attempt refuses to start, before anything is
+/// sent; a statement that expires stops retries at that point:
+///
+/// ```
+/// use relent_core::{
+///     Context, Dependency, DependencyConfig, Duration, Instant, Operation, ReplaySafety, RetryBudget, RetryPolicy,
+///     StartError, Verdict,
+/// };
+/// type D = Duration<1_000>;
+///
+/// let policy = RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2)).build()?;
+/// let config = DependencyConfig::new(D::from_secs(10)).budget(RetryBudget::ratio(10, 5)?);
+/// let now = Instant::<1_000>::from_ticks(0);
+///
+/// // A POST without an idempotency key: nobody said a repeat is safe.
+/// let charge = Context::new(D::from_secs(10), ReplaySafety::Unsafe);
+/// let refused = Operation::<1_000, Verdict<1_000>>::start(&policy, &config, charge, now);
+/// assert_eq!(refused.err(), Some(StartError::UnsafeWithRetries { max_attempts: 3 }));
+/// // Sent once, it needs no statement.
+/// assert!(Operation::<1_000, Verdict<1_000>>::start(&policy.without_retries(), &config, charge, now).is_ok());
+///
+/// // With an idempotency key the provider keeps for 24 h, repeats are safe for 24 h.
+/// let keyed = Context::new(D::from_secs(10), ReplaySafety::provider_idempotent_mutation(D::from_secs(86_400)));
+/// assert!(Operation::<1_000, Verdict<1_000>>::start(&policy, &config, keyed, now).is_ok());
+/// assert_eq!(keyed.safety().as_str(), "provider_idempotent_mutation");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ReplaySafety<const HZ: u64> {

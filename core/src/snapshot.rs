@@ -277,6 +277,53 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         | ((COOLDOWN == 1) as u8) << 3;
 
     /// Writes the state at `now` into `out`, which must hold [`Self::SNAPSHOT_LEN`] bytes.
+    ///
+    /// Before a deep sleep, into retained RAM or flash; after it, [`Dependency::restore_or_new`]
+    /// with the time slept. Here a failure opened the circuit for 10 minutes, the device saved its
+    /// state 42 s after boot and slept 5 minutes, and it woke with its tick counter back at zero:
+    ///
+    /// ```
+    /// use relent_core::{
+    ///     Action, BreakerConfig, Context, Dependency, DependencyConfig, Duration, Instant, Operation, ReplaySafety,
+    ///     RetryBudget, RetryPolicy, SnapshotError, Verdict,
+    /// };
+    /// type D = Duration<1_000>;
+    /// type Link = Dependency<1_000, 4>;
+    ///
+    /// const UPLINK: DependencyConfig<1_000> = DependencyConfig::new(D::from_secs(60))
+    ///     .budget(match RetryBudget::ratio(25, 4) { Ok(b) => b, Err(e) => panic!("{}", e.message()) })
+    ///     .breaker(BreakerConfig::consecutive_failures(1, D::from_secs(600)));
+    /// let mut link = Link::new(&UPLINK, Instant::from_ticks(0))?;
+    /// # let policy = RetryPolicy::<1_000>::single_attempt().build()?;
+    /// # let context = Context::new(D::from_secs(5), ReplaySafety::Unsafe);
+    /// # let mut op = Operation::<1_000, Verdict<1_000>>::start(&policy, &UPLINK, context, Instant::from_ticks(0))?;
+    /// # let Action::Dispatch(attempt) = op.poll(Instant::from_ticks(0), &mut link, &mut ()) else { unreachable!() };
+    /// # struct NoDraws;
+    /// # impl relent_core::rand_core::RngCore for NoDraws {
+    /// #     fn next_u32(&mut self) -> u32 { unreachable!("a single attempt draws no delay") }
+    /// #     fn next_u64(&mut self) -> u64 { unreachable!("a single attempt draws no delay") }
+    /// #     fn fill_bytes(&mut self, _: &mut [u8]) { unreachable!("a single attempt draws no delay") }
+    /// # }
+    /// # op.on_failure(attempt, Instant::from_ticks(20), &mut link, &mut NoDraws, Verdict::Retryable, &mut ());
+    /// // An uplink failed at 20 ms (the operation is hidden here): the circuit is open for 10 min.
+    /// assert_eq!(link.circuit_open_until(Instant::from_ticks(20)), Some(Instant::from_ticks(600_020)));
+    ///
+    /// let mut retained = [0u8; Link::SNAPSHOT_LEN];
+    /// link.save(Instant::from_ticks(42_000), &mut retained)?;
+    ///
+    /// // The reset: ticks restart near zero, and the RTC says 300 s passed.
+    /// let now = Instant::from_ticks(5);
+    /// let (link, refused) = Link::restore_or_new(&UPLINK, &retained, now, D::from_secs(300))?;
+    /// assert_eq!(refused, None);
+    /// // Still open, for what was left of the break: 600,020 - 42,000 - 300,000 ms from now.
+    /// assert_eq!(link.circuit_open_until(now), Some(Instant::from_ticks(5 + 258_020)));
+    ///
+    /// // A corrupted snapshot is refused, with why, and the link starts fresh.
+    /// retained[20] ^= 0x40;
+    /// let (link, refused) = Link::restore_or_new(&UPLINK, &retained, now, D::from_secs(300))?;
+    /// assert_eq!((refused, link.circuit_open_until(now)), (Some(SnapshotError::Corrupted), None));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn save(&self, now: Instant<HZ>, out: &mut [u8]) -> Result<usize, SnapshotError> {
         let now = now.as_ticks();
         let mut w = Writer::new(out);
