@@ -123,6 +123,37 @@ impl Dependency {
     /// flight, cooldown, budget. For dashboards and tests; keep `f` short, and do not call back
     /// into this dependency from it: the lock is not re-entrant (std's `Mutex` may deadlock or
     /// panic when the thread that holds it locks it again).
+    ///
+    /// A health endpoint's view of a dependency after an outage opened its circuit:
+    ///
+    /// ```
+    /// use relent_tokio::core::{BreakerConfig, CircuitState, Classify, Context, DependencyConfig, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+    /// use relent_tokio::{Dependency, Duration, HZ};
+    ///
+    /// #[derive(Debug)]
+    /// struct Down;
+    /// impl Classify<HZ> for Down {
+    ///     fn classify(&self) -> Verdict<HZ> { Verdict::Retryable }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = DependencyConfig::new(Duration::from_secs(10))
+    ///     .budget(RetryBudget::ratio(10, 5)?)
+    ///     .breaker(BreakerConfig::consecutive_failures(3, Duration::from_secs(30)));
+    /// let payrail = Dependency::new("payrail", config)?;
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1)).build()?;
+    /// let read = Context::new(Duration::from_secs(5), ReplaySafety::replayable_read(Duration::from_secs(60)));
+    /// let _ = payrail.execute(&policy, read, |_| async { Err::<(), _>(Down) }).await;
+    ///
+    /// let (circuit, failures, open_for) = payrail.inspect(|state, _config, now| {
+    ///     let open_for = state.circuit_open_until(now).map(|until| (until - now).as_secs());
+    ///     (state.circuit(now), state.counts(now).failures, open_for)
+    /// });
+    /// assert_eq!((circuit, failures), (CircuitState::Open, 3));
+    /// assert_eq!(open_for, Some(30)); // seconds until it lets a probe through
+    /// # Ok(()) }
+    /// ```
     pub fn inspect<R>(&self, f: impl FnOnce(&mut State, &DependencyConfig<HZ>, Instant) -> R) -> R {
         let mut locked = self.inner.lock();
         let now = self.inner.clock.now();

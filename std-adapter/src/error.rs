@@ -15,6 +15,43 @@ pub type AttemptError<E> = relent_core::AttemptError<HZ, E>;
 /// rejected. `?`-friendly; [`Error::completion`] has the details. `non_exhaustive`, as are the
 /// adapters' reports (`Detailed`, `AttemptInfo`, `RetryReport`): a later version may add a way to
 /// end or a field without breaking your build, so match what you act on and keep a fallback.
+///
+/// ```
+/// use relent_tokio::core::{Classify, Context, DependencyConfig, Disposition, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+/// use relent_tokio::{Dependency, Duration, Error, HZ};
+///
+/// #[derive(Debug, PartialEq)]
+/// enum LedgerError { Unavailable }
+/// impl Classify<HZ> for LedgerError {
+///     fn classify(&self) -> Verdict<HZ> { Verdict::Retryable }
+/// }
+/// impl std::fmt::Display for LedgerError {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("ledger unavailable") }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2)).build()?;
+/// let ledger = Dependency::new("ledger", DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?))?;
+/// let read = Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(60)));
+///
+/// let outage = ledger.execute(&policy, read, |_| async { Err::<u64, _>(LedgerError::Unavailable) }).await;
+/// let Err(error) = outage else { panic!("every attempt failed") };
+/// assert_eq!(error.code(), "attempts_exhausted"); // stable: for metrics and alerts
+/// assert_eq!(
+///     error.to_string(),
+///     "ledger: failed (attempts_exhausted) after 3 attempt(s); last failure: ledger unavailable"
+/// );
+/// let completion = error.completion().unwrap();
+/// assert_eq!((completion.disposition, completion.summary.dispatched), (Disposition::Failed, 3));
+/// assert_eq!(error.into_last_failure(), Some(LedgerError::Unavailable)); // your own error, typed
+///
+/// // An unsafe call with retries never starts.
+/// let charge = Context::new(Duration::from_secs(10), ReplaySafety::Unsafe);
+/// let refused = ledger.execute(&policy, charge, |_| async { Ok::<_, LedgerError>(0) }).await;
+/// assert!(matches!(refused, Err(Error::Start(_))));
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error<E> {

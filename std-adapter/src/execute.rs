@@ -53,6 +53,49 @@ impl Dependency {
     /// Runs `operation` through this dependency's pipeline under `policy`, and returns its value, or
     /// an [`Error`] with the completion. `operation` is called once per attempt with the attempt's
     /// [`AttemptInfo`]. A context whose id is 0 gets the next id of this dependency.
+    ///
+    /// An attempt that hangs is dropped at its timeout and retried (tokio's paused clock here, as
+    /// in a test, so the times are exact):
+    ///
+    /// ```
+    /// use std::time::Duration as Std;
+    /// use relent_tokio::core::{Classify, Context, DependencyConfig, Jitter, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+    /// use relent_tokio::{Dependency, Duration, HZ};
+    ///
+    /// #[derive(Debug)]
+    /// struct Unavailable;
+    /// impl Classify<HZ> for Unavailable {
+    ///     fn classify(&self) -> Verdict<HZ> { Verdict::Retryable }
+    /// }
+    /// # impl std::fmt::Display for Unavailable {
+    /// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("unavailable") }
+    /// # }
+    /// # impl std::error::Error for Unavailable {}
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+    ///     .jitter(Jitter::None)
+    ///     .attempt_timeout(Duration::from_secs(1))
+    ///     .build()?;
+    /// let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?);
+    /// let quotes = Dependency::new("quotes", config)?;
+    /// let read = Context::new(Duration::from_secs(5), ReplaySafety::replayable_read(Duration::from_secs(60)));
+    ///
+    /// let t0 = tokio::time::Instant::now();
+    /// let quote = quotes
+    ///     .execute(&policy, read, |attempt| async move {
+    ///         assert_eq!(attempt.timeout, Std::from_secs(1)); // for your own socket timeouts
+    ///         if attempt.number == 1 {
+    ///             std::future::pending::<()>().await; // the first node hangs
+    ///         }
+    ///         Ok::<_, Unavailable>(1_250)
+    ///     })
+    ///     .await?;
+    /// assert_eq!(quote, 1_250);
+    /// assert_eq!(t0.elapsed(), Std::from_millis(1_100)); // the 1 s timeout, then 100 ms of backoff
+    /// # Ok(()) }
+    /// ```
     pub fn execute<T, E, F, Fut>(
         &self,
         policy: &RetryPolicy<HZ>,

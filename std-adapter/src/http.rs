@@ -40,6 +40,17 @@ pub fn is_replayable<B>(request: &Request<B>) -> bool {
 
 /// A `Retry-After` value as a wait from `now`: delta-seconds, or an HTTP-date (a date in the past
 /// is a wait of zero). `None` when the value is neither.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use relent_tokio::http::parse_retry_after;
+///
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480); // Wed, 21 Oct 2015 07:28:00 GMT
+/// assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+/// assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:30:00 GMT", now), Some(Duration::from_secs(120)));
+/// assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(Duration::ZERO)); // already past
+/// assert_eq!(parse_retry_after("soon", now), None);
+/// ```
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<std::time::Duration> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
@@ -87,10 +98,23 @@ pub enum StatusRule {
 /// The default classifier (see the module doc), with per-status overrides.
 ///
 /// ```
-/// use http::StatusCode;
-/// use relent_tokio::http::{StatusClassifier, StatusRule};
+/// use http::{Response, StatusCode};
+/// use relent_tokio::core::Verdict;
+/// use relent_tokio::http::{Exchange, HttpClassifier, StatusClassifier, StatusRule};
+/// use relent_tokio::Duration;
+///
 /// // This provider's 502s are its load balancer restarting a node: retry them.
 /// let classifier = StatusClassifier::default().rule(StatusCode::BAD_GATEWAY, StatusRule::Retry);
+/// assert_eq!(classifier.rule_for(StatusCode::BAD_GATEWAY), StatusRule::Retry);
+/// // The defaults: 429 and 503 are retried, other 5xx fail, anything else is the caller's answer.
+/// assert_eq!(classifier.rule_for(StatusCode::SERVICE_UNAVAILABLE), StatusRule::Retry);
+/// assert_eq!(classifier.rule_for(StatusCode::INTERNAL_SERVER_ERROR), StatusRule::Fail);
+/// assert_eq!(classifier.rule_for(StatusCode::NOT_FOUND), StatusRule::Success);
+///
+/// // A 503 that says when: retried no sooner than its Retry-After.
+/// let busy = Response::builder().status(503).header("retry-after", "2").body(()).unwrap();
+/// let exchange = HttpClassifier::<(), std::io::Error>::response(&classifier, &busy);
+/// assert_eq!(exchange, Exchange::Failure(Verdict::RetryableAfter(Duration::from_secs(2))));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct StatusClassifier {
