@@ -59,6 +59,55 @@ pub enum Trip {
 }
 
 /// A circuit breaker's configuration. Validated by [`Dependency::new`](crate::Dependency::new).
+///
+/// A circuit's life: two failures in a row open it for 10 s, during which calls are refused
+/// without being sent; then it lets one probe through, whose success closes it.
+///
+/// ```
+/// use relent_core::{
+///     Action, BreakerConfig, CircuitState, ConfigError, Context, Dependency, DependencyConfig, Duration, Instant,
+///     Operation, Problem, ReplaySafety, RetryPolicy, Verdict,
+/// };
+/// type D = Duration<1_000>;
+///
+/// const LEDGER: DependencyConfig<1_000> =
+///     DependencyConfig::new(D::from_secs(60)).breaker(BreakerConfig::consecutive_failures(2, D::from_secs(10)));
+/// let mut ledger = Dependency::<1_000, 4>::new(&LEDGER, Instant::from_ticks(0))?;
+/// # struct NoDraws;
+/// # impl relent_core::rand_core::RngCore for NoDraws {
+/// #     fn next_u32(&mut self) -> u32 { unreachable!() }
+/// #     fn next_u64(&mut self) -> u64 { unreachable!() }
+/// #     fn fill_bytes(&mut self, _: &mut [u8]) { unreachable!() }
+/// # }
+///
+/// /// One call at `at` (ms) that succeeds or fails at once: whether it was sent, and its problem.
+/// fn call(ledger: &mut Dependency<1_000, 4>, at: u64, succeeds: bool) -> (bool, Option<Problem>) {
+///     let once = RetryPolicy::single_attempt().build().unwrap();
+///     let now = Instant::from_ticks(at.try_into().unwrap());
+///     let context = Context::new(D::from_secs(5), ReplaySafety::Unsafe);
+///     let mut op = Operation::<1_000, Verdict<1_000>>::start(&once, &LEDGER, context, now).unwrap();
+///     let sent = match op.poll(now, ledger, &mut ()) {
+///         Action::Dispatch(attempt) if succeeds => { op.on_success(attempt, now, ledger, &mut ()); true }
+///         Action::Dispatch(attempt) => { op.on_failure(attempt, now, ledger, &mut NoDraws, Verdict::Retryable, &mut ()); true }
+///         _ => false,
+///     };
+///     (sent, op.take_completion().unwrap().problem)
+/// }
+///
+/// let failed = (true, Some(Problem::AttemptsExhausted)); // sent, failed, and its one attempt spent
+/// assert_eq!(call(&mut ledger, 0, false), failed);
+/// assert_eq!(call(&mut ledger, 1_000, false), failed);
+/// assert_eq!(ledger.circuit(Instant::from_ticks(1_000)), CircuitState::Open);
+/// assert_eq!(call(&mut ledger, 5_000, true), (false, Some(Problem::CircuitOpen))); // not sent
+/// assert_eq!(ledger.circuit(Instant::from_ticks(11_000)), CircuitState::HalfOpen);
+/// assert_eq!(call(&mut ledger, 11_000, true), (true, None)); // the probe
+/// assert_eq!(ledger.circuit(Instant::from_ticks(11_000)), CircuitState::Closed);
+///
+/// // A breaker that can never close is refused when the dependency is built.
+/// let never = DependencyConfig::<1_000>::new(D::from_secs(60)).breaker(BreakerConfig::consecutive_failures(0, D::from_secs(10)));
+/// assert_eq!(never.validate(), Err(ConfigError::BreakerZeroConsecutiveFailures));
+/// # Ok::<(), ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BreakerConfig<const HZ: u64> {

@@ -39,6 +39,27 @@ use crate::error::ConfigError;
 use crate::time::{Duration, Ticks, Wide};
 
 /// A duty cycle: at most `airtime` of transmission inside any window of `window`.
+///
+/// EU868's 1 % of any hour is 36 s on air. Each attempt, retries included, costs the airtime its
+/// [`Context::airtime`](crate::Context::airtime) states; the dependency says when the next frame
+/// may go:
+///
+/// ```
+/// use relent_core::{Dependency, DependencyConfig, Duration, DutyCycle, Instant, RetryBudget};
+/// type D = Duration<1_000>;
+///
+/// let radio = DutyCycle::per_mille(10, D::from_secs(3_600));
+/// assert_eq!(radio.airtime(), D::from_secs(36));
+///
+/// let config = DependencyConfig::new(D::from_secs(60)).budget(RetryBudget::ratio(25, 4)?).duty_cycle(radio);
+/// // 4 buckets in the window of counts, and an 8-entry airtime log (12 bytes each).
+/// let link = Dependency::<1_000, 4, 8>::new(&config, Instant::from_ticks(0))?;
+/// let frame = D::from_millis(1_483); // 51 bytes at SF10/125 kHz
+/// assert_eq!(link.next_airtime(&config, Instant::from_ticks(0), frame), Some(Instant::from_ticks(0)));
+/// // A frame longer than a whole window allows can never go.
+/// assert_eq!(link.next_airtime(&config, Instant::from_ticks(0), D::from_secs(40)), None);
+/// # Ok::<(), relent_core::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct DutyCycle<const HZ: u64> {
