@@ -125,6 +125,53 @@ pub struct Summary<const HZ: u64> {
 }
 
 /// The end of an operation. `E` is the caller's own failure type.
+///
+/// A modem that answers "busy, retry in 600 s" under a policy that waits at most 8 s: nothing is
+/// slept, and the operation completes deferred, with the caller's failure and when to try again:
+///
+/// ```
+/// use relent_core::{
+///     Action, Classify, Context, Dependency, DependencyConfig, Disposition, Duration, Instant, Operation, Problem,
+///     ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+/// };
+/// type D = Duration<1_000>;
+///
+/// #[derive(Debug, PartialEq)]
+/// enum ModemError { Busy { retry_in_s: u32 } }
+/// impl Classify<1_000> for ModemError {
+///     fn classify(&self) -> Verdict<1_000> {
+///         match self { Self::Busy { retry_in_s } => Verdict::retryable_after_secs(*retry_in_s) }
+///     }
+/// }
+/// # struct NoDraws;
+/// # impl relent_core::rand_core::RngCore for NoDraws {
+/// #     fn next_u32(&mut self) -> u32 { unreachable!() }
+/// #     fn next_u64(&mut self) -> u64 { unreachable!() }
+/// #     fn fill_bytes(&mut self, _: &mut [u8]) { unreachable!() }
+/// # }
+///
+/// let policy = RetryPolicy::exponential(4, D::from_millis(500), D::from_secs(8)).build()?;
+/// let config = DependencyConfig::new(D::from_secs(60)).budget(RetryBudget::ratio(25, 4)?);
+/// let mut uplink = Dependency::<1_000, 4>::new(&config, Instant::from_ticks(0))?;
+/// let frame = Context::new(D::from_secs(20), ReplaySafety::provider_idempotent_mutation(D::from_secs(3_600)));
+/// let mut now = Instant::from_ticks(1_000);
+/// let mut op = Operation::start(&policy, &config, frame, now)?;
+/// if let Action::Dispatch(attempt) = op.poll(now, &mut uplink, &mut ()) {
+///     now = Instant::from_ticks(1_200);
+///     op.on_failure(attempt, now, &mut uplink, &mut NoDraws, ModemError::Busy { retry_in_s: 600 }, &mut ());
+/// }
+/// assert_eq!(op.poll(now, &mut uplink, &mut ()), Action::Done);
+///
+/// let done = op.take_completion().unwrap();
+/// assert_eq!(done.disposition, Disposition::Deferred);
+/// assert_eq!(done.code(), "retry_after_exceeds_maximum_delay");
+/// assert_eq!(done.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
+/// assert_eq!(done.retry_after, Some(D::from_secs(600)));
+/// assert_eq!(done.not_before, Some(Instant::from_ticks(1_200 + 600_000))); // keep the frame until then
+/// assert_eq!(done.last_failure, Some(ModemError::Busy { retry_in_s: 600 }));
+/// assert_eq!((done.summary.dispatched, done.summary.waited), (1, D::from_ticks(0)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
