@@ -21,6 +21,8 @@
 //!   `one_retry` (a failure, a 100 ms backoff sleep, a success): relent-tokio's `execute` (ratio
 //!   budget), backon's `Retryable::retry` with tokio sleep, tower's `Retry` with a `TpsBudget`
 //!   policy, each of those two with an attempt timeout as well, and the bare call.
+//! - The contenders and paths are relent-adapter-bench's, whose own `production` bench runs the
+//!   first two paths in a production build (tokio without `test-util`, the real clock).
 //!
 //! Run: `cargo bench -p relent-tests --bench alternatives`; with `-- --paired`, the same
 //! comparisons timed in turn, round after round, with the median of the rounds' ratios (see
@@ -31,9 +33,11 @@ use std::time::Duration as Std;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use criterion::{BatchSize, Criterion, criterion_group};
+use relent_adapter_bench::paired::{self, BATCH, ROUNDS, quartiles, ratio_line, rotate};
+use relent_adapter_bench::{Adapters, CONTEXT, Contender, PATHS};
 use relent_core::{
-    Action, BreakerConfig, Context, Dependency, DependencyConfig, Jitter, Operation, RateLimit, ReplaySafety,
-    RetryBudget, RetryPolicy, Verdict,
+    Action, BreakerConfig, Dependency, DependencyConfig, Jitter, Operation, RateLimit, RetryBudget,
+    RetryPolicy, Verdict,
 };
 use relent_tests::rng::seeded;
 use relent_tests::transcript::valid;
@@ -55,11 +59,6 @@ const CONFIG: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
     .breaker(BreakerConfig::failure_ratio(90, 1_000_000, D::from_secs(30)))
     .rate_limit(RateLimit::new(1_000_000, D::from_secs(1)).burst(1_000));
 
-/// Every bench's operation: a 10 s deadline, replayable for an hour (relent-tokio's ticks are
-/// `HZ`'s, so the adapter benches take it too).
-const CONTEXT: Context<HZ> =
-    Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3600)));
-
 /// backon's equivalent of `POLICY`: 3 attempts, 100 ms doubling to 2 s, with jitter.
 fn backon_policy() -> ExponentialBuilder {
     ExponentialBuilder::default()
@@ -68,9 +67,6 @@ fn backon_policy() -> ExponentialBuilder {
         .with_max_times(3)
         .with_jitter()
 }
-
-/// Inputs per timed pass: few enough that they stay in the first-level cache.
-const BATCH: usize = 64;
 
 /// Times `routine` over `iters` inputs, built untimed by `setup` `BATCH` at a time into a reused
 /// buffer, then run in one timed pass. Both take `state` in turn (relent's dependency and clock).
@@ -268,230 +264,17 @@ fn core(c: &mut Criterion) {
     g.finish();
 }
 
-#[derive(Debug)]
-struct Refused;
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("refused")
-    }
-}
-
-impl std::error::Error for Refused {}
-
-impl relent_core::Classify<HZ> for Refused {
-    fn classify(&self) -> Verdict<HZ> {
-        Verdict::Retryable
-    }
-}
-
-/// Calls made by `call`, for `Adapters::check`. A load and a store, not a read-modify-write: the
-/// runtime has one thread, and every contender pays the same two instructions per call.
-static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-async fn call(fail: bool, waits: bool) -> Result<u32, Refused> {
-    use std::sync::atomic::Ordering::Relaxed;
-    CALLS.store(CALLS.load(Relaxed).wrapping_add(1), Relaxed);
-    if waits {
-        tokio::task::yield_now().await;
-    }
-    if black_box(fail) { Err(Refused) } else { Ok(7) }
-}
-
-/// What the attempts of an adapter bench do.
-#[derive(Debug, Clone, Copy)]
-struct Path {
-    name: &'static str,
-    /// The first attempt fails, and the retry succeeds.
-    fails_first: bool,
-    /// Each attempt is pending at its first poll (it yields once), as a call that waits for the
-    /// network is: an attempt timeout then arms its timer. Without it, an attempt is ready at once.
-    waits: bool,
-}
-
-const PATHS: [Path; 3] = [
-    Path { name: "success", fails_first: false, waits: false },
-    Path { name: "success_after_a_wait", fails_first: false, waits: true },
-    Path { name: "one_retry", fails_first: true, waits: false },
-];
-
-/// tower's request in the adapter benches: whether the call fails. A plain value, so that tower's
-/// figures hold no allocation of the bench's own (an earlier `Arc` counter cost tower about 140
-/// instructions per operation that were not tower's).
-#[derive(Debug, Clone, Copy)]
-struct Fails(bool);
-
-/// tower's retry policy with a budget: one retry after 100 ms, if the budget allows.
-#[derive(Clone)]
-struct TowerPolicy {
-    budget: std::sync::Arc<TpsBudget>,
-    retried: bool,
-}
-
-impl<Res, E> tower::retry::Policy<Fails, Res, E> for TowerPolicy {
-    type Future = tokio::time::Sleep;
-
-    fn retry(&mut self, req: &mut Fails, result: &mut Result<Res, E>) -> Option<Self::Future> {
-        match result {
-            Ok(_) => {
-                self.budget.deposit();
-                None
-            }
-            Err(_) if !self.retried && self.budget.withdraw() => {
-                self.retried = true;
-                // The retry is the request's second call, which succeeds.
-                *req = Fails(false);
-                Some(tokio::time::sleep(Std::from_millis(100)))
-            }
-            Err(_) => None,
-        }
-    }
-
-    fn clone_request(&mut self, req: &Fails) -> Option<Fails> {
-        Some(*req)
-    }
-}
-
-/// What the adapter benches share: a paused current-thread runtime, relent-tokio's dependency with
-/// a ratio budget, and tower's budget.
-struct Adapters {
-    rt: tokio::runtime::Runtime,
-    dep: relent_tokio::Dependency,
-    tower_budget: std::sync::Arc<TpsBudget>,
-}
-
-/// Who runs the operations of the adapter benches (`Adapters::run` runs one, on a `Path`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Contender {
-    BareCall,
-    RelentTokio,
-    Backon,
-    TowerRetryWithBudget,
-    BackonWithAttemptTimeout,
-    TowerRetryWithBudgetAndAttemptTimeout,
-}
-
-impl Contender {
-    const ALL: [Self; 6] = [
-        Self::BareCall,
-        Self::RelentTokio,
-        Self::Backon,
-        Self::TowerRetryWithBudget,
-        Self::BackonWithAttemptTimeout,
-        Self::TowerRetryWithBudgetAndAttemptTimeout,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::BareCall => "bare_call",
-            Self::RelentTokio => "relent_tokio",
-            Self::Backon => "backon",
-            Self::TowerRetryWithBudget => "tower_retry_with_budget",
-            // Like for like with relent-tokio, which always enforces a per-attempt timeout: the
-            // same two, each attempt under a 3 s timeout.
-            Self::BackonWithAttemptTimeout => "backon_with_attempt_timeout",
-            Self::TowerRetryWithBudgetAndAttemptTimeout => "tower_retry_with_budget_and_attempt_timeout",
-        }
-    }
-}
-
-impl Adapters {
-    fn new() -> Self {
-        let rt =
-            tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
-        let config = relent_core::DependencyConfig::new(relent_tokio::Duration::from_secs(10))
-            .budget(valid(RetryBudget::ratio(100, 0)));
-        let dep = rt.block_on(async { relent_tokio::Dependency::with_seed("bench", config, 1).unwrap() });
-        let tower_budget = std::sync::Arc::new(TpsBudget::new(Std::from_secs(10), 1_000_000, 1.0));
-        Self { rt, dep, tower_budget }
-    }
-
-    /// Runs one operation of `who` to its end, and says whether it succeeded.
-    fn run(&self, who: Contender, path: Path) -> bool {
-        use backon::Retryable;
-        use tower::{Service, ServiceExt};
-
-        let Path { fails_first, waits, .. } = path;
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(Std::from_millis(100))
-            .with_max_times(2)
-            .with_jitter();
-        // The request says whether its call fails; tower's policy clears it for the retry.
-        let service = tower::service_fn(|Fails(fail)| call(fail, waits));
-        let policy = || TowerPolicy { budget: self.tower_budget.clone(), retried: false };
-        let rt = &self.rt;
-        // The results are black-boxed before they are inspected, so no contender's value is
-        // folded away.
-        match who {
-            Contender::BareCall => black_box(rt.block_on(call(false, waits))).is_ok(),
-            Contender::RelentTokio => black_box(rt.block_on(self.dep.execute(
-                &POLICY_TOKIO,
-                CONTEXT,
-                |info| call(fails_first && info.number == 1, waits),
-            )))
-            .is_ok(),
-            Contender::Backon => black_box(rt.block_on(async {
-                let mut first = fails_first;
-                (|| call(std::mem::replace(&mut first, false), waits))
-                    .retry(backoff)
-                    .sleep(tokio::time::sleep)
-                    .await
-            }))
-            .is_ok(),
-            Contender::TowerRetryWithBudget => black_box(rt.block_on(async {
-                let mut svc = tower::retry::Retry::new(policy(), service);
-                svc.ready().await.map_err(|_| ()).unwrap().call(Fails(fails_first)).await
-            }))
-            .is_ok(),
-            Contender::BackonWithAttemptTimeout => black_box(rt.block_on(async {
-                let mut first = fails_first;
-                (|| {
-                    let fail = std::mem::replace(&mut first, false);
-                    async move {
-                        tokio::time::timeout(Std::from_secs(3), call(fail, waits))
-                            .await
-                            .map_err(|_| Refused)?
-                    }
-                })
-                .retry(backoff)
-                .sleep(tokio::time::sleep)
-                .await
-            }))
-            .is_ok(),
-            Contender::TowerRetryWithBudgetAndAttemptTimeout => black_box(rt.block_on(async {
-                let timed = tower::timeout::Timeout::new(service, Std::from_secs(3));
-                let mut svc = tower::retry::Retry::new(policy(), timed);
-                svc.ready().await.map_err(|_| ()).unwrap().call(Fails(fails_first)).await.map_err(|_| ())
-            }))
-            .is_ok(),
-        }
-    }
-
-    /// Before anything is timed: each contender, on each path, succeeds after exactly the path's
-    /// calls (one, or two for `one_retry`; the bare call always makes one), so every figure
-    /// measures the same work.
-    fn check(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        for path in PATHS {
-            for who in Contender::ALL {
-                CALLS.store(0, Relaxed);
-                let ok = self.run(who, path);
-                let expected = if path.fails_first && who != Contender::BareCall { 2 } else { 1 };
-                let calls = CALLS.load(Relaxed);
-                assert!(
-                    ok && calls == expected,
-                    "{} on {}: succeeded {ok} after {calls} calls, expected success after {expected}",
-                    who.name(),
-                    path.name
-                );
-            }
-        }
-    }
+/// The adapter benches on a paused current-thread runtime: every path, the retry's 100 ms backoff
+/// included, completes at once.
+fn paused_adapters() -> Adapters {
+    Adapters::new(
+        tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap(),
+    )
 }
 
 fn adapters(c: &mut Criterion) {
-    let a = Adapters::new();
-    a.check();
+    let a = paused_adapters();
+    a.check(&PATHS);
     for path in PATHS {
         let mut g = c.benchmark_group(path.name);
         for who in Contender::ALL {
@@ -499,49 +282,6 @@ fn adapters(c: &mut Criterion) {
         }
         g.finish();
     }
-}
-
-const POLICY_TOKIO: RetryPolicy<{ relent_tokio::HZ }> = valid(
-    RetryPolicy::exponential(
-        3,
-        relent_tokio::Duration::from_millis(100),
-        relent_tokio::Duration::from_secs(2),
-    )
-    .attempt_timeout(relent_tokio::Duration::from_secs(3))
-    .build(),
-);
-
-/// Rounds of the paired mode, each preceded by as many rounds of warm-up.
-const ROUNDS: usize = 3_000;
-
-/// Times `n` contenders in turn (`time(i)` times `BATCH` calls of contender `i`), once each per
-/// round in an order that rotates each round, and returns each one's time per call in each round,
-/// in ns.
-fn rotate(n: usize, mut time: impl FnMut(usize) -> Std) -> Vec<Vec<f64>> {
-    let mut per_round = vec![Vec::with_capacity(ROUNDS); n];
-    for round in 0..2 * ROUNDS {
-        for k in 0..n {
-            let i = (round + k) % n;
-            let t = time(i).as_secs_f64() * 1e9 / BATCH as f64;
-            if round >= ROUNDS {
-                per_round[i].push(t);
-            }
-        }
-    }
-    per_round
-}
-
-/// The median and quartiles of `xs`.
-fn quartiles(mut xs: Vec<f64>) -> (f64, f64, f64) {
-    xs.sort_by(f64::total_cmp);
-    let at = |q: usize| xs[(xs.len() - 1) * q / 4];
-    (at(2), at(1), at(3))
-}
-
-/// The median over rounds of `ratio(round)`, with its quartiles, as printed by the paired mode.
-fn ratio_line(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) {
-    let (median, q1, q3) = quartiles((0..rounds).map(ratio).collect());
-    println!("{what}: ratio {median:.2} (quartiles {q1:.2} to {q3:.2})");
 }
 
 /// The paired mode (`cargo bench -p relent-tests --bench alternatives -- --paired`): the same
@@ -592,38 +332,7 @@ fn paired() {
     });
 
     // The adapters: overheads over the bare call of the same round.
-    let a = Adapters::new();
-    a.check();
-    for path in PATHS {
-        let t = rotate(Contender::ALL.len(), |i| {
-            let started = std::time::Instant::now();
-            for _ in 0..BATCH {
-                a.run(Contender::ALL[i], path);
-            }
-            started.elapsed()
-        });
-        // `ALL` lists the contenders in declaration order: a contender's index is its discriminant.
-        let at = |who: Contender| who as usize;
-        let over = |who: Contender, r: usize| t[at(who)][r] - t[at(Contender::BareCall)][r];
-        let medians: Vec<String> = Contender::ALL
-            .iter()
-            .skip(1)
-            .map(|&who| {
-                format!("{} +{:.0} ns", who.name(), quartiles((0..ROUNDS).map(|r| over(who, r)).collect()).0)
-            })
-            .collect();
-        println!(
-            "{}: overhead over the bare call ({:.0} ns), medians: {}",
-            path.name,
-            quartiles(t[0].clone()).0,
-            medians.join(", ")
-        );
-        for other in [Contender::TowerRetryWithBudget, Contender::TowerRetryWithBudgetAndAttemptTimeout] {
-            ratio_line(&format!("{}: relent_tokio / {} (overheads)", path.name, other.name()), ROUNDS, |r| {
-                over(Contender::RelentTokio, r) / over(other, r)
-            });
-        }
-    }
+    paired::adapters(&paused_adapters(), &PATHS);
 }
 
 /// The count mode (`--count WHAT N`): runs WHAT `n` times and nothing else, so that callgrind
@@ -650,26 +359,11 @@ fn count(what: &str, n: u64) {
             }
         }
         _ => {
-            let (path, who) = what.split_once('/').unwrap_or_else(|| unknown(what));
-            let path = PATHS.into_iter().find(|p| p.name == path).unwrap_or_else(|| unknown(what));
-            let who = Contender::ALL.into_iter().find(|c| c.name() == who).unwrap_or_else(|| unknown(what));
-            let a = Adapters::new();
-            for _ in 0..n {
-                black_box(a.run(who, path));
+            if let Err(why) = relent_adapter_bench::count(&paused_adapters(), &PATHS, what, n) {
+                panic!("{why}; or retry_decision/relent_core_on_failure, or retry_decision/backon_step")
             }
         }
     }
-}
-
-/// Refuses a `--count` argument that names no bench, saying which ones it takes.
-fn unknown<T>(what: &str) -> T {
-    let paths = PATHS.map(|p| p.name).join(", ");
-    let contenders = Contender::ALL.map(Contender::name).join(", ");
-    panic!(
-        "--count {what}: not a bench this mode runs. It takes retry_decision/relent_core_on_failure, \
-         retry_decision/backon_step, or PATH/CONTENDER with PATH one of {paths} and CONTENDER one of \
-         {contenders}"
-    )
 }
 
 criterion_group!(benches, core, adapters);

@@ -1,7 +1,8 @@
 //! Regenerates the README's evidence: tables on stdout, CSV and SVG plots in `evidence/`; with
 //! `--benchmarks`, also the performance tables (criterion: relent-core's decision path, the
 //! comparison with backon, tower and governor, and relent-tokio's overhead), then the same
-//! comparisons in the alternatives bench's paired mode, whose ratios the README reports.
+//! comparisons in the alternatives bench's paired mode, and the adapters' again in the production
+//! build (relent-adapter-bench's `production` bench): the ratios the README reports.
 //!
 //! `--benchmarks` ends with the instruction counts the README gives beside the timings, counted by
 //! callgrind (repeatable, unlike time on a shared machine) when valgrind is installed;
@@ -89,51 +90,41 @@ fn main() {
 const OPS: u64 = 5_000;
 
 /// The README's instruction counts: relent-core's decision and backon's step, and each adapter
-/// path's instructions per operation less the bare call's. Each figure is the difference between
-/// callgrind runs of the alternatives bench's count mode for `OPS` and `2 * OPS` operations,
-/// divided by `OPS`, so that setup and first-use costs cancel; only the named functions are counted
-/// (`--toggle-collect`).
+/// path's instructions per operation less the bare call's, on the paused clock (the alternatives
+/// bench) and in the production build (the production bench, the paths that never sleep). Each
+/// figure is the difference between callgrind runs of a bench's count mode for `OPS` and `2 * OPS`
+/// operations, divided by `OPS`, so that setup and first-use costs cancel; only the named functions
+/// are counted (`--toggle-collect`).
 fn instructions() {
     println!("\n## Instructions (callgrind; they repeat to within about 20 per operation)\n");
     if std::process::Command::new("valgrind").arg("--version").output().is_err() {
         println!("valgrind is not installed, so nothing was counted (Debian: `apt-get install valgrind`).");
         return;
     }
-    let Some(bench) = alternatives_executable() else {
+    let Some(alternatives) = bench_executable("relent-tests", "alternatives") else {
         println!("the alternatives bench did not build, so nothing was counted.");
         return;
     };
-    let per_op = |what: &str, toggle: &str| -> Option<u64> {
-        let total = |n: u64| -> Option<u64> {
-            let file = std::env::temp_dir().join(format!("relent-callgrind-{}-{n}", std::process::id()));
-            let status = std::process::Command::new("valgrind")
-                .arg("--tool=callgrind")
-                .arg(format!("--toggle-collect={toggle}"))
-                .arg(format!("--callgrind-out-file={}", file.display()))
-                .arg(&bench)
-                .args(["--count", what, &n.to_string()])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .ok()?;
-            let text = std::fs::read_to_string(&file).ok();
-            let _ = std::fs::remove_file(&file);
-            if !status.success() {
-                return None;
-            }
-            text?.lines().find_map(|l| l.strip_prefix("totals:")).and_then(|t| t.trim().parse().ok())
-        };
-        let (one, two) = (total(OPS)?, total(2 * OPS)?);
-        Some(two.saturating_sub(one) / OPS)
-    };
     let show = |n: Option<u64>| n.map_or_else(|| "(failed)".to_string(), |n| n.to_string());
-    let decision = per_op("retry_decision/relent_core_on_failure", "*on_failure*");
-    let step = per_op("retry_decision/backon_step", "*ExponentialBackoff*next*");
+    let decision = per_op(&alternatives, "retry_decision/relent_core_on_failure", "*on_failure*");
+    let step = per_op(&alternatives, "retry_decision/backon_step", "*ExponentialBackoff*next*");
     println!(
         "relent-core's decision after a failure (`on_failure`): {}; backon's step (`ExponentialBackoff::next`): {}\n",
         show(decision),
         show(step)
     );
+    println!("Instructions per `block_on` less those of the bare call, on the paused clock:\n");
+    adapter_counts(&alternatives, &["success", "success_after_a_wait", "one_retry"]);
+    println!("\nThe same in the production build (tokio without test-util, the real clock):\n");
+    match bench_executable("relent-adapter-bench", "production") {
+        Some(production) => adapter_counts(&production, &["success", "success_after_a_wait"]),
+        None => println!("the production bench did not build, so nothing was counted."),
+    }
+}
+
+/// A table of each adapter contender's instructions per operation on `paths`, less the bare
+/// call's, counted in `bench`'s count mode.
+fn adapter_counts(bench: &Path, paths: &[&str]) {
     const CONTENDERS: [(&str, &str); 5] = [
         ("relent_tokio", "relent-tokio"),
         ("backon", "backon"),
@@ -141,14 +132,14 @@ fn instructions() {
         ("tower_retry_with_budget", "tower + budget"),
         ("tower_retry_with_budget_and_attempt_timeout", "tower + budget + `Timeout`"),
     ];
-    println!("Instructions per `block_on` less those of the bare call:\n");
+    let show = |n: Option<u64>| n.map_or_else(|| "(failed)".to_string(), |n| n.to_string());
     println!("| path | bare call | {} |", CONTENDERS.map(|(_, title)| title).join(" | "));
     println!("|---|---|{}", "---|".repeat(CONTENDERS.len()));
-    for path in ["success", "success_after_a_wait", "one_retry"] {
+    for path in paths {
         let block_on = "tokio::runtime::runtime::Runtime::block_on*";
-        let bare = per_op(&format!("{path}/bare_call"), block_on);
+        let bare = per_op(bench, &format!("{path}/bare_call"), block_on);
         let cells = CONTENDERS.map(|(name, _)| {
-            let n = per_op(&format!("{path}/{name}"), block_on);
+            let n = per_op(bench, &format!("{path}/{name}"), block_on);
             match (n, bare) {
                 (Some(n), Some(bare)) => format!("{}", n.saturating_sub(bare)),
                 _ => "(failed)".to_string(),
@@ -158,21 +149,50 @@ fn instructions() {
     }
 }
 
-/// The alternatives bench's executable, built (in release, as `cargo bench` builds it) by the cargo
-/// that runs this binary.
-fn alternatives_executable() -> Option<std::path::PathBuf> {
+/// Instructions per operation of `what` in `bench`'s count mode, counting only inside functions
+/// matching `toggle`: callgrind runs of `OPS` and `2 * OPS` operations, differenced. `None` if
+/// either run failed.
+fn per_op(bench: &Path, what: &str, toggle: &str) -> Option<u64> {
+    let total = |n: u64| -> Option<u64> {
+        let file = std::env::temp_dir().join(format!("relent-callgrind-{}-{n}", std::process::id()));
+        let status = std::process::Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--toggle-collect={toggle}"))
+            .arg(format!("--callgrind-out-file={}", file.display()))
+            .arg(bench)
+            .args(["--count", what, &n.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        let text = std::fs::read_to_string(&file).ok();
+        let _ = std::fs::remove_file(&file);
+        if !status.success() {
+            return None;
+        }
+        text?.lines().find_map(|l| l.strip_prefix("totals:")).and_then(|t| t.trim().parse().ok())
+    };
+    let (one, two) = (total(OPS)?, total(2 * OPS)?);
+    Some(two.saturating_sub(one) / OPS)
+}
+
+/// A bench's executable, built (in release, as `cargo bench` builds it) by the cargo that runs
+/// this binary, on its own: `cargo bench -p PACKAGE`, so that the package's features are its own
+/// (the production bench's tokio has no test-util).
+fn bench_executable(package: &str, bench: &str) -> Option<std::path::PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = std::process::Command::new(cargo)
-        .args(["bench", "-q", "-p", "relent-tests", "--bench", "alternatives", "--no-run"])
+        .args(["bench", "-q", "-p", package, "--bench", bench, "--no-run"])
         .args(["--message-format=json-render-diagnostics"])
         .stderr(std::process::Stdio::inherit())
         .output()
         .ok()?;
     // One JSON message per line; the bench's artifact names its executable. No JSON parser for
     // one field: the key and its string value are found by hand.
+    let name = format!("\"name\":\"{bench}\"");
     String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"name\":\"alternatives\""))
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains(&name))
         .find_map(|l| {
             let rest = l.split_once("\"executable\":\"")?.1;
             Some(std::path::PathBuf::from(rest.split_once('"')?.0))
@@ -209,16 +229,23 @@ fn benchmarks() {
         }
         println!();
     }
-    // The ratios the README reports: the same comparisons timed in turn, round after round.
-    let args = ["bench", "-p", "relent-tests", "--bench", "alternatives", "--", "--paired"];
-    println!("`cargo {}`\n", args.join(" "));
-    match std::process::Command::new(&cargo).args(args).output() {
-        Ok(output) => {
-            for line in String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.trim().is_empty()) {
-                println!("- {}", line.trim());
+    // The ratios the README reports: the same comparisons timed in turn, round after round, on
+    // the paused clock and then in the production build.
+    let paired: [&[&str]; 2] = [
+        &["bench", "-p", "relent-tests", "--bench", "alternatives", "--", "--paired"],
+        &["bench", "-p", "relent-adapter-bench", "--bench", "production"],
+    ];
+    for args in paired {
+        println!("`cargo {}`\n", args.join(" "));
+        match std::process::Command::new(&cargo).args(args).output() {
+            Ok(output) => {
+                for line in String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.trim().is_empty()) {
+                    println!("- {}", line.trim());
+                }
             }
+            Err(e) => eprintln!("could not run cargo {}: {e}", args.join(" ")),
         }
-        Err(e) => eprintln!("could not run cargo {}: {e}", args.join(" ")),
+        println!();
     }
 }
 

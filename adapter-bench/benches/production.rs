@@ -1,0 +1,41 @@
+//! relent-tokio beside backon and tower as a service's release build runs them: tokio without its
+//! `test-util` feature (no dev-dependency of this crate brings it), on the real clock. Only the
+//! two paths that never sleep run here; the retry path's 100 ms backoff needs the paused clock of
+//! relent-tests' `alternatives` bench, which runs all three with the same contenders.
+//!
+//! Run: `cargo bench -p relent-adapter-bench --bench production` (the paired mode, about a minute);
+//! `-- --count PATH/CONTENDER N` runs one contender `N` times for callgrind (see `count`).
+
+use relent_adapter_bench::{Adapters, PATHS, Path, count, paired};
+
+/// The paths that never sleep: an attempt ready at once, and one that yields once.
+const PATHS_ON_THE_REAL_CLOCK: [Path; 2] = [PATHS[0], PATHS[1]];
+
+fn main() {
+    assert!(
+        PATHS_ON_THE_REAL_CLOCK.iter().all(|p| !p.fails_first),
+        "a path with a backoff sleep on the real clock"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
+    let adapters = Adapters::new(rt);
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--count") {
+        let usage = "usage: --count PATH/CONTENDER N";
+        let what = args.get(at + 1).expect(usage);
+        let n = args.get(at + 2).and_then(|n| n.parse().ok()).expect(usage);
+        if let Err(why) = count(&adapters, &PATHS_ON_THE_REAL_CLOCK, what, n) {
+            eprintln!("{why}");
+            std::process::exit(2);
+        }
+        return;
+    }
+    // `cargo bench` passes `--bench`; the paired mode is this bench's only mode.
+    println!(
+        "production build (tokio without test-util, the real clock), paired mode: {} rounds after {} of \
+         warm-up, {} calls per contender per round",
+        paired::ROUNDS,
+        paired::ROUNDS,
+        paired::BATCH
+    );
+    paired::adapters(&adapters, &PATHS_ON_THE_REAL_CLOCK);
+}

@@ -1,0 +1,306 @@
+//! The contenders and the paths they run: who calls the same future, and how that call behaves.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::time::Duration as Std;
+
+use backon::ExponentialBuilder;
+use relent_core::{Context, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+use relent_tokio::{Duration, HZ};
+use tower::retry::budget::{Budget, TpsBudget};
+
+/// Every adapter bench's operation: a 10 s deadline, replayable for an hour. relent-tests' core
+/// benches take it too: their ticks are relent-tokio's.
+pub const CONTEXT: Context<HZ> =
+    Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));
+
+/// The failure of `call`: retryable.
+#[derive(Debug)]
+pub struct Refused;
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("refused")
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl relent_core::Classify<HZ> for Refused {
+    fn classify(&self) -> Verdict<HZ> {
+        Verdict::Retryable
+    }
+}
+
+/// Calls made by `call`, for `Adapters::check`. A load and a store, not a read-modify-write: the
+/// runtime has one thread, and every contender pays the same two instructions per call.
+static CALLS: AtomicU32 = AtomicU32::new(0);
+
+async fn call(fail: bool, waits: bool) -> Result<u32, Refused> {
+    CALLS.store(CALLS.load(Relaxed).wrapping_add(1), Relaxed);
+    if waits {
+        tokio::task::yield_now().await;
+    }
+    if black_box(fail) { Err(Refused) } else { Ok(7) }
+}
+
+/// What the attempts of an adapter bench do.
+#[derive(Debug, Clone, Copy)]
+pub struct Path {
+    /// The path's name in the benches' output, and in `--count PATH/CONTENDER`.
+    pub name: &'static str,
+    /// The first attempt fails, and the retry succeeds after a 100 ms backoff.
+    pub fails_first: bool,
+    /// Each attempt is pending at its first poll (it yields once), as a call that waits for the
+    /// network is: an attempt timeout then arms its timer. Without it, an attempt is ready at once.
+    pub waits: bool,
+}
+
+/// The three paths: the first two never sleep, so they run on the real clock as well.
+pub const PATHS: [Path; 3] = [
+    Path { name: "success", fails_first: false, waits: false },
+    Path { name: "success_after_a_wait", fails_first: false, waits: true },
+    Path { name: "one_retry", fails_first: true, waits: false },
+];
+
+/// tower's request in the adapter benches: whether the call fails. A plain value, so that tower's
+/// figures hold no allocation of the bench's own (an earlier `Arc` counter cost tower about 140
+/// instructions per operation that were not tower's).
+#[derive(Debug, Clone, Copy)]
+struct Fails(bool);
+
+/// tower's retry policy with a budget: one retry after 100 ms, if the budget allows.
+#[derive(Clone)]
+struct TowerPolicy {
+    budget: std::sync::Arc<TpsBudget>,
+    retried: bool,
+}
+
+impl<Res, E> tower::retry::Policy<Fails, Res, E> for TowerPolicy {
+    type Future = tokio::time::Sleep;
+
+    fn retry(&mut self, req: &mut Fails, result: &mut Result<Res, E>) -> Option<Self::Future> {
+        match result {
+            Ok(_) => {
+                self.budget.deposit();
+                None
+            }
+            Err(_) if !self.retried && self.budget.withdraw() => {
+                self.retried = true;
+                // The retry is the request's second call, which succeeds.
+                *req = Fails(false);
+                Some(tokio::time::sleep(Std::from_millis(100)))
+            }
+            Err(_) => None,
+        }
+    }
+
+    fn clone_request(&mut self, req: &Fails) -> Option<Fails> {
+        Some(*req)
+    }
+}
+
+/// Who runs the operations of the adapter benches (`Adapters::run` runs one, on a `Path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contender {
+    /// The future awaited directly: the baseline every overhead is taken over.
+    BareCall,
+    /// relent-tokio's `Dependency::execute`, with a ratio budget.
+    RelentTokio,
+    /// backon's `Retryable::retry` with tokio's sleep.
+    Backon,
+    /// tower's `Retry` with a `TpsBudget` policy.
+    TowerRetryWithBudget,
+    /// backon, each attempt under `tokio::time::timeout`.
+    BackonWithAttemptTimeout,
+    /// tower's `Retry` over a `Timeout` layer.
+    TowerRetryWithBudgetAndAttemptTimeout,
+}
+
+impl Contender {
+    /// Every contender, in declaration order: a contender's index is its discriminant.
+    pub const ALL: [Self; 6] = [
+        Self::BareCall,
+        Self::RelentTokio,
+        Self::Backon,
+        Self::TowerRetryWithBudget,
+        Self::BackonWithAttemptTimeout,
+        Self::TowerRetryWithBudgetAndAttemptTimeout,
+    ];
+
+    /// Its name in the benches' output, and in `--count PATH/CONTENDER`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BareCall => "bare_call",
+            Self::RelentTokio => "relent_tokio",
+            Self::Backon => "backon",
+            Self::TowerRetryWithBudget => "tower_retry_with_budget",
+            // Like for like with relent-tokio, which always enforces a per-attempt timeout: the
+            // same two, each attempt under a 3 s timeout.
+            Self::BackonWithAttemptTimeout => "backon_with_attempt_timeout",
+            Self::TowerRetryWithBudgetAndAttemptTimeout => "tower_retry_with_budget_and_attempt_timeout",
+        }
+    }
+}
+
+/// What the adapter benches share: a current-thread runtime, relent-tokio's dependency and policy
+/// with a ratio budget, and tower's budget.
+pub struct Adapters {
+    rt: tokio::runtime::Runtime,
+    dep: relent_tokio::Dependency,
+    policy: RetryPolicy<HZ>,
+    tower_budget: std::sync::Arc<TpsBudget>,
+}
+
+impl Adapters {
+    /// The contenders on `rt`, a current-thread runtime with time enabled (paused or not).
+    pub fn new(rt: tokio::runtime::Runtime) -> Self {
+        let budget = RetryBudget::ratio(100, 0).expect("a valid ratio budget");
+        let config = relent_core::DependencyConfig::new(Duration::from_secs(10)).budget(budget);
+        let dep = rt.block_on(async { relent_tokio::Dependency::with_seed("bench", config, 1) });
+        let dep = dep.expect("a valid dependency");
+        // 3 attempts, 100 ms doubling to 2 s, each under a 3 s timeout.
+        let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+            .attempt_timeout(Duration::from_secs(3))
+            .build()
+            .expect("a valid policy");
+        let tower_budget = std::sync::Arc::new(TpsBudget::new(Std::from_secs(10), 1_000_000, 1.0));
+        Self { rt, dep, policy, tower_budget }
+    }
+
+    /// Runs one operation of `who` to its end, and says whether it succeeded.
+    pub fn run(&self, who: Contender, path: Path) -> bool {
+        use backon::Retryable;
+        use tower::{Service, ServiceExt};
+
+        let Path { fails_first, waits, .. } = path;
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Std::from_millis(100))
+            .with_max_times(2)
+            .with_jitter();
+        // The request says whether its call fails; tower's policy clears it for the retry.
+        let service = tower::service_fn(|Fails(fail)| call(fail, waits));
+        let policy = || TowerPolicy { budget: self.tower_budget.clone(), retried: false };
+        let rt = &self.rt;
+        // The results are black-boxed before they are inspected, so no contender's value is
+        // folded away.
+        match who {
+            Contender::BareCall => black_box(rt.block_on(call(false, waits))).is_ok(),
+            Contender::RelentTokio => black_box(rt.block_on(self.dep.execute(
+                &self.policy,
+                CONTEXT,
+                |info| call(fails_first && info.number == 1, waits),
+            )))
+            .is_ok(),
+            Contender::Backon => black_box(rt.block_on(async {
+                let mut first = fails_first;
+                (|| call(std::mem::replace(&mut first, false), waits))
+                    .retry(backoff)
+                    .sleep(tokio::time::sleep)
+                    .await
+            }))
+            .is_ok(),
+            Contender::TowerRetryWithBudget => black_box(rt.block_on(async {
+                let mut svc = tower::retry::Retry::new(policy(), service);
+                svc.ready().await.map_err(|_| ()).unwrap().call(Fails(fails_first)).await
+            }))
+            .is_ok(),
+            Contender::BackonWithAttemptTimeout => black_box(rt.block_on(async {
+                let mut first = fails_first;
+                (|| {
+                    let fail = std::mem::replace(&mut first, false);
+                    async move {
+                        tokio::time::timeout(Std::from_secs(3), call(fail, waits))
+                            .await
+                            .map_err(|_| Refused)?
+                    }
+                })
+                .retry(backoff)
+                .sleep(tokio::time::sleep)
+                .await
+            }))
+            .is_ok(),
+            Contender::TowerRetryWithBudgetAndAttemptTimeout => black_box(rt.block_on(async {
+                let timed = tower::timeout::Timeout::new(service, Std::from_secs(3));
+                let mut svc = tower::retry::Retry::new(policy(), timed);
+                svc.ready().await.map_err(|_| ()).unwrap().call(Fails(fails_first)).await.map_err(|_| ())
+            }))
+            .is_ok(),
+        }
+    }
+
+    /// Before anything is timed: each contender, on each of `paths`, succeeds after exactly the
+    /// path's calls (one, or two for `one_retry`; the bare call always makes one), so every figure
+    /// measures the same work.
+    pub fn check(&self, paths: &[Path]) {
+        for &path in paths {
+            for who in Contender::ALL {
+                CALLS.store(0, Relaxed);
+                let ok = self.run(who, path);
+                let expected = if path.fails_first && who != Contender::BareCall { 2 } else { 1 };
+                let calls = CALLS.load(Relaxed);
+                assert!(
+                    ok && calls == expected,
+                    "{} on {}: succeeded {ok} after {calls} calls, expected success after {expected}",
+                    who.name(),
+                    path.name
+                );
+            }
+        }
+    }
+}
+
+/// The count mode's adapter half: runs `what` (`PATH/CONTENDER`, as the benches name them, with
+/// `PATH` one of `paths`) `n` times on `adapters` and nothing else, so that callgrind counts its
+/// instructions without a bench loop around them. A `what` that names no such bench is refused
+/// with the names it takes.
+pub fn count(adapters: &Adapters, paths: &[Path], what: &str, n: u64) -> Result<(), String> {
+    let found = what.split_once('/').and_then(|(path, who)| {
+        let path = paths.iter().find(|p| p.name == path)?;
+        let who = Contender::ALL.into_iter().find(|c| c.name() == who)?;
+        Some((*path, who))
+    });
+    let Some((path, who)) = found else {
+        let paths: Vec<&str> = paths.iter().map(|p| p.name).collect();
+        let contenders = Contender::ALL.map(Contender::name).join(", ");
+        return Err(format!(
+            "--count {what}: not a bench this mode runs. It takes PATH/CONTENDER with PATH one of {} \
+             and CONTENDER one of {contenders}",
+            paths.join(", ")
+        ));
+    };
+    for _ in 0..n {
+        black_box(adapters.run(who, path));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_the_real_clock() -> Adapters {
+        Adapters::new(tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap())
+    }
+
+    // One test: `CALLS` is the process's, and tests run in parallel.
+    #[test]
+    fn on_the_real_clock_every_contender_succeeds_after_one_call_and_count_runs_only_named_benches() {
+        let adapters = on_the_real_clock();
+        // `check` panics, naming the contender, on any other outcome.
+        adapters.check(&PATHS[..2]);
+        CALLS.store(0, Relaxed);
+        assert_eq!(count(&adapters, &PATHS[..2], "success_after_a_wait/tower_retry_with_budget", 3), Ok(()));
+        assert_eq!(CALLS.load(Relaxed), 3);
+        let refused = count(&adapters, &PATHS[..2], "one_retry/relent_tokio", 1).unwrap_err();
+        assert_eq!(
+            refused,
+            "--count one_retry/relent_tokio: not a bench this mode runs. It takes PATH/CONTENDER with \
+             PATH one of success, success_after_a_wait and CONTENDER one of bare_call, relent_tokio, \
+             backon, tower_retry_with_budget, backon_with_attempt_timeout, \
+             tower_retry_with_budget_and_attempt_timeout"
+        );
+        assert!(count(&adapters, &PATHS, "success", 1).is_err(), "a path without a contender");
+        assert_eq!(CALLS.load(Relaxed), 3, "a refused count calls nothing");
+    }
+}
