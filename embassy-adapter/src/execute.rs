@@ -113,6 +113,73 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     /// The operation starts when `execute` is called (its deadline runs from then, as
     /// `embassy_time::with_timeout`'s does); the policy and context are checked then too, and a
     /// refusal is the future's output. Nothing is sent until the future is polled.
+    ///
+    /// An uplink whose first attempt never hears back (dropped at its 2 s timeout) and whose second
+    /// gets no acknowledgement, each followed by its backoff, and whose third goes through; on
+    /// embassy-time's mock driver, so the times are exact:
+    ///
+    /// ```
+    /// use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+    /// use embassy_time::Instant as Clock;
+    /// use relent_embassy::core::{Classify, Context, Dependency, DependencyConfig, Disposition, Jitter, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+    /// use relent_embassy::{AttemptError, Duration, HZ, SharedDependency};
+    /// # use rand_core::SeedableRng;
+    /// # fn block_on<F: core::future::Future>(f: F) -> F::Output { // a 1 ms tick of mock time per poll
+    /// #     let mut f = core::pin::pin!(f);
+    /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+    /// #     loop {
+    /// #         if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #         embassy_time::MockDriver::get().advance(embassy_time::Duration::from_millis(1));
+    /// #     }
+    /// # }
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// struct NoAck;
+    /// impl Classify<HZ> for NoAck {
+    ///     fn classify(&self) -> Verdict<HZ> { Verdict::Retryable }
+    /// }
+    ///
+    /// const POLICY: RetryPolicy<HZ> = match RetryPolicy::exponential(4, Duration::from_millis(500), Duration::from_secs(8))
+    ///     .jitter(Jitter::None) // exact times for the example; firmware sharing a channel keeps the default, full jitter
+    ///     .attempt_timeout(Duration::from_secs(2))
+    ///     .build()
+    /// {
+    ///     Ok(p) => p,
+    ///     Err(e) => panic!("{}", e.message()),
+    /// };
+    /// const UPLINK: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60))
+    ///     .budget(match RetryBudget::ratio(25, 4) { Ok(b) => b, Err(e) => panic!("{}", e.message()) });
+    ///
+    /// # fn main() {
+    /// let link: SharedDependency<'_, CriticalSectionRawMutex, 4> =
+    ///     SharedDependency::new(&UPLINK, Dependency::new(&UPLINK, relent_embassy::now()).unwrap());
+    /// let mut rng = rand_xoshiro::Xoroshiro64Star::seed_from_u64(7); // or the chip's RNG
+    /// let frame = Context::new(Duration::from_secs(20), ReplaySafety::provider_idempotent_mutation(Duration::from_secs(3_600)));
+    ///
+    /// let t0 = Clock::now();
+    /// let mut sent_at_ms = Vec::new();
+    /// let done = block_on(link.execute(&POLICY, frame, &mut rng, |attempt| {
+    ///     sent_at_ms.push(t0.elapsed().as_millis());
+    ///     async move {
+    ///         assert_eq!(attempt.timeout, embassy_time::Duration::from_secs(2)); // for the radio's own timeout
+    ///         match attempt.number {
+    ///             1 => core::future::pending().await, // no answer at all
+    ///             2 => Err(NoAck),
+    ///             _ => Ok(17u8), // the network server's acknowledgement
+    ///         }
+    ///     }
+    /// }))
+    /// .expect("a valid policy and context");
+    ///
+    /// // Sent at 0; timed out at 2 s, then 500 ms of backoff; no ack at once, then 1 s of backoff.
+    /// assert_eq!(sent_at_ms, [0, 2_500, 3_500]);
+    /// assert_eq!(done.value, Some(17));
+    /// assert_eq!(done.completion.disposition, Disposition::Succeeded);
+    /// assert_eq!(done.completion.summary.dispatched, 3);
+    /// assert_eq!(done.completion.summary.waited, Duration::from_millis(1_500));
+    /// assert_eq!(done.completion.last_failure, Some(AttemptError::Failed(NoAck)));
+    /// # }
+    /// ```
     pub fn execute<'a, T, E, F, Fut, R>(
         &'a self,
         policy: &'a RetryPolicy<HZ>,
