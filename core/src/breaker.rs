@@ -664,6 +664,7 @@ mod tests {
         assert_eq!(restore(0, 64), Err(SnapshotError::Corrupted));
     }
 
+    #[cfg(any(feature = "breaker-failure-ratio", feature = "breaker-count-window"))]
     #[test]
     fn the_widest_valid_breakers_are_accepted() {
         let d = D::from_secs(1);

@@ -300,8 +300,10 @@ mod tests {
     use super::*;
 
     const HZ: u64 = 1_000;
+    #[cfg(feature = "token-bucket")]
     type D = Duration<HZ>;
 
+    #[cfg(feature = "token-bucket")]
     fn bucket(capacity: u32, refill: u32, period_s: Ticks, hold_s: Ticks) -> (Bucket, TokenBucket) {
         let budget =
             RetryBudget::<HZ>::token_bucket(capacity, refill, D::from_secs(period_s), D::from_secs(hold_s));
@@ -309,12 +311,14 @@ mod tests {
         (b, TokenBucket::new(Some(b), 0))
     }
 
+    #[cfg(feature = "token-bucket")]
     #[test]
     fn a_new_bucket_is_full() {
         let (p, mut b) = bucket(10, 10, 60, 10);
         assert_eq!(b.available(&p, 0), 10);
     }
 
+    #[cfg(feature = "token-bucket")]
     #[test]
     fn a_settled_reservation_spends_its_token_and_refill_is_exact() {
         let (p, mut b) = bucket(10, 10, 60, 10);
@@ -331,6 +335,7 @@ mod tests {
         assert_eq!(b.available(&p, 600_000), 10, "never above capacity");
     }
 
+    #[cfg(feature = "token-bucket")]
     #[test]
     fn a_reservation_holds_its_token_until_it_lapses() {
         let (p, mut b) = bucket(1, 1, 60, 10);
@@ -339,6 +344,7 @@ mod tests {
         assert_eq!(b.available(&p, 10_000), 1, "the unreported reservation lapsed and its token returned");
     }
 
+    #[cfg(feature = "token-bucket")]
     #[test]
     fn a_late_settle_still_spends_the_token_once() {
         let (p, mut b) = bucket(2, 1, 60, 10);
@@ -350,19 +356,22 @@ mod tests {
 
     #[test]
     fn bad_buckets_are_refused_with_their_codes() {
-        let d = D::from_secs(1);
-        assert_eq!(RetryBudget::<HZ>::token_bucket(0, 1, d, d), Err(ConfigError::ZeroBudgetCapacity));
-        assert_eq!(RetryBudget::<HZ>::token_bucket(1, 0, d, d), Err(ConfigError::ZeroBudgetRefill));
-        assert_eq!(
-            RetryBudget::<HZ>::token_bucket(1, 1, D::from_ticks(0), d),
-            Err(ConfigError::ZeroBudgetPeriod)
-        );
-        // Credit is counted in 64 bits: only 64-bit ticks can overflow it.
-        #[cfg(not(feature = "ticks-u32"))]
-        assert_eq!(
-            RetryBudget::<HZ>::token_bucket(u32::MAX, 1, D::from_ticks(Ticks::MAX / 2), d),
-            Err(ConfigError::BudgetTooLargeForTickRate)
-        );
+        #[cfg(feature = "token-bucket")]
+        {
+            let d = D::from_secs(1);
+            assert_eq!(RetryBudget::<HZ>::token_bucket(0, 1, d, d), Err(ConfigError::ZeroBudgetCapacity));
+            assert_eq!(RetryBudget::<HZ>::token_bucket(1, 0, d, d), Err(ConfigError::ZeroBudgetRefill));
+            assert_eq!(
+                RetryBudget::<HZ>::token_bucket(1, 1, D::from_ticks(0), d),
+                Err(ConfigError::ZeroBudgetPeriod)
+            );
+            // Credit is counted in 64 bits: only 64-bit ticks can overflow it.
+            #[cfg(not(feature = "ticks-u32"))]
+            assert_eq!(
+                RetryBudget::<HZ>::token_bucket(u32::MAX, 1, D::from_ticks(Ticks::MAX / 2), d),
+                Err(ConfigError::BudgetTooLargeForTickRate)
+            );
+        }
         assert_eq!(RetryBudget::<HZ>::ratio(101, 0), Err(ConfigError::BudgetPercentOutOfRange));
     }
 
