@@ -3,7 +3,10 @@
 //! a critical section, and slots given back on cancellation.
 //!
 //! Every test runs with 64-bit and with 32-bit ticks (`--features ticks-u32`); the last ones, with
-//! 32-bit ticks only, run operations and dependencies across restarts of the core's clock.
+//! 32-bit ticks only, run operations and dependencies across restarts of the core's clock. A test
+//! of a protection needs its feature; the others run with none compiled in too, as firmware builds
+//! this crate (`--no-default-features`, and the firmware example's
+//! `--no-default-features --features ticks-u32,breaker,cooldown,duty-cycle`).
 //!
 //! The mock driver is one global clock, so these tests take a lock and run one at a time. A tiny
 //! executor polls the future with a no-op waker and moves the clock 1 ms forward whenever it is
@@ -20,10 +23,12 @@ use std::sync::Mutex;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::MockDriver;
 use relent_embassy::core::{
-    Classify, Context, Dependency, DependencyConfig, Disposition, DutyCycle, Event, Jitter, Problem,
-    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    Classify, Context, Dependency, DependencyConfig, Event, Jitter, Problem, ReplaySafety, RetryBudget,
+    RetryPolicy, Verdict,
 };
-use relent_embassy::{AttemptError, Duration, HZ, Instant, SharedDependency};
+#[cfg(feature = "duty-cycle")]
+use relent_embassy::core::{Disposition, DutyCycle};
+use relent_embassy::{AttemptError, Duration, HZ, SharedDependency};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -67,12 +72,18 @@ const CHECKOUT: RetryPolicy<HZ> =
         Err(e) => panic!("{}", e.message()),
     };
 
-const LINK: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(10))
-    .budget(match RetryBudget::ratio(10, 10) {
+/// Retries with a ratio budget: what every build has, the firmware's with no protection included.
+const RETRIES: DependencyConfig<HZ> =
+    DependencyConfig::new(Duration::from_secs(10)).budget(match RetryBudget::ratio(10, 10) {
         Ok(b) => b,
         Err(e) => panic!("{}", e.message()),
-    })
-    .bulkhead(1);
+    });
+
+/// One frame in flight at a time, where the bulkhead is compiled in.
+#[cfg(feature = "bulkhead")]
+const LINK: DependencyConfig<HZ> = RETRIES.bulkhead(1);
+#[cfg(not(feature = "bulkhead"))]
+const LINK: DependencyConfig<HZ> = RETRIES;
 
 fn shared() -> SharedDependency<'static, CriticalSectionRawMutex, 4> {
     SharedDependency::new(&LINK, Dependency::new(&LINK, relent_embassy::now()).unwrap())
@@ -162,8 +173,10 @@ fn an_observer_that_calls_back_into_its_dependency_panics_on_the_borrow() {
 }
 
 /// A radio link on air at most 1 % of any 100 s (1 s), every frame 400 ms.
+#[cfg(feature = "duty-cycle")]
 const RADIO: DependencyConfig<HZ> = LINK.duty_cycle(DutyCycle::per_mille(10, Duration::from_secs(100)));
 
+#[cfg(feature = "duty-cycle")]
 #[test]
 fn a_frame_over_the_duty_cycle_waits_on_embassys_timer_or_is_deferred_to_the_tick() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -186,7 +199,7 @@ fn a_frame_over_the_duty_cycle_waits_on_embassys_timer_or_is_deferred_to_the_tic
     }
     let done = run(radio.execute(&CHECKOUT, frame(10_000), &mut rng, &mut send)).unwrap();
     assert_eq!(done.completion.problem, Some(Problem::DutyCycleExceeded));
-    assert_eq!(done.completion.not_before, Some(Instant::from_ticks(100_400_000)));
+    assert_eq!(done.completion.not_before, Some(relent_embassy::Instant::from_ticks(100_400_000)));
     // At 99 s the wait is 1.4 s, within the maximum delay: it waits on embassy's timer and goes at
     // exactly 100.4 s.
     run(async { embassy_time::Timer::at(embassy_time::Instant::from_secs(99)).await });
@@ -196,12 +209,14 @@ fn a_frame_over_the_duty_cycle_waits_on_embassys_timer_or_is_deferred_to_the_tic
     assert_eq!(*starts.borrow(), [0, 0, 100_400]);
 }
 
+#[cfg(feature = "bulkhead")]
 static STATIC_LINK: SharedDependency<'static, CriticalSectionRawMutex, 4> =
-    match Dependency::new(&LINK, Instant::from_ticks(0)) {
+    match Dependency::new(&LINK, relent_embassy::Instant::from_ticks(0)) {
         Ok(state) => SharedDependency::new(&LINK, state),
         Err(e) => panic!("{}", e.message()),
     };
 
+#[cfg(feature = "bulkhead")]
 #[test]
 fn a_static_dependency_gives_back_its_slot_when_the_operation_is_dropped_mid_attempt() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -319,8 +334,10 @@ mod restarts {
     }
 
     /// A network "busy for 100 s" pauses the link with a cooldown that outlives a restart.
+    #[cfg(feature = "cooldown")]
     const COOLED: DependencyConfig<HZ> = LINK.cooldown(Duration::from_secs(120));
 
+    #[cfg(feature = "cooldown")]
     #[test]
     fn a_cooldown_outlives_a_restart_to_the_tick_and_many_restarts_later_is_forgotten() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
