@@ -105,7 +105,6 @@ fn instructions() {
         println!("the alternatives bench did not build, so nothing was counted.");
         return;
     };
-    let show = |n: Option<u64>| n.map_or_else(|| "(failed)".to_string(), |n| n.to_string());
     let decision = per_op(&alternatives, "retry_decision/relent_core_on_failure", "*on_failure*");
     let step = per_op(&alternatives, "retry_decision/backon_step", "*ExponentialBackoff*next*");
     println!(
@@ -122,6 +121,11 @@ fn instructions() {
     }
 }
 
+/// A count as printed, or `(failed)`.
+fn show(n: Option<u64>) -> String {
+    n.map_or_else(|| "(failed)".to_string(), |n| n.to_string())
+}
+
 /// A table of each adapter contender's instructions per operation on `paths`, less the bare
 /// call's, counted in `bench`'s count mode.
 fn adapter_counts(bench: &Path, paths: &[&str]) {
@@ -132,7 +136,6 @@ fn adapter_counts(bench: &Path, paths: &[&str]) {
         ("tower_retry_with_budget", "tower + budget"),
         ("tower_retry_with_budget_and_attempt_timeout", "tower + budget + `Timeout`"),
     ];
-    let show = |n: Option<u64>| n.map_or_else(|| "(failed)".to_string(), |n| n.to_string());
     println!("| path | bare call | {} |", CONTENDERS.map(|(_, title)| title).join(" | "));
     println!("|---|---|{}", "---|".repeat(CONTENDERS.len()));
     for path in paths {
