@@ -10,10 +10,15 @@
 //! the dependency logs a refusal at WARN. So the adapter's observer, [`Deferred`], only copies each
 //! event at a level some subscriber takes into a fixed array, and the events are logged once the
 //! lock is released, in order.
+//!
+//! The level some subscriber takes is read once a step, not once an event: an event below it (every
+//! event of a successful operation under an INFO subscriber, or with none) then costs one
+//! comparison, inlined where the core makes it.
 
 use relent_core::{AfterFailure, DelaySource, Disposition, Event, MAX_EVENTS_PER_CALL, Observer};
 
 use tracing::Level;
+use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
 use crate::clock::HZ;
 
@@ -27,57 +32,79 @@ pub(crate) const STEP_EVENTS: usize = 2 * MAX_EVENTS_PER_CALL;
 /// array starts again: nothing is lost and the order holds.
 pub(crate) struct Deferred<O> {
     sink: O,
-    events: [Option<Event<HZ>>; STEP_EVENTS],
+    /// The most verbose level the sink takes, read when the step began.
+    max: LevelFilter,
+    /// Made with the first event kept: a step that keeps none writes nothing here.
+    kept: Option<Kept>,
+}
+
+/// The events kept, in order: the first `len` of `events` (the rest are copies of the first
+/// event, there to fill the array).
+struct Kept {
+    events: [Event<HZ>; STEP_EVENTS],
     len: usize,
 }
 
-/// What [`Deferred`] hands events to: an observer that says which events it would drop anyway,
-/// so that none is kept for nothing.
+/// What [`Deferred`] hands events to: an observer that says below which level it would drop
+/// events anyway, so that none is kept for nothing.
 pub(crate) trait Sink: Observer<HZ> {
-    fn wants(&self, event: &Event<HZ>) -> bool;
+    fn max_level(&self) -> LevelFilter;
 }
 
 impl Sink for Trace<'_> {
-    /// Whether any subscriber may take an event at its level: one atomic load, and false for every
-    /// event when no subscriber is set. A hint: a subscriber may still filter it out by target.
-    #[inline]
-    fn wants(&self, event: &Event<HZ>) -> bool {
-        tracing::level_enabled!(level(event))
+    /// The most verbose level any subscriber may take, as `tracing::level_enabled!` reads it (one
+    /// atomic load): `OFF` when no subscriber is set. A hint: a subscriber may still filter an
+    /// event out by target.
+    fn max_level(&self) -> LevelFilter {
+        LevelFilter::current().min(STATIC_MAX_LEVEL)
     }
 }
 
 impl<O: Sink> Deferred<O> {
     pub(crate) fn new(sink: O) -> Self {
-        Self { sink, events: [None; STEP_EVENTS], len: 0 }
+        let max = sink.max_level();
+        Self { sink, max, kept: None }
     }
 
     /// Hands the events kept to the sink, in order, and forgets them.
     pub(crate) fn emit(&mut self) {
-        for event in self.events[..self.len].iter_mut() {
-            if let Some(event) = event.take() {
-                self.sink.on_event(&event);
+        if let Some(kept) = &mut self.kept {
+            for event in &kept.events[..kept.len] {
+                self.sink.on_event(event);
             }
+            kept.len = 0;
         }
-        self.len = 0;
+    }
+
+    fn keep(&mut self, event: &Event<HZ>) {
+        if self.kept.as_ref().is_some_and(|kept| kept.len == STEP_EVENTS) {
+            self.emit();
+        }
+        match &mut self.kept {
+            Some(kept) => {
+                kept.events[kept.len] = *event;
+                kept.len += 1;
+            }
+            None => self.kept = Some(Kept { events: [*event; STEP_EVENTS], len: 1 }),
+        }
     }
 }
 
 impl<O: Sink> Observer<HZ> for Deferred<O> {
+    /// Inlined into the core's calls, where each event's kind, and so its level, is known: an event
+    /// below the level costs the comparison and nothing else.
+    #[inline(always)]
     fn on_event(&mut self, event: &Event<HZ>) {
-        if !self.sink.wants(event) {
-            return;
+        if level(event) <= self.max {
+            self.keep(event);
         }
-        if self.len == STEP_EVENTS {
-            self.emit();
-        }
-        self.events[self.len] = Some(*event);
-        self.len += 1;
     }
 }
 
-/// The level `Trace` logs `event` at, which [`Sink::wants`] checks before an event is kept. A unit
+/// The level `Trace` logs `event` at, which [`Deferred`] checks before an event is kept. A unit
 /// test checks the two agree for every kind of event, and the tracing tests that each transcript at
 /// INFO and at WARN is the DEBUG one less the lines below that level.
+#[inline(always)]
 fn level(event: &Event<HZ>) -> Level {
     match *event {
         Event::RetryScheduled { .. } => Level::INFO,
@@ -198,8 +225,8 @@ mod tests {
 
     /// The tests' sink keeps everything.
     impl<F: FnMut(&Event<HZ>)> Sink for F {
-        fn wants(&self, _: &Event<HZ>) -> bool {
-            true
+        fn max_level(&self) -> LevelFilter {
+            LevelFilter::TRACE
         }
     }
 
