@@ -471,6 +471,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     }
 
     /// Tells the observer about state changes in the dependency that this operation caused.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     fn announce<O: Observer<HZ> + ?Sized>(&self, now: Instant<HZ>, changes: Changes, observer: &mut O) {
         if let Some(state) = changes.circuit {
             observer.on_event(&Event::CircuitChanged { operation: self.id, at: now, state });
