@@ -309,6 +309,56 @@ mod tests {
         }
     }
 
+    /// A sink at a fixed level that records the operation id of each event it is handed.
+    struct AtMost(LevelFilter, Vec<u64>);
+
+    impl Observer<HZ> for AtMost {
+        fn on_event(&mut self, event: &Event<HZ>) {
+            self.1.push(event.operation().0);
+        }
+    }
+
+    impl Sink for AtMost {
+        fn max_level(&self) -> LevelFilter {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_step_keeps_only_the_events_at_its_sink_s_level_and_makes_no_array_for_none() {
+        use relent_core::{CircuitState, DelaySource, Duration};
+        let at = Instant::from_ticks(0);
+        let (debug, info, warn) = (
+            succeeded(1),
+            Event::RetryScheduled {
+                operation: OperationId(2),
+                attempt: 2,
+                delay: Duration::from_ticks(3),
+                until: at,
+                source: DelaySource::Backoff { nominal: Duration::from_ticks(3) },
+            },
+            Event::CircuitChanged { operation: OperationId(3), at, state: CircuitState::Open },
+        );
+        for (max, handed) in [
+            (LevelFilter::OFF, vec![]),
+            (LevelFilter::WARN, vec![3]),
+            (LevelFilter::INFO, vec![2, 3]),
+            (LevelFilter::DEBUG, vec![1, 2, 3]),
+        ] {
+            let mut deferred = Deferred::new(AtMost(max, Vec::new()));
+            for event in [&debug, &info, &warn] {
+                deferred.on_event(event);
+            }
+            assert_eq!(
+                deferred.kept.is_some(),
+                !handed.is_empty(),
+                "{max}: the array made only for an event kept"
+            );
+            deferred.emit();
+            assert_eq!(deferred.sink.1, handed, "{max}");
+        }
+    }
+
     #[test]
     fn a_step_s_events_reach_the_sink_only_when_emitted_and_in_order() {
         let seen = std::cell::RefCell::new(Vec::new());
