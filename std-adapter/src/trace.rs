@@ -38,8 +38,9 @@ pub(crate) struct Deferred<O> {
     kept: Option<Kept>,
 }
 
-/// The events kept, in order: the first `len` of `events` (the rest are copies of the first
-/// event, there to fill the array).
+/// The events kept, in order: the first `len` of `events`. The slots past `len` hold nothing to
+/// log: copies of the first event kept, which filled the array when it was made, or events already
+/// handed over.
 struct Kept {
     events: [Event<HZ>; STEP_EVENTS],
     len: usize,
