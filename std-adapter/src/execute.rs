@@ -153,7 +153,6 @@ where
     Fin: FnOnce(Result<Detailed<T, E>, relent_core::StartError>, &Inner) -> Out,
 {
     async move {
-        let context = if context.operation_id().0 == 0 { context.id(inner.next_id()) } else { context };
         let started = inner.clock.now();
         let op = match Operation::start(policy, &inner.config, context, started) {
             Ok(op) => op,
@@ -167,7 +166,13 @@ where
         let mut action = {
             // A copy for the closure to borrow: a borrow of `started` would keep it in the future.
             let now = started;
-            inner.step(|locked, events| running.op.poll(now, &mut locked.state, events))
+            inner.step(|locked, events| {
+                // An operation without an id gets the dependency's next, counted under this lock.
+                if running.op.assign_id(locked.next_id) {
+                    locked.next_id = locked.next_id.wrapping_add(1);
+                }
+                running.op.poll(now, &mut locked.state, events)
+            })
         };
         loop {
             action = match action {

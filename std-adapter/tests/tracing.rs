@@ -296,3 +296,71 @@ async fn no_event_is_logged_while_the_dependency_is_locked() {
     );
     assert_eq!(*probe.free.lock().unwrap(), [true; 12], "false: that line was logged under the lock");
 }
+
+/// A writer that panics on the first line that contains `at`, and writes every other line.
+#[derive(Clone, Default)]
+struct PanicsOnce {
+    lines: Captured,
+    at: &'static str,
+    panicked: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::io::Write for PanicsOnce {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let line = String::from_utf8_lossy(buf);
+        if line.contains(self.at) && !self.panicked.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            panic!("the subscriber's writer failed");
+        }
+        self.lines.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for PanicsOnce {
+    type Writer = Self;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// A subscriber that panics while the operation's first step is logged (its dispatch) unwinds the
+/// task that runs the operation. The attempt was admitted by then, and holds the bulkhead's one
+/// slot: the operation gives it back as it is dropped, so the next operation is let through.
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_that_panics_at_the_first_dispatch_loses_no_bulkhead_slot() {
+    let dependency =
+        Dependency::with_seed("payrail", DependencyConfig::new(Duration::from_secs(10)).bulkhead(1), 7)
+            .unwrap();
+    let writer = PanicsOnce { at: "attempt dispatched", ..PanicsOnce::default() };
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(writer.clone())
+        .with_ansi(false)
+        .without_time()
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    let read = |id| {
+        Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600))).id(id)
+    };
+
+    let first = dependency.clone();
+    let ran =
+        tokio::spawn(async move { first.execute(&ONCE, read(1), |_| async { Ok::<_, Busy>(()) }).await });
+    assert!(ran.await.unwrap_err().is_panic(), "the writer's panic reached the task");
+    assert_eq!(dependency.inspect(|state, _, _| state.in_flight()), 0, "the slot was given back");
+    dependency.execute(&ONCE, read(2), |_| async { Ok::<_, Busy>(()) }).await.unwrap();
+
+    // tracing-subscriber's fmt layer keeps the line whose write panicked in its buffer, and writes
+    // it with the next line: what may come before these is not relent-tokio's.
+    let lines = writer.lines.lines();
+    let ends = [
+        "INFO relent: operation ended dependency=\"payrail\" operation=1 dispatched=1 disposition=\"failed\" code=\"cancelled\"",
+        "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=2 attempt=1 timeout_us=3000000",
+        "DEBUG relent: attempt succeeded dependency=\"payrail\" operation=2 attempt=1",
+        "DEBUG relent: operation succeeded dependency=\"payrail\" operation=2 dispatched=1",
+    ];
+    assert!(lines.ends_with(&ends.map(String::from)), "{lines:#?}");
+}

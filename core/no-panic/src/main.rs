@@ -277,7 +277,7 @@ fn run(x: &mut Opaque) {
                         opaque(done.is_success());
                         opaque(done);
                     }
-                    opaque((op.id(), op.deadline(), op.dispatched(), op.is_done()));
+                    opaque((op.assign_id(x.u64()), op.id(), op.deadline(), op.dispatched(), op.is_done()));
                 }
             }
             6 => {
