@@ -3,8 +3,13 @@
 //! two paths that never sleep run here; the retry path's 100 ms backoff needs the paused clock of
 //! relent-tests' `alternatives` bench, which runs all three with the same contenders.
 //!
-//! Run: `cargo bench -p relent-adapter-bench --bench production` (the paired mode, about a minute);
-//! `-- --count PATH/CONTENDER N` runs one contender `N` times for callgrind (see `count`).
+//! Then the contended mode: the same paths with one thread a core (two at least), each on a runtime
+//! of its own, all calling one shared dependency (and one shared tower budget) back to back, as the
+//! worker threads of a busy service do.
+//!
+//! Run: `cargo bench -p relent-adapter-bench --bench production` (the paired and contended modes,
+//! under a minute); `-- --count PATH/CONTENDER N` runs one contender `N` times for callgrind (see
+//! `count`).
 
 use relent_adapter_bench::{Adapters, PATHS, Path, count, paired};
 
@@ -16,8 +21,7 @@ fn main() {
         PATHS_ON_THE_REAL_CLOCK.iter().all(|p| !p.fails_first),
         "a path with a backoff sleep on the real clock"
     );
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
-    let adapters = Adapters::new(rt);
+    let adapters = Adapters::new(runtime());
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--count") {
         let usage = "usage: --count PATH/CONTENDER N";
@@ -38,4 +42,22 @@ fn main() {
         paired::BATCH
     );
     paired::adapters(&adapters, &PATHS_ON_THE_REAL_CLOCK);
+    // The same paths with as many threads as the machine has cores (two at least), each on its own
+    // current-thread runtime, all sharing the first one's dependency and tower's budget.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+    println!(
+        "\ncontended mode: {cores} threads, {} rounds after {} of warm-up, {} calls per thread per contender \
+         per round",
+        paired::CONTENDED_ROUNDS,
+        paired::CONTENDED_ROUNDS,
+        paired::CONTENDED_CALLS
+    );
+    for path in PATHS_ON_THE_REAL_CLOCK {
+        paired::contended(&adapters, cores, runtime, path);
+    }
+}
+
+/// A current-thread runtime on the real clock.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime")
 }

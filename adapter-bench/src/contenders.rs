@@ -1,7 +1,7 @@
 //! The contenders and the paths they run: who calls the same future, and how that call behaves.
 
+use std::cell::Cell;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::Duration as Std;
 
 use backon::ExponentialBuilder;
@@ -32,12 +32,15 @@ impl relent_core::Classify<HZ> for Refused {
     }
 }
 
-/// Calls made by `call`, for `Adapters::check`. A load and a store, not a read-modify-write: the
-/// runtime has one thread, and every contender pays the same two instructions per call.
-static CALLS: AtomicU32 = AtomicU32::new(0);
+thread_local! {
+    /// Calls made by `call` on this thread, for `Adapters::check`. The thread's own, so that the
+    /// threads of the contended mode share no counter of the bench's: only what the contenders
+    /// share moves between their caches. A plain load and store every contender pays alike.
+    static CALLS: Cell<u32> = const { Cell::new(0) };
+}
 
 async fn call(fail: bool, waits: bool) -> Result<u32, Refused> {
-    CALLS.store(CALLS.load(Relaxed).wrapping_add(1), Relaxed);
+    CALLS.with(|calls| calls.set(calls.get().wrapping_add(1)));
     if waits {
         tokio::task::yield_now().await;
     }
@@ -143,13 +146,19 @@ impl Contender {
     }
 }
 
-/// What the adapter benches share: a current-thread runtime, relent-tokio's dependency and policy
-/// with a ratio budget, and tower's budget.
-pub struct Adapters {
-    rt: tokio::runtime::Runtime,
+/// What the contenders' operations share: relent-tokio's dependency and policy with a ratio
+/// budget, and tower's budget. One of each, however many threads call them, as in a service.
+struct Shared {
     dep: relent_tokio::Dependency,
     policy: RetryPolicy<HZ>,
     tower_budget: std::sync::Arc<TpsBudget>,
+}
+
+/// What the adapter benches run on: a current-thread runtime, and the state the contenders share
+/// (see [`Adapters::sharing`]).
+pub struct Adapters {
+    rt: tokio::runtime::Runtime,
+    shared: std::sync::Arc<Shared>,
 }
 
 impl Adapters {
@@ -165,7 +174,14 @@ impl Adapters {
             .build()
             .expect("a valid policy");
         let tower_budget = std::sync::Arc::new(TpsBudget::new(Std::from_secs(10), 1_000_000, 1.0));
-        Self { rt, dep, policy, tower_budget }
+        Self { rt, shared: std::sync::Arc::new(Shared { dep, policy, tower_budget }) }
+    }
+
+    /// The same contenders on another runtime `rt`, sharing this one's dependency, policy and
+    /// tower's budget: for another thread, as a service's threads share one dependency (see
+    /// `paired::contended`).
+    pub fn sharing(&self, rt: tokio::runtime::Runtime) -> Self {
+        Self { rt, shared: self.shared.clone() }
     }
 
     /// Runs one operation of `who` to its end, and says whether it succeeded.
@@ -180,17 +196,16 @@ impl Adapters {
             .with_jitter();
         // The request says whether its call fails; tower's policy clears it for the retry.
         let service = tower::service_fn(|Fails(fail)| call(fail, waits));
-        let policy = || TowerPolicy { budget: self.tower_budget.clone(), retried: false };
+        let Shared { dep, policy: relent_policy, tower_budget } = &*self.shared;
+        let policy = || TowerPolicy { budget: tower_budget.clone(), retried: false };
         let rt = &self.rt;
         // The results are black-boxed before they are inspected, so no contender's value is
         // folded away.
         match who {
             Contender::BareCall => black_box(rt.block_on(call(false, waits))).is_ok(),
-            Contender::RelentTokio => black_box(rt.block_on(self.dep.execute(
-                &self.policy,
-                CONTEXT,
-                |info| call(fails_first && info.number == 1, waits),
-            )))
+            Contender::RelentTokio => black_box(rt.block_on(
+                dep.execute(relent_policy, CONTEXT, |info| call(fails_first && info.number == 1, waits)),
+            ))
             .is_ok(),
             Contender::Backon => black_box(rt.block_on(async {
                 let mut first = fails_first;
@@ -235,10 +250,10 @@ impl Adapters {
     pub fn check(&self, paths: &[Path]) {
         for &path in paths {
             for who in Contender::ALL {
-                CALLS.store(0, Relaxed);
+                CALLS.set(0);
                 let ok = self.run(who, path);
                 let expected = if path.fails_first && who != Contender::BareCall { 2 } else { 1 };
-                let calls = CALLS.load(Relaxed);
+                let calls = CALLS.get();
                 assert!(
                     ok && calls == expected,
                     "{} on {}: succeeded {ok} after {calls} calls, expected success after {expected}",
@@ -283,15 +298,26 @@ mod tests {
         Adapters::new(tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap())
     }
 
-    // One test: `CALLS` is the process's, and tests run in parallel.
+    /// The contended mode measures a shared dependency only if each thread's adapters share it.
+    #[test]
+    fn adapters_made_by_sharing_call_the_same_dependency_and_tower_budget() {
+        let first = on_the_real_clock();
+        let other =
+            first.sharing(tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap());
+        assert!(other.run(Contender::RelentTokio, PATHS[0]) && other.run(Contender::RelentTokio, PATHS[0]));
+        assert_eq!(first.shared.dep.inspect(|state, _, now| state.counts(now).calls), 2);
+        assert!(std::sync::Arc::ptr_eq(&first.shared.tower_budget, &other.shared.tower_budget));
+    }
+
+    // One test: it reads this thread's `CALLS`.
     #[test]
     fn on_the_real_clock_every_contender_succeeds_after_one_call_and_count_runs_only_named_benches() {
         let adapters = on_the_real_clock();
         // `check` panics, naming the contender, on any other outcome.
         adapters.check(&PATHS[..2]);
-        CALLS.store(0, Relaxed);
+        CALLS.set(0);
         assert_eq!(count(&adapters, &PATHS[..2], "success_after_a_wait/tower_retry_with_budget", 3), Ok(()));
-        assert_eq!(CALLS.load(Relaxed), 3);
+        assert_eq!(CALLS.get(), 3);
         let refused = count(&adapters, &PATHS[..2], "one_retry/relent_tokio", 1).unwrap_err();
         assert_eq!(
             refused,
@@ -301,6 +327,6 @@ mod tests {
              tower_retry_with_budget_and_attempt_timeout"
         );
         assert!(count(&adapters, &PATHS, "success", 1).is_err(), "a path without a contender");
-        assert_eq!(CALLS.load(Relaxed), 3, "a refused count calls nothing");
+        assert_eq!(CALLS.get(), 3, "a refused count calls nothing");
     }
 }

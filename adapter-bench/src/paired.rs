@@ -18,13 +18,23 @@ pub const BATCH: usize = 64;
 /// Times `n` contenders in turn (`time(i)` times `BATCH` calls of contender `i`), once each per
 /// round in an order that rotates each round, and returns each one's time per call in each round,
 /// in ns.
-pub fn rotate(n: usize, mut time: impl FnMut(usize) -> Std) -> Vec<Vec<f64>> {
-    let mut per_round = vec![Vec::with_capacity(ROUNDS); n];
-    for round in 0..2 * ROUNDS {
+pub fn rotate(n: usize, time: impl FnMut(usize) -> Std) -> Vec<Vec<f64>> {
+    rotate_rounds(ROUNDS, BATCH, n, time)
+}
+
+/// As [`rotate`], for `rounds` rounds after as many of warm-up, `time(i)` timing `calls` calls.
+pub fn rotate_rounds(
+    rounds: usize,
+    calls: usize,
+    n: usize,
+    mut time: impl FnMut(usize) -> Std,
+) -> Vec<Vec<f64>> {
+    let mut per_round = vec![Vec::with_capacity(rounds); n];
+    for round in 0..2 * rounds {
         for k in 0..n {
             let i = (round + k) % n;
-            let t = time(i).as_secs_f64() * 1e9 / BATCH as f64;
-            if round >= ROUNDS {
+            let t = time(i).as_secs_f64() * 1e9 / calls as f64;
+            if round >= rounds {
                 per_round[i].push(t);
             }
         }
@@ -57,26 +67,102 @@ pub fn adapters(a: &Adapters, paths: &[Path]) {
             }
             started.elapsed()
         });
-        // `ALL` lists the contenders in declaration order: a contender's index is its discriminant.
-        let at = |who: Contender| who as usize;
-        let over = |who: Contender, r: usize| t[at(who)][r] - t[at(Contender::BareCall)][r];
-        let medians: Vec<String> = Contender::ALL
-            .iter()
-            .skip(1)
-            .map(|&who| {
-                format!("{} +{:.0} ns", who.name(), quartiles((0..ROUNDS).map(|r| over(who, r)).collect()).0)
-            })
-            .collect();
-        println!(
-            "{}: overhead over the bare call ({:.0} ns), medians: {}",
-            path.name,
-            quartiles(t[0].clone()).0,
-            medians.join(", ")
-        );
-        for other in [Contender::TowerRetryWithBudget, Contender::TowerRetryWithBudgetAndAttemptTimeout] {
-            ratio_line(&format!("{}: relent_tokio / {} (overheads)", path.name, other.name()), ROUNDS, |r| {
-                over(Contender::RelentTokio, r) / over(other, r)
+        report(path.name, "", &t);
+    }
+}
+
+/// Rounds of the contended mode, each preceded by as many rounds of warm-up.
+pub const CONTENDED_ROUNDS: usize = 200;
+
+/// Calls per thread per round of the contended mode: enough that the threads' wake-ups at the start
+/// of a round (tens of µs apart on a virtual machine) are a small part of it.
+pub const CONTENDED_CALLS: usize = 10_000;
+
+/// The adapters with `n` threads, each on a runtime of its own made by `runtime` on that thread
+/// but sharing `first`'s dependency and tower budget ([`Adapters::sharing`]), calling on `path`
+/// back to back: the contenders timed in
+/// turn, `CONTENDED_CALLS` calls a thread a round, from the first thread's first call to the last
+/// thread's last. Each figure is wall time per call, all threads' calls counted: the cost of one
+/// dependency shared by as many cores as call it, its state moving between their caches.
+pub fn contended(
+    first: &Adapters,
+    n: usize,
+    runtime: impl Fn() -> tokio::runtime::Runtime + Sync,
+    path: Path,
+) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    use std::sync::{Barrier, Mutex};
+    use std::time::Instant;
+
+    let (start, end) = (Barrier::new(n + 1), Barrier::new(n + 1));
+    let (who, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+    // Each thread's first and last instant in the round: the threads time themselves, so that
+    // waking the thread that reads the times is not in them.
+    let spans: Mutex<Vec<(Instant, Instant)>> = Mutex::new(Vec::with_capacity(n));
+    std::thread::scope(|scope| {
+        for _ in 0..n {
+            let (start, end, who, stop, spans, runtime) = (&start, &end, &who, &stop, &spans, &runtime);
+            scope.spawn(move || {
+                // Made here, so that what the thread's runtime allocates is the thread's own.
+                let a = first.sharing(runtime());
+                a.check(&[path]);
+                loop {
+                    start.wait();
+                    if stop.load(Relaxed) {
+                        return;
+                    }
+                    let contender = Contender::ALL[who.load(Relaxed)];
+                    let first = Instant::now();
+                    for _ in 0..CONTENDED_CALLS {
+                        a.run(contender, path);
+                    }
+                    let last = Instant::now();
+                    spans.lock().unwrap().push((first, last));
+                    end.wait();
+                }
             });
         }
+        let t = rotate_rounds(CONTENDED_ROUNDS, n * CONTENDED_CALLS, Contender::ALL.len(), |i| {
+            // The barriers order this store before the threads' loads, and their spans before
+            // the reads below.
+            who.store(i, Relaxed);
+            start.wait();
+            end.wait();
+            let mut spans = spans.lock().unwrap();
+            let first = spans.iter().map(|s| s.0).min().expect("a span a thread");
+            let last = spans.iter().map(|s| s.1).max().expect("a span a thread");
+            spans.clear();
+            last - first
+        });
+        stop.store(true, Relaxed);
+        start.wait();
+        report(path.name, &format!(", {n} threads sharing one dependency (wall time per call)"), &t);
+    });
+}
+
+/// Prints each contender's overhead over the bare call of the same round (medians over the rounds
+/// of `t`, one row a contender in `Contender::ALL`'s order), and relent-tokio's over tower's with a
+/// budget, without and with `Timeout`.
+fn report(path: &str, how: &str, t: &[Vec<f64>]) {
+    // `ALL` lists the contenders in declaration order: a contender's index is its discriminant.
+    let at = |who: Contender| who as usize;
+    let rounds = t[at(Contender::BareCall)].len();
+    let over = |who: Contender, r: usize| t[at(who)][r] - t[at(Contender::BareCall)][r];
+    let medians: Vec<String> = Contender::ALL
+        .iter()
+        .skip(1)
+        .map(|&who| {
+            format!("{} +{:.0} ns", who.name(), quartiles((0..rounds).map(|r| over(who, r)).collect()).0)
+        })
+        .collect();
+    println!(
+        "{path}{how}: overhead over the bare call ({:.0} ns), medians: {}",
+        quartiles(t[at(Contender::BareCall)].clone()).0,
+        medians.join(", ")
+    );
+    for other in [Contender::TowerRetryWithBudget, Contender::TowerRetryWithBudgetAndAttemptTimeout] {
+        ratio_line(&format!("{path}{how}: relent_tokio / {} (overheads)", other.name()), rounds, |r| {
+            over(Contender::RelentTokio, r) / over(other, r)
+        });
     }
 }
