@@ -3,8 +3,10 @@
 //!
 //! One `std::sync::Mutex` per dependency, never one for the process: a slow or failing payment
 //! provider must not serialise the calls to the fraud service. The lock is held for one call into
-//! the core at a time (microseconds), never across an await, so a plain blocking mutex is the right
-//! tool on a multi-threaded runtime.
+//! the core at a time (a fraction of a microsecond), never across an await, so a plain blocking
+//! mutex is the right tool on a multi-threaded runtime. relent-adapter-bench's contended mode
+//! measures it: two threads calling one dependency back to back pay about what one thread does, in
+//! wall time per call, where tower's retry with a shared budget and a `Timeout` pays more than twice that.
 //!
 //! Jitter comes from a fast PRNG (xoshiro256++) kept beside the state, seeded from OS entropy once
 //! per process and mixed with the dependency's name. Never a fixed seed in production: a fleet of
