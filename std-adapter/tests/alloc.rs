@@ -1,8 +1,8 @@
 //! An operation whose own future does not allocate goes through `execute`, with a retry and its
 //! backoff sleep, without a single heap allocation, the very first one included: the state lives in
 //! the dependency, allocated once when it is built (its name and its shared state: two
-//! allocations, 920 bytes), and in the operation's own future. tokio's timer and a `tracing` call with no
-//! subscriber allocate nothing either.
+//! allocations, 920 bytes), and in the operation's own future. tokio's timer and a `tracing` call
+//! with no subscriber allocate nothing either.
 //!
 //! Counted with `allocation-counter`, on the test's own thread, around a current-thread runtime
 //! with paused time.
