@@ -309,7 +309,7 @@ mod tests {
         assert!(std::sync::Arc::ptr_eq(&first.shared.tower_budget, &other.shared.tower_budget));
     }
 
-    // One test: it reads this thread's `CALLS`.
+    // `CALLS` is the test thread's own: the tests running beside this one do not move it.
     #[test]
     fn on_the_real_clock_every_contender_succeeds_after_one_call_and_count_runs_only_named_benches() {
         let adapters = on_the_real_clock();

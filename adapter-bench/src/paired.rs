@@ -80,10 +80,10 @@ pub const CONTENDED_CALLS: usize = 10_000;
 
 /// The adapters with `n` threads, each on a runtime of its own made by `runtime` on that thread
 /// but sharing `first`'s dependency and tower budget ([`Adapters::sharing`]), calling on `path`
-/// back to back: the contenders timed in
-/// turn, `CONTENDED_CALLS` calls a thread a round, from the first thread's first call to the last
-/// thread's last. Each figure is wall time per call, all threads' calls counted: the cost of one
-/// dependency shared by as many cores as call it, its state moving between their caches.
+/// back to back: the contenders timed in turn, `CONTENDED_CALLS` calls a thread a round, from the
+/// first thread's first call to the last thread's last. Each figure is wall time per call, all
+/// threads' calls counted: the cost of one dependency shared by as many cores as call it, its state
+/// moving between their caches.
 pub fn contended(
     first: &Adapters,
     n: usize,
@@ -112,12 +112,12 @@ pub fn contended(
                         return;
                     }
                     let contender = Contender::ALL[who.load(Relaxed)];
-                    let first = Instant::now();
+                    let began = Instant::now();
                     for _ in 0..CONTENDED_CALLS {
                         a.run(contender, path);
                     }
-                    let last = Instant::now();
-                    spans.lock().unwrap().push((first, last));
+                    let ended = Instant::now();
+                    spans.lock().unwrap().push((began, ended));
                     end.wait();
                 }
             });
@@ -129,10 +129,10 @@ pub fn contended(
             start.wait();
             end.wait();
             let mut spans = spans.lock().unwrap();
-            let first = spans.iter().map(|s| s.0).min().expect("a span a thread");
-            let last = spans.iter().map(|s| s.1).max().expect("a span a thread");
+            let began = spans.iter().map(|s| s.0).min().expect("a span a thread");
+            let ended = spans.iter().map(|s| s.1).max().expect("a span a thread");
             spans.clear();
-            last - first
+            ended - began
         });
         stop.store(true, Relaxed);
         start.wait();

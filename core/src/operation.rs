@@ -329,8 +329,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     /// adapter that numbers a dependency's operations: call it under the lock of the operation's
     /// first poll, before that poll, so that every event and the completion carry the id, and
     /// keep the count beside the state that lock guards. relent-tokio does: its atomic counter
-    /// cost a locked read-modify-write per operation, about 10 ns, where the count under the lock
-    /// costs nothing the lock does not already pay.
+    /// cost a locked read-modify-write per operation, 7 to 11 ns on the development machine, where
+    /// the count under the lock costs nothing the lock does not already pay.
     pub fn assign_id(&mut self, id: u64) -> bool {
         let unset = self.id.0 == 0;
         if unset {
@@ -338,6 +338,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         }
         unset
     }
+
     /// The overall deadline.
     pub const fn deadline(&self) -> Instant<HZ> {
         self.deadline
