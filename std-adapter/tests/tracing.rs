@@ -47,25 +47,28 @@ impl std::io::Write for Captured {
     }
 }
 
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Self;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
+/// Sends this thread's tracing events up to `max` to `writer` from here on, one line each, without
+/// the time.
+fn install<W>(max: Level, writer: W) -> tracing::subscriber::DefaultGuard
+where
+    W: std::io::Write + Clone + Send + Sync + 'static,
+{
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(max)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .without_time()
+        .finish();
+    let guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    guard
 }
 
 /// Captures this thread's tracing events up to `max` from here on, as lines without the time and
 /// the module.
 fn capture(max: Level) -> (Captured, tracing::subscriber::DefaultGuard) {
     let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(max)
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .without_time()
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let guard = install(max, captured.clone());
     (captured, guard)
 }
 
@@ -240,13 +243,6 @@ impl std::io::Write for LockProbe {
     }
 }
 
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LockProbe {
-    type Writer = Self;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 /// A subscriber that writes to a file or a socket can take far longer than the core's work, and
 /// in an outage every caller logs a refusal at WARN: events are logged after the step that made
 /// them has released the dependency's lock. Covered: a dispatch, a success, a failure that opens
@@ -259,14 +255,7 @@ async fn no_event_is_logged_while_the_dependency_is_locked() {
     let dependency = Dependency::with_seed("payrail", config, 7).unwrap();
     let probe =
         LockProbe { dependency: dependency.clone(), lines: Captured::default(), free: Default::default() };
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(probe.clone())
-        .with_ansi(false)
-        .without_time()
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let _guard = install(Level::DEBUG, probe.clone());
     let read = |id| {
         Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600))).id(id)
     };
@@ -318,13 +307,6 @@ impl std::io::Write for PanicsOnce {
     }
 }
 
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for PanicsOnce {
-    type Writer = Self;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 /// A subscriber that panics while the operation's first step is logged (its dispatch) unwinds the
 /// task that runs the operation. The attempt was admitted by then, and holds the bulkhead's one
 /// slot: the operation gives it back as it is dropped, so the next operation is let through.
@@ -334,14 +316,7 @@ async fn a_subscriber_that_panics_at_the_first_dispatch_loses_no_bulkhead_slot()
         Dependency::with_seed("payrail", DependencyConfig::new(Duration::from_secs(10)).bulkhead(1), 7)
             .unwrap();
     let writer = PanicsOnce { at: "attempt dispatched", ..PanicsOnce::default() };
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(writer.clone())
-        .with_ansi(false)
-        .without_time()
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let _guard = install(Level::DEBUG, writer.clone());
     let read = |id| {
         Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600))).id(id)
     };
