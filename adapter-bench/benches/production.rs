@@ -11,10 +11,7 @@
 //! under a minute); `-- --count PATH/CONTENDER N` runs one contender `N` times for callgrind (see
 //! `count`).
 
-use relent_adapter_bench::{Adapters, PATHS, Path, count, paired};
-
-/// The paths that never sleep: an attempt ready at once, and one that yields once.
-const PATHS_ON_THE_REAL_CLOCK: [Path; 2] = [PATHS[0], PATHS[1]];
+use relent_adapter_bench::{Adapters, PATHS_ON_THE_REAL_CLOCK, count, paired};
 
 fn main() {
     assert!(

@@ -2,7 +2,7 @@
 
 use std::cell::Cell;
 use std::hint::black_box;
-use std::time::Duration as Std;
+use std::time::{Duration as Std, Instant};
 
 use backon::ExponentialBuilder;
 use relent_core::{Context, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
@@ -65,6 +65,10 @@ pub const PATHS: [Path; 3] = [
     Path { name: "success_after_a_wait", fails_first: false, waits: true },
     Path { name: "one_retry", fails_first: true, waits: false },
 ];
+
+/// The paths that never sleep, which the benches on the real clock run: an attempt ready at once,
+/// and one that yields once. (The retry path's 100 ms backoff needs the paused clock.)
+pub const PATHS_ON_THE_REAL_CLOCK: [Path; 2] = [PATHS[0], PATHS[1]];
 
 /// tower's request in the adapter benches: whether the call fails. A plain value, so that tower's
 /// figures hold no allocation of the bench's own (an earlier `Arc` counter cost tower about 140
@@ -146,6 +150,80 @@ impl Contender {
     }
 }
 
+/// `$then` applied to one operation of `$who` on `$path` (a future, bound to `$op`), every
+/// contender's operation defined here once: `Adapters::run` hands it to its runtime's `block_on`,
+/// and the multi-threaded mode awaits it in a task. The results are black-boxed by `$then` before
+/// they are inspected, so no contender's value is folded away.
+macro_rules! with_operation {
+    ($shared:expr, $who:expr, $path:expr, |$op:ident| $then:expr) => {{
+        use backon::Retryable;
+        use tower::{Service, ServiceExt};
+
+        let Path { fails_first, waits, .. } = $path;
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Std::from_millis(100))
+            .with_max_times(2)
+            .with_jitter();
+        // The request says whether its call fails; tower's policy clears it for the retry.
+        let service = tower::service_fn(|Fails(fail)| call(fail, waits));
+        let Shared { dep, policy: relent_policy, tower_budget } = $shared;
+        let policy = || TowerPolicy { budget: tower_budget.clone(), retried: false };
+        match $who {
+            Contender::BareCall => {
+                let $op = call(false, waits);
+                $then
+            }
+            Contender::RelentTokio => {
+                let $op =
+                    dep.execute(relent_policy, CONTEXT, |info| call(fails_first && info.number == 1, waits));
+                $then
+            }
+            Contender::Backon => {
+                let $op = async {
+                    let mut first = fails_first;
+                    (|| call(std::mem::replace(&mut first, false), waits))
+                        .retry(backoff)
+                        .sleep(tokio::time::sleep)
+                        .await
+                };
+                $then
+            }
+            Contender::TowerRetryWithBudget => {
+                let $op = async {
+                    let mut svc = tower::retry::Retry::new(policy(), service);
+                    svc.ready().await.map_err(|_| ()).unwrap().call(Fails(fails_first)).await
+                };
+                $then
+            }
+            Contender::BackonWithAttemptTimeout => {
+                let $op = async {
+                    let mut first = fails_first;
+                    (|| {
+                        let fail = std::mem::replace(&mut first, false);
+                        async move {
+                            tokio::time::timeout(Std::from_secs(3), call(fail, waits))
+                                .await
+                                .map_err(|_| Refused)?
+                        }
+                    })
+                    .retry(backoff)
+                    .sleep(tokio::time::sleep)
+                    .await
+                };
+                $then
+            }
+            Contender::TowerRetryWithBudgetAndAttemptTimeout => {
+                let $op = async {
+                    let timed = tower::timeout::Timeout::new(service, Std::from_secs(3));
+                    let mut svc = tower::retry::Retry::new(policy(), timed);
+                    svc.ready().await.map_err(|_| ()).unwrap().call(Fails(fails_first)).await.map_err(|_| ())
+                };
+                $then
+            }
+        }
+    }};
+}
+
 /// What the contenders' operations share: relent-tokio's dependency and policy with a ratio
 /// budget, and tower's budget. One of each, however many threads call them, as in a service.
 struct Shared {
@@ -154,15 +232,16 @@ struct Shared {
     tower_budget: std::sync::Arc<TpsBudget>,
 }
 
-/// What the adapter benches run on: a current-thread runtime, and the state the contenders share
-/// (see [`Adapters::sharing`]).
+/// What the adapter benches run on: a tokio runtime, and the state the contenders share (see
+/// [`Adapters::sharing`]).
 pub struct Adapters {
     rt: tokio::runtime::Runtime,
     shared: std::sync::Arc<Shared>,
 }
 
 impl Adapters {
-    /// The contenders on `rt`, a current-thread runtime with time enabled (paused or not).
+    /// The contenders on `rt`, a runtime with time enabled: current-thread (paused or not) or,
+    /// with this crate's `multi-thread` feature, multi-threaded.
     pub fn new(rt: tokio::runtime::Runtime) -> Self {
         let budget = RetryBudget::ratio(100, 0).expect("a valid ratio budget");
         let config = relent_core::DependencyConfig::new(Duration::from_secs(10)).budget(budget);
@@ -184,64 +263,30 @@ impl Adapters {
         Self { rt, shared: self.shared.clone() }
     }
 
-    /// Runs one operation of `who` to its end, and says whether it succeeded.
+    /// Runs one operation of `who` to its end on this runtime (its `block_on`), and says whether
+    /// it succeeded.
     pub fn run(&self, who: Contender, path: Path) -> bool {
-        use backon::Retryable;
-        use tower::{Service, ServiceExt};
-
-        let Path { fails_first, waits, .. } = path;
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(Std::from_millis(100))
-            .with_max_times(2)
-            .with_jitter();
-        // The request says whether its call fails; tower's policy clears it for the retry.
-        let service = tower::service_fn(|Fails(fail)| call(fail, waits));
-        let Shared { dep, policy: relent_policy, tower_budget } = &*self.shared;
-        let policy = || TowerPolicy { budget: tower_budget.clone(), retried: false };
         let rt = &self.rt;
-        // The results are black-boxed before they are inspected, so no contender's value is
-        // folded away.
-        match who {
-            Contender::BareCall => black_box(rt.block_on(call(false, waits))).is_ok(),
-            Contender::RelentTokio => black_box(rt.block_on(
-                dep.execute(relent_policy, CONTEXT, |info| call(fails_first && info.number == 1, waits)),
-            ))
-            .is_ok(),
-            Contender::Backon => black_box(rt.block_on(async {
-                let mut first = fails_first;
-                (|| call(std::mem::replace(&mut first, false), waits))
-                    .retry(backoff)
-                    .sleep(tokio::time::sleep)
-                    .await
-            }))
-            .is_ok(),
-            Contender::TowerRetryWithBudget => black_box(rt.block_on(async {
-                let mut svc = tower::retry::Retry::new(policy(), service);
-                svc.ready().await.map_err(|_| ()).unwrap().call(Fails(fails_first)).await
-            }))
-            .is_ok(),
-            Contender::BackonWithAttemptTimeout => black_box(rt.block_on(async {
-                let mut first = fails_first;
-                (|| {
-                    let fail = std::mem::replace(&mut first, false);
-                    async move {
-                        tokio::time::timeout(Std::from_secs(3), call(fail, waits))
-                            .await
-                            .map_err(|_| Refused)?
-                    }
-                })
-                .retry(backoff)
-                .sleep(tokio::time::sleep)
-                .await
-            }))
-            .is_ok(),
-            Contender::TowerRetryWithBudgetAndAttemptTimeout => black_box(rt.block_on(async {
-                let timed = tower::timeout::Timeout::new(service, Std::from_secs(3));
-                let mut svc = tower::retry::Retry::new(policy(), timed);
-                svc.ready().await.map_err(|_| ()).unwrap().call(Fails(fails_first)).await.map_err(|_| ())
-            }))
-            .is_ok(),
-        }
+        with_operation!(&*self.shared, who, path, |op| black_box(rt.block_on(op)).is_ok())
+    }
+
+    /// Spawns a task on this runtime that runs `n` operations of `who` on `path` one after the
+    /// other, and gives back the instants its first began and its last ended.
+    pub fn spawn(&self, who: Contender, path: Path, n: usize) -> tokio::task::JoinHandle<(Instant, Instant)> {
+        let shared = self.shared.clone();
+        self.rt.spawn(async move {
+            let shared = &*shared;
+            let began = Instant::now();
+            for _ in 0..n {
+                with_operation!(shared, who, path, |op| black_box(op.await).is_ok());
+            }
+            (began, Instant::now())
+        })
+    }
+
+    /// Runs `future` to its end on this runtime, from the calling thread.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.rt.block_on(future)
     }
 
     /// Before anything is timed: each contender, on each of `paths`, succeeds after exactly the
@@ -307,6 +352,21 @@ mod tests {
         assert!(other.run(Contender::RelentTokio, PATHS[0]) && other.run(Contender::RelentTokio, PATHS[0]));
         assert_eq!(first.shared.dep.inspect(|state, _, now| state.counts(now).calls), 2);
         assert!(std::sync::Arc::ptr_eq(&first.shared.tower_budget, &other.shared.tower_budget));
+    }
+
+    /// The multi-threaded mode's tasks: each runs its `n` operations through the shared dependency
+    /// and spans them. (On a current-thread runtime here, whose tasks run on the thread that
+    /// blocks on them: the test builds without the `multi-thread` feature.)
+    #[test]
+    fn a_spawned_task_runs_its_operations_through_the_shared_dependency_and_spans_them() {
+        let adapters = on_the_real_clock();
+        CALLS.set(0);
+        let before = std::time::Instant::now();
+        let handle = adapters.spawn(Contender::RelentTokio, PATHS[1], 3);
+        let (began, ended) = adapters.block_on(handle).unwrap();
+        assert!(before <= began && began <= ended && ended <= std::time::Instant::now());
+        assert_eq!(CALLS.get(), 3);
+        assert_eq!(adapters.shared.dep.inspect(|state, _, now| state.counts(now).calls), 3);
     }
 
     // `CALLS` is the test thread's own: the tests running beside this one do not move it.

@@ -13,4 +13,4 @@
 pub mod contenders;
 pub mod paired;
 
-pub use contenders::{Adapters, CONTEXT, Contender, PATHS, Path, count};
+pub use contenders::{Adapters, CONTEXT, Contender, PATHS, PATHS_ON_THE_REAL_CLOCK, Path, count};

@@ -140,6 +140,50 @@ pub fn contended(
     });
 }
 
+/// Rounds of the multi-threaded mode, each preceded by as many rounds of warm-up.
+pub const WORKER_ROUNDS: usize = 100;
+
+/// Tasks a worker thread of the multi-threaded mode, spawned each round: a service's worker runs
+/// many requests' tasks, and more tasks than workers let the runtime spread them.
+pub const TASKS_PER_WORKER: usize = 8;
+
+/// Calls per task per round of the multi-threaded mode: `CONTENDED_CALLS` a worker, as each thread
+/// of the contended mode makes.
+pub const TASK_CALLS: usize = CONTENDED_CALLS / TASKS_PER_WORKER;
+
+/// The adapters on `a`'s runtime, multi-threaded with `workers` worker threads, as a service runs
+/// them: each round, each contender in turn is `TASKS_PER_WORKER` tasks a worker, spawned
+/// together, each making `TASK_CALLS` calls on `path` back to back, all through `a`'s one
+/// dependency and one tower budget. The tasks time themselves; each figure is the wall time from the
+/// first task's first call to the last one's last, per call, all tasks' calls counted. The runtime's
+/// scheduling (tasks stolen between workers, wake-ups, a timer's registration from whichever worker
+/// runs it) is in every figure, the bare call's included.
+pub fn on_workers(a: &Adapters, workers: usize, path: Path) {
+    a.check(&[path]);
+    let tasks = TASKS_PER_WORKER * workers;
+    let t = rotate_rounds(WORKER_ROUNDS, tasks * TASK_CALLS, Contender::ALL.len(), |i| {
+        let spans = a.block_on(async {
+            let handles: Vec<_> = (0..tasks).map(|_| a.spawn(Contender::ALL[i], path, TASK_CALLS)).collect();
+            let mut spans = Vec::with_capacity(tasks);
+            for handle in handles {
+                spans.push(handle.await.expect("a task that ran to its end"));
+            }
+            spans
+        });
+        let began = spans.iter().map(|s| s.0).min().expect("a span a task");
+        let ended = spans.iter().map(|s| s.1).max().expect("a span a task");
+        ended - began
+    });
+    report(
+        path.name,
+        &format!(
+            ", {tasks} tasks on {workers} worker thread{} sharing one dependency (wall time per call)",
+            if workers == 1 { "" } else { "s" }
+        ),
+        &t,
+    );
+}
+
 /// Prints each contender's overhead over the bare call of the same round (medians over the rounds
 /// of `t`, one row a contender in `Contender::ALL`'s order), and relent-tokio's over tower's with a
 /// budget, without and with `Timeout`.

@@ -2,13 +2,14 @@
 //! `--benchmarks`, also the performance tables (criterion: relent-core's decision path, the
 //! comparison with backon, tower and governor, and relent-tokio's overhead), then the same
 //! comparisons in the alternatives bench's paired mode, and the adapters' again in the production
-//! build (relent-adapter-bench's `production` bench): the ratios the README reports.
+//! build (relent-adapter-bench's `production` bench) and on tokio's multi-threaded runtime (its
+//! `multi_thread` bench): the ratios the README reports.
 //!
 //! `--benchmarks` ends with the instruction counts the README gives beside the timings, counted by
 //! callgrind (repeatable, unlike time on a shared machine) when valgrind is installed;
 //! `--instructions` prints those alone (about 30 seconds).
 //!
-//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 7 minutes on 2 cores;
+//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (about 8 minutes on 2 cores;
 //! without the flag, about 10 seconds).
 
 use std::fmt::Write as _;
@@ -23,7 +24,7 @@ const USAGE: &str =
     "usage: cargo run --release -p relent-tests --bin evidence [-- --benchmarks | -- --instructions]
   (no flag)       the simulations: tables on stdout, CSV and SVG plots in evidence/ (about 10 s)
   --benchmarks    the same, then the benchmark suites, the paired mode and the instruction counts
-                  (about 7 minutes)
+                  (about 8 minutes)
   --instructions  the instruction counts alone, under callgrind (about 30 s; needs valgrind)
 environment: EVIDENCE_RUNS=N seeded runs per point of the AWS experiment (default 100, the paper's)";
 
@@ -234,9 +235,10 @@ fn benchmarks() {
     }
     // The ratios the README reports: the same comparisons timed in turn, round after round, on
     // the paused clock and then in the production build.
-    let paired: [&[&str]; 2] = [
+    let paired: [&[&str]; 3] = [
         &["bench", "-p", "relent-tests", "--bench", "alternatives", "--", "--paired"],
         &["bench", "-p", "relent-adapter-bench", "--bench", "production"],
+        &["bench", "-p", "relent-adapter-bench", "--features", "multi-thread", "--bench", "multi_thread"],
     ];
     for args in paired {
         println!("`cargo {}`\n", args.join(" "));
