@@ -4,9 +4,13 @@
 //! One `std::sync::Mutex` per dependency, never one for the process: a slow or failing payment
 //! provider must not serialise the calls to the fraud service. The lock is held for one call into
 //! the core at a time (a fraction of a microsecond), never across an await, so a plain blocking
-//! mutex is the right tool on a multi-threaded runtime. relent-adapter-bench's contended mode
-//! measures it: two threads calling one dependency back to back pay about what one thread does, in
-//! wall time per call, where tower's retry with a shared budget and a `Timeout` pays more than twice that.
+//! mutex is the right tool on a multi-threaded runtime. relent-adapter-bench measures it with one
+//! dependency shared by two cores calling it back to back, millions of operations a second. Two
+//! threads each running an operation a `block_on` pay about what one thread does in wall time per
+//! call; tasks on tokio's multi-threaded runtime, with nothing between their operations, pay two
+//! and a half to three and a half times one worker's, as the lock moves between the cores at every
+//! step. tower's retry with a shared budget and a `Timeout` slows more in the first and about as
+//! much in the second. A spinning `parking_lot` lock did not do better (docs/performance.md).
 //!
 //! Jitter comes from a fast PRNG (xoshiro256++) kept beside the state, seeded from OS entropy once
 //! per process and mixed with the dependency's name. Never a fixed seed in production: a fleet of
