@@ -7,9 +7,8 @@
 //! mutex is the right tool on a multi-threaded runtime. relent-adapter-bench measures it with one
 //! dependency shared by two cores calling it back to back, millions of operations a second. Two
 //! threads each running an operation a `block_on` pay about what one thread does in wall time per
-//! call; tasks on tokio's multi-threaded runtime, with nothing between their operations, pay two
-//! and a half to three and a half times one worker's, as the lock moves between the cores at every
-//! step. tower's retry with a shared budget and a `Timeout` slows more in the first and about as
+//! call; tasks on tokio's multi-threaded runtime, with nothing between their operations, pay about
+//! three times one worker's, as the lock moves between the cores at every step. tower's retry with a shared budget and a `Timeout` slows more in the first and about as
 //! much in the second. A spinning `parking_lot` lock did not do better (docs/performance.md).
 //!
 //! Jitter comes from a fast PRNG (xoshiro256++) kept beside the state, seeded from OS entropy once
