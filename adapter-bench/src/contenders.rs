@@ -174,8 +174,8 @@ macro_rules! with_operation {
                 $then
             }
             Contender::RelentTokio => {
-                let $op =
-                    dep.execute(relent_policy, CONTEXT, |info| call(fails_first && info.number == 1, waits));
+                let $op = dep
+                    .execute(relent_policy, CONTEXT, |info| call(fails_first && info.number() == 1, waits));
                 $then
             }
             Contender::Backon => {

@@ -64,7 +64,7 @@ fn overhead(c: &mut Criterion) {
         })
     });
     g.bench_function("one_retry/relent_execute", |b| {
-        b.iter(|| rt.block_on(dep.execute(&POLICY, context, |info| call(info.number == 1))))
+        b.iter(|| rt.block_on(dep.execute(&POLICY, context, |info| call(info.number() == 1))))
     });
     g.finish();
 }

@@ -39,7 +39,7 @@ pub fn std_duration(d: Duration) -> std::time::Duration {
 pub(crate) const FAR: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 3600);
 
 /// Maps tokio's clock onto ticks from an anchor.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Clock {
     anchor: tokio::time::Instant,
 }

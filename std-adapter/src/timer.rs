@@ -23,11 +23,15 @@ use tokio::time::{Instant, Sleep};
 /// An operation's timer: nothing until the first wait, one `Sleep` after.
 pub(crate) type Timer = Option<Sleep>;
 
-/// Polls `timer`. `arm` is the instant this wait is for until its first poll, which sets the
+/// Polls `timer`. `arm` gives the instant this wait is for until its first poll, which sets the
 /// timer to it (creating the `Sleep` if there is none yet) and takes it; the later polls of the
 /// same wait only poll the timer.
-fn poll_timer(mut timer: Pin<&mut Timer>, arm: &mut Option<Instant>, cx: &mut Context<'_>) -> Poll<()> {
-    if let Some(at) = arm.take() {
+fn poll_timer(
+    mut timer: Pin<&mut Timer>,
+    arm: &mut Option<impl FnOnce() -> Instant>,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    if let Some(at) = arm.take().map(|at| at()) {
         match timer.as_mut().as_pin_mut() {
             Some(sleep) => sleep.reset(at),
             None => timer.set(Some(tokio::time::sleep_until(at))),
@@ -41,13 +45,14 @@ fn poll_timer(mut timer: Pin<&mut Timer>, arm: &mut Option<Instant>, cx: &mut Co
     }
 }
 
-/// Races `attempt` against the timer set to `expires`: `Some(output)` if the attempt finished
-/// first, `None` if its timeout expired first. Both are borrowed, pinned where the caller holds
-/// them, so the operation's future holds the attempt's future once.
+/// Races `attempt` against the timer set to the instant `expires` gives, asked only if the attempt
+/// is pending at its first poll: `Some(output)` if the attempt finished first, `None` if its
+/// timeout expired first. Both are borrowed, pinned where the caller holds them, so the operation's
+/// future holds the attempt's future once.
 pub(crate) fn race<'a, F: Future>(
     mut attempt: Pin<&'a mut F>,
     mut timer: Pin<&'a mut Timer>,
-    expires: Instant,
+    expires: impl FnOnce() -> Instant + 'a,
 ) -> impl Future<Output = Option<F::Output>> + 'a {
     let mut arm = Some(expires);
     std::future::poll_fn(move |cx| {
@@ -73,7 +78,7 @@ pub(crate) fn race<'a, F: Future>(
 
 /// Waits until `at` on the timer.
 pub(crate) fn wait_until(mut timer: Pin<&mut Timer>, at: Instant) -> impl Future<Output = ()> + '_ {
-    let mut arm = Some(at);
+    let mut arm = Some(move || at);
     std::future::poll_fn(move |cx| poll_timer(timer.as_mut(), &mut arm, cx))
 }
 
@@ -85,10 +90,11 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn an_attempt_ready_at_its_first_poll_arms_no_timer() {
+    async fn an_attempt_ready_at_its_first_poll_arms_no_timer_and_converts_no_expiry() {
         let mut timer = pin!(None);
-        let expires = Instant::now() + Duration::from_secs(3);
         let attempt = pin!(std::future::ready(7));
+        let expires =
+            || -> Instant { panic!("the expiry of an attempt ready at its first poll was computed") };
         assert_eq!(race(attempt, timer.as_mut(), expires).await, Some(7));
         assert!(timer.is_none(), "a timer was created for an attempt that never waited");
     }
@@ -98,7 +104,7 @@ mod tests {
         let start = Instant::now();
         let mut timer = pin!(None);
         let attempt = pin!(std::future::pending::<u8>());
-        assert_eq!(race(attempt, timer.as_mut(), start + Duration::from_millis(2_500)).await, None);
+        assert_eq!(race(attempt, timer.as_mut(), || start + Duration::from_millis(2_500)).await, None);
         assert_eq!(Instant::now() - start, Duration::from_millis(2_500));
     }
 
@@ -112,14 +118,14 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(1)).await;
             "answered"
         });
-        assert_eq!(race(slow, timer.as_mut(), start + Duration::from_secs(3)).await, Some("answered"));
+        assert_eq!(race(slow, timer.as_mut(), || start + Duration::from_secs(3)).await, Some("answered"));
         assert!(timer.is_some());
         // A backoff on the same timer ends at its own instant, not at the old 3 s.
         wait_until(timer.as_mut(), start + Duration::from_millis(1_200)).await;
         assert_eq!(Instant::now() - start, Duration::from_millis(1_200));
         // And the next attempt's timeout at its own expiry, earlier than the first one's.
         let hung = pin!(std::future::pending::<&str>());
-        assert_eq!(race(hung, timer.as_mut(), start + Duration::from_millis(2_000)).await, None);
+        assert_eq!(race(hung, timer.as_mut(), || start + Duration::from_millis(2_000)).await, None);
         assert_eq!(Instant::now() - start, Duration::from_millis(2_000));
         // A wait for an instant already past ends at once.
         wait_until(timer.as_mut(), start).await;
@@ -144,7 +150,7 @@ mod tests {
             // the attempt's timeout does not.
             tokio::time::advance(Duration::from_secs(61)).await;
         });
-        let raced = tokio::time::timeout(Duration::from_secs(60), race(greedy, timer.as_mut(), expires));
+        let raced = tokio::time::timeout(Duration::from_secs(60), race(greedy, timer.as_mut(), || expires));
         assert_eq!(raced.await, Ok(None), "the attempt's timeout never fired");
         mover.await.unwrap();
     }

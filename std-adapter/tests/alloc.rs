@@ -47,13 +47,12 @@ fn execute_with_a_retry_does_not_allocate() {
     let dep = dep.unwrap();
     let context =
         Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));
-    let one =
-        || async {
-            dep.execute(&POLICY, context, |info| async move {
-                if info.number == 1 { Err(Refused) } else { Ok(7u32) }
-            })
-            .await
-        };
+    let one = || async {
+        dep.execute(&POLICY, context, |info| async move {
+            if info.number() == 1 { Err(Refused) } else { Ok(7u32) }
+        })
+        .await
+    };
     let mut total = 0;
     let counted = allocation_counter::measure(|| {
         runtime.block_on(async {

@@ -83,7 +83,7 @@ impl Drop for DroppedFlag {
 async fn hang(log: Log, t0: Instant, info: relent_tokio::AttemptInfo) -> Result<(), PayrailError> {
     let index = {
         let mut log = log.lock().unwrap();
-        log.push((t0.elapsed(), info.timeout, false));
+        log.push((t0.elapsed(), info.timeout(), false));
         log.len() - 1
     };
     let _flag = DroppedFlag(log, index);
@@ -110,6 +110,41 @@ async fn seed_000_checkout_hanging_attempts_are_cut_at_their_timeouts_and_droppe
     assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
     assert_eq!(done.completion.last_failure, Some(AttemptError::TimedOut { after: Duration::from_secs(3) }));
     assert_eq!(done.completion.summary.waited, Duration::from_millis(300));
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_is_told_its_number_timeout_expiry_deadline_and_operation_on_tokios_clock() {
+    let dep = payrail(budgeted());
+    let t0 = Instant::now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let _ = dep
+        .execute_detailed(&CHECKOUT, read(Std::from_millis(9_900)).id(5), |info| {
+            let seen = seen.clone();
+            async move {
+                let at = Instant::now() - t0;
+                let told = (info.number(), at, info.timeout(), info.expires() - t0, info.deadline() - t0);
+                seen.lock().unwrap().push((told, info.operation().0, format!("{info:?}")));
+                std::future::pending::<Result<(), PayrailError>>().await
+            }
+        })
+        .await
+        .unwrap();
+    let ms = |v: u64| Std::from_millis(v);
+    let seen = seen.lock().unwrap();
+    let told: Vec<_> = seen.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(
+        told,
+        [
+            ((1, ms(0), ms(3_000), ms(3_000), ms(9_900)), 5),
+            ((2, ms(3_100), ms(3_000), ms(6_100), ms(9_900)), 5),
+            ((3, ms(6_300), ms(3_000), ms(9_300), ms(9_900)), 5),
+        ],
+        "(number, start, timeout, expiry and deadline from t0), operation"
+    );
+    // Debug shows what the methods give, not the ticks behind them.
+    let first = &seen[0].2;
+    assert!(first.starts_with("AttemptInfo { number: 1, timeout: 3s, expires: "), "{first}");
+    assert!(first.ends_with(", operation: OperationId(5) }"), "{first}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -159,7 +194,7 @@ async fn a_retry_after_is_slept_exactly_and_the_value_is_returned() {
             starts.lock().unwrap().push(t0.elapsed());
             async move {
                 tokio::time::sleep(Std::from_millis(20)).await;
-                if info.number == 1 { Err(PayrailError::Busy(1)) } else { Ok("seat 12") }
+                if info.number() == 1 { Err(PayrailError::Busy(1)) } else { Ok("seat 12") }
             }
         })
         .await
@@ -354,7 +389,7 @@ async fn many_tasks_on_a_multi_threaded_runtime_share_one_dependency() {
                     async move {
                         peak.fetch_max(usize::from(dep.inspect(|s, _, _| s.in_flight())), Ordering::Relaxed);
                         tokio::task::yield_now().await;
-                        if (n + u32::from(info.number)) % 5 == 0 {
+                        if (n + u32::from(info.number())) % 5 == 0 {
                             Err(PayrailError::Refused)
                         } else {
                             Ok(())
@@ -393,12 +428,9 @@ async fn operations_without_an_id_get_the_dependencys_next_one_and_a_given_id_is
     let dep = payrail(budgeted());
     let mut ids = Vec::new();
     for context in [read(Std::from_secs(1)), read(Std::from_secs(1)).id(77), read(Std::from_secs(1))] {
-        let ran =
-            dep.execute_detailed(
-                &CHECKOUT,
-                context,
-                |info| async move { Ok::<_, PayrailError>(info.operation) },
-            );
+        let ran = dep.execute_detailed(&CHECKOUT, context, |info| async move {
+            Ok::<_, PayrailError>(info.operation())
+        });
         let detailed = ran.await.unwrap();
         assert_eq!(
             detailed.value,

@@ -112,7 +112,7 @@ async fn retry_after_a_wait(max: Level) {
     );
     let _ = dep
         .execute(&CHECKOUT, context.id(42), |info| async move {
-            if info.number == 1 { Err(Busy) } else { Ok(()) }
+            if info.number() == 1 { Err(Busy) } else { Ok(()) }
         })
         .await;
     assert_eq!(
