@@ -23,19 +23,17 @@ use crate::log::{Both, Log};
 use crate::shared::SharedDependency;
 use crate::{AttemptError, HZ, Instant};
 
-/// What an attempt is told, so it can set its own radio or modem timeouts.
+/// What an attempt is told, so it can set its own radio or modem timeouts: its number, its timeout,
+/// the instant that timeout expires and the operation's deadline, on embassy-time's clock.
+///
+/// Methods, as on the core's [`Attempt`] and on relent-tokio's `AttemptInfo`, rather than fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
 pub struct AttemptInfo {
-    /// 1 for the first attempt.
-    pub number: u8,
-    /// How long this attempt may run; it is dropped after that.
-    pub timeout: embassy_time::Duration,
-    /// When its timeout expires.
-    pub expires: embassy_time::Instant,
-    /// The operation's overall deadline.
-    pub deadline: embassy_time::Instant,
+    number: u8,
+    timeout: embassy_time::Duration,
+    expires: embassy_time::Instant,
+    deadline: embassy_time::Instant,
 }
 
 impl AttemptInfo {
@@ -47,6 +45,26 @@ impl AttemptInfo {
             expires: epoch.to_embassy(attempt.expires()),
             deadline: epoch.to_embassy(attempt.deadline()),
         }
+    }
+
+    /// 1 for the first attempt.
+    pub fn number(&self) -> u8 {
+        self.number
+    }
+
+    /// How long this attempt may run; it is dropped after that.
+    pub fn timeout(&self) -> embassy_time::Duration {
+        self.timeout
+    }
+
+    /// When its timeout expires.
+    pub fn expires(&self) -> embassy_time::Instant {
+        self.expires
+    }
+
+    /// The operation's overall deadline.
+    pub fn deadline(&self) -> embassy_time::Instant {
+        self.deadline
     }
 }
 
@@ -161,8 +179,8 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     /// let done = block_on(link.execute(&POLICY, frame, &mut rng, |attempt| {
     ///     sent_at_ms.push(t0.elapsed().as_millis());
     ///     async move {
-    ///         assert_eq!(attempt.timeout, embassy_time::Duration::from_secs(2)); // for the radio's own timeout
-    ///         match attempt.number {
+    ///         assert_eq!(attempt.timeout(), embassy_time::Duration::from_secs(2)); // for the radio's own timeout
+    ///         match attempt.number() {
     ///             1 => core::future::pending().await, // no answer at all
     ///             2 => Err(NoAck),
     ///             _ => Ok(17u8), // the network server's acknowledgement
@@ -285,7 +303,10 @@ where
                 Action::Dispatch(attempt) => {
                     // The attempt itself is not held while it runs: the operation gives it back.
                     let info = AttemptInfo::of(attempt, epoch);
-                    Some(embassy_time::with_deadline(info.expires, operation(info)).await)
+                    // A field read, not a borrow of `info` (through its method), which the future
+                    // would then hold across the await.
+                    let expires = info.expires;
+                    Some(embassy_time::with_deadline(expires, operation(info)).await)
                 }
                 // Holding nothing: the lock was released above.
                 Action::Wait { until } => {

@@ -109,7 +109,7 @@ fn seed_000_checkout_attempts_are_cut_at_their_timeouts_to_the_tick() {
     let t0 = embassy_time::Instant::now();
     let mut rng = rng();
     let done = run(link.execute(&CHECKOUT, read(7_500), &mut rng, |info| {
-        attempts.borrow_mut().push((elapsed_ms(t0), info.timeout.as_millis()));
+        attempts.borrow_mut().push((elapsed_ms(t0), info.timeout().as_millis()));
         core::future::pending::<Result<(), LinkError>>()
     }))
     .unwrap();
@@ -134,7 +134,7 @@ fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
     let mut rng = rng();
     let done = run(link.execute_with(&CHECKOUT, read(10_000), &mut rng, &mut record, |info| {
         starts.borrow_mut().push(elapsed_ms(t0));
-        async move { if info.number == 1 { Err(LinkError::Busy(1)) } else { Ok(5u8) } }
+        async move { if info.number() == 1 { Err(LinkError::Busy(1)) } else { Ok(5u8) } }
     }))
     .unwrap();
     assert_eq!(done.value, Some(5));
@@ -246,7 +246,7 @@ fn the_deadline_runs_from_the_call_and_a_refused_start_is_the_futures_output() {
     let t0 = embassy_time::Instant::now();
     let deadlines = RefCell::new(Vec::new());
     let fut = link.execute(&CHECKOUT, read(7_500), &mut rng, |info| {
-        deadlines.borrow_mut().push(info.deadline - t0);
+        deadlines.borrow_mut().push(info.deadline() - t0);
         async { Ok::<_, LinkError>(()) }
     });
     MockDriver::get().advance(embassy_time::Duration::from_millis(500));
@@ -318,7 +318,7 @@ mod restarts {
         let attempts = RefCell::new(Vec::new());
         let mut rng = rng();
         let done = run(link.execute(&CHECKOUT, read(7_500), &mut rng, |info| {
-            attempts.borrow_mut().push((elapsed_ms(t0), info.timeout.as_millis(), info.deadline - t0));
+            attempts.borrow_mut().push((elapsed_ms(t0), info.timeout().as_millis(), info.deadline() - t0));
             core::future::pending::<Result<(), LinkError>>()
         }))
         .unwrap();
