@@ -13,8 +13,9 @@ pub type AttemptError<E> = relent_core::AttemptError<HZ, E>;
 
 /// The operation did not produce a value: it could not start, or it ended failed, deferred or
 /// rejected. `?`-friendly; [`Error::completion`] has the details. `non_exhaustive`, as are the
-/// adapters' reports (`Detailed`, `AttemptInfo`, `RetryReport`): a later version may add a way to
-/// end or a field without breaking your build, so match what you act on and keep a fallback.
+/// adapters' reports (`Detailed`, `RetryReport`; `AttemptInfo` has methods): a later version may
+/// add a way to end or a field without breaking your build, so match what you act on and keep a
+/// fallback.
 ///
 /// ```
 /// use relent_tokio::core::{Classify, Context, DependencyConfig, Disposition, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
