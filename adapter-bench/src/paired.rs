@@ -129,10 +129,9 @@ pub fn contended(
             start.wait();
             end.wait();
             let mut spans = spans.lock().unwrap();
-            let began = spans.iter().map(|s| s.0).min().expect("a span a thread");
-            let ended = spans.iter().map(|s| s.1).max().expect("a span a thread");
+            let round = span(&spans);
             spans.clear();
-            ended - began
+            round
         });
         stop.store(true, Relaxed);
         start.wait();
@@ -170,9 +169,7 @@ pub fn on_workers(a: &Adapters, workers: usize, path: Path) {
             }
             spans
         });
-        let began = spans.iter().map(|s| s.0).min().expect("a span a task");
-        let ended = spans.iter().map(|s| s.1).max().expect("a span a task");
-        ended - began
+        span(&spans)
     });
     report(
         path.name,
@@ -182,6 +179,14 @@ pub fn on_workers(a: &Adapters, workers: usize, path: Path) {
         ),
         &t,
     );
+}
+
+/// A round's wall time from the spans its threads or tasks timed themselves: from the first one's
+/// start to the last one's end.
+fn span(spans: &[(std::time::Instant, std::time::Instant)]) -> Std {
+    let began = spans.iter().map(|s| s.0).min().expect("a span from each thread or task");
+    let ended = spans.iter().map(|s| s.1).max().expect("a span from each thread or task");
+    ended - began
 }
 
 /// Prints each contender's overhead over the bare call of the same round (medians over the rounds
