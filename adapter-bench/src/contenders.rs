@@ -375,9 +375,14 @@ mod tests {
         let adapters = on_the_real_clock();
         // `check` panics, naming the contender, on any other outcome.
         adapters.check(&PATHS[..2]);
+        let relent_calls = || adapters.shared.dep.inspect(|state, _, now| state.counts(now).calls);
+        assert_eq!(relent_calls(), 2, "check ran relent-tokio once on each path");
         CALLS.set(0);
         assert_eq!(count(&adapters, &PATHS[..2], "success_after_a_wait/tower_retry_with_budget", 3), Ok(()));
         assert_eq!(CALLS.get(), 3);
+        assert_eq!(count(&adapters, &PATHS[..2], "success/relent_tokio", 2), Ok(()));
+        assert_eq!(relent_calls(), 4, "the contender named, and no other");
+        CALLS.set(0);
         let refused = count(&adapters, &PATHS[..2], "one_retry/relent_tokio", 1).unwrap_err();
         assert_eq!(
             refused,
@@ -387,6 +392,42 @@ mod tests {
              tower_retry_with_budget_and_attempt_timeout"
         );
         assert!(count(&adapters, &PATHS, "success", 1).is_err(), "a path without a contender");
-        assert_eq!(CALLS.get(), 3, "a refused count calls nothing");
+        assert_eq!(CALLS.get(), 0, "a refused count calls nothing");
+    }
+
+    /// The retry path, on the real clock (each contender's 100 ms backoff is slept): `check` finds
+    /// that every contender but the bare call succeeds after exactly two calls.
+    #[test]
+    fn on_the_retry_path_every_contender_but_the_bare_call_retries_once_and_succeeds() {
+        let adapters = on_the_real_clock();
+        adapters.check(&PATHS[2..]);
+        assert_eq!(adapters.shared.dep.inspect(|state, _, now| state.counts(now).calls), 2);
+    }
+
+    /// tower's contenders retry through this policy: once, after a failure, and only if the budget
+    /// allows; the retry's request is one that succeeds.
+    #[test]
+    fn towers_policy_retries_a_failure_once_and_only_with_budget() {
+        use tower::retry::Policy;
+        fn retry(policy: &mut TowerPolicy, req: &mut Fails) -> bool {
+            Policy::<Fails, (), ()>::retry(policy, req, &mut Err(())).is_some()
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let _timers = rt.enter();
+        let with = |min_per_sec| TowerPolicy {
+            budget: std::sync::Arc::new(TpsBudget::new(Std::from_secs(10), min_per_sec, 0.0)),
+            retried: false,
+        };
+        let mut policy = with(10);
+        let mut req = Fails(true);
+        assert!(retry(&mut policy, &mut req), "the first failure is retried");
+        assert!(!req.0, "as a request that succeeds");
+        assert!(!retry(&mut policy, &mut Fails(true)), "a second failure is not");
+        assert_eq!(
+            Policy::<Fails, (), ()>::clone_request(&mut policy, &Fails(true)).map(|r| r.0),
+            Some(true)
+        );
+        assert!(!retry(&mut with(0), &mut Fails(true)), "no retry without budget");
+        assert_eq!(Refused.to_string(), "refused");
     }
 }

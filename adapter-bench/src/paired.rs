@@ -42,7 +42,8 @@ pub fn rotate_rounds(
     per_round
 }
 
-/// The median and quartiles of `xs`.
+/// The median and quartiles of `xs` (not empty): the order statistics at a quarter, a half and
+/// three quarters of the way, rounding down (the lower median for an even count).
 pub fn quartiles(mut xs: Vec<f64>) -> (f64, f64, f64) {
     xs.sort_by(f64::total_cmp);
     let at = |q: usize| xs[(xs.len() - 1) * q / 4];
@@ -51,8 +52,14 @@ pub fn quartiles(mut xs: Vec<f64>) -> (f64, f64, f64) {
 
 /// Prints the median over rounds of `ratio(round)`, with its quartiles.
 pub fn ratio_line(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) {
+    println!("{}", ratio_text(what, rounds, ratio));
+}
+
+/// The line [`ratio_line`] prints: a median of the rounds' ratios, not a ratio of medians, so that
+/// each ratio compares two figures of one round.
+fn ratio_text(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) -> String {
     let (median, q1, q3) = quartiles((0..rounds).map(ratio).collect());
-    println!("{what}: ratio {median:.2} (quartiles {q1:.2} to {q3:.2})");
+    format!("{what}: ratio {median:.2} (quartiles {q1:.2} to {q3:.2})")
 }
 
 /// The adapters on each of `paths`: every contender's overhead over the bare call of the same
@@ -193,6 +200,13 @@ fn span(spans: &[(std::time::Instant, std::time::Instant)]) -> Std {
 /// of `t`, one row a contender in `Contender::ALL`'s order), and relent-tokio's over tower's with a
 /// budget, without and with `Timeout`.
 fn report(path: &str, how: &str, t: &[Vec<f64>]) {
+    for line in report_lines(path, how, t) {
+        println!("{line}");
+    }
+}
+
+/// The three lines [`report`] prints.
+fn report_lines(path: &str, how: &str, t: &[Vec<f64>]) -> [String; 3] {
     // `ALL` lists the contenders in declaration order: a contender's index is its discriminant.
     let at = |who: Contender| who as usize;
     let rounds = t[at(Contender::BareCall)].len();
@@ -204,14 +218,85 @@ fn report(path: &str, how: &str, t: &[Vec<f64>]) {
             format!("{} +{:.0} ns", who.name(), quartiles((0..rounds).map(|r| over(who, r)).collect()).0)
         })
         .collect();
-    println!(
-        "{path}{how}: overhead over the bare call ({:.0} ns), medians: {}",
-        quartiles(t[at(Contender::BareCall)].clone()).0,
-        medians.join(", ")
-    );
-    for other in [Contender::TowerRetryWithBudget, Contender::TowerRetryWithBudgetAndAttemptTimeout] {
-        ratio_line(&format!("{path}{how}: relent_tokio / {} (overheads)", other.name()), rounds, |r| {
+    let ratio = |other: Contender| {
+        ratio_text(&format!("{path}{how}: relent_tokio / {} (overheads)", other.name()), rounds, |r| {
             over(Contender::RelentTokio, r) / over(other, r)
+        })
+    };
+    [
+        format!(
+            "{path}{how}: overhead over the bare call ({:.0} ns), medians: {}",
+            quartiles(t[at(Contender::BareCall)].clone()).0,
+            medians.join(", ")
+        ),
+        ratio(Contender::TowerRetryWithBudget),
+        ratio(Contender::TowerRetryWithBudgetAndAttemptTimeout),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    /// Each round times every contender once, starting one further along each round; the warm-up
+    /// rounds are timed and dropped; each figure is the round's time over its calls, in ns.
+    #[test]
+    fn rotate_rounds_rotates_the_order_drops_the_warm_up_and_divides_by_the_calls() {
+        let mut order = Vec::new();
+        let t = rotate_rounds(3, 4, 3, |i| {
+            order.push(i);
+            // A time that names its place: the call's index in the run, times 100, plus the contender.
+            Std::from_nanos(100 * (order.len() as u64 - 1) + i as u64)
         });
+        assert_eq!(
+            order,
+            [0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2, 1, 2, 0, 2, 0, 1],
+            "3 rounds of warm-up, then 3"
+        );
+        // The kept rounds are calls 9 to 17: contender 0 was timed at calls 9, 14 and 16, 1 at 10,
+        // 12 and 17, 2 at 11, 13 and 15; each over 4 calls.
+        assert_eq!(t, [vec![225.0, 350.0, 400.0], vec![250.25, 300.25, 425.25], vec![275.5, 325.5, 375.5]]);
+    }
+
+    #[test]
+    fn quartiles_are_the_order_statistics_at_a_quarter_a_half_and_three_quarters() {
+        assert_eq!(quartiles(vec![9.0, 1.0, 8.0, 2.0, 7.0, 3.0, 6.0, 4.0, 5.0]), (5.0, 3.0, 7.0));
+        assert_eq!(quartiles(vec![4.0, 1.0, 3.0, 2.0]), (2.0, 1.0, 3.0), "the lower median of an even count");
+        assert_eq!(quartiles(vec![6.5]), (6.5, 6.5, 6.5));
+    }
+
+    /// Overheads are taken over the bare call of the same round, and a ratio is the median of the
+    /// rounds' ratios: here 2.00, where the ratio of the median overheads would be 200 / 50 = 4.
+    #[test]
+    fn report_gives_median_overheads_over_each_rounds_bare_call_and_the_median_of_the_rounds_ratios() {
+        let t = [
+            vec![100.0, 110.0, 90.0],  // bare call
+            vec![200.0, 310.0, 390.0], // relent-tokio: +100, +200, +300
+            vec![140.0, 150.0, 130.0], // backon: +40 each
+            vec![150.0, 210.0, 100.0], // tower with a budget: +50, +100, +10
+            vec![160.0, 170.0, 150.0], // backon with a timeout: +60 each
+            vec![300.0, 310.0, 290.0], // tower with `Timeout`: +200 each
+        ];
+        assert_eq!(
+            report_lines("success", ", 2 threads", &t),
+            [
+                "success, 2 threads: overhead over the bare call (100 ns), medians: relent_tokio +200 ns, \
+                 backon +40 ns, tower_retry_with_budget +50 ns, backon_with_attempt_timeout +60 ns, \
+                 tower_retry_with_budget_and_attempt_timeout +200 ns",
+                "success, 2 threads: relent_tokio / tower_retry_with_budget (overheads): ratio 2.00 \
+                 (quartiles 2.00 to 2.00)",
+                "success, 2 threads: relent_tokio / tower_retry_with_budget_and_attempt_timeout \
+                 (overheads): ratio 1.00 (quartiles 0.50 to 1.00)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_round_spans_from_the_first_start_to_the_last_end() {
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Std::from_micros(us);
+        assert_eq!(span(&[(at(5), at(40)), (at(2), at(30)), (at(9), at(41))]), Std::from_micros(39));
     }
 }
