@@ -202,7 +202,8 @@ struct Op<'a> {
 /// What happens at an instant; ordered so that the queue can hold it directly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    Arrive,
+    /// The service's `k`-th first attempt.
+    Arrive(u64),
     Poll(usize),
     /// The attempt of this operation ended, successfully or not.
     Report(usize, bool),
@@ -233,21 +234,23 @@ pub fn run(s: &Scenario) -> Outcome {
         calls_per_10ms: vec![0; buckets * 10],
         ..Outcome::default()
     };
-    let gap_us = 1_000_000 / s.rate.max(1);
-    push(&mut queue, 0, Event::Arrive);
+    // The k-th first attempt arrives at k / rate seconds, rounded down to the microsecond: exactly
+    // `rate` a second, where a gap rounded once would drift (3,003 a second for 3,000).
+    let rate = s.rate.max(1);
+    push(&mut queue, 0, Event::Arrive(0));
     let context = |deadline: D| Context::new(deadline, ReplaySafety::replayable_read(D::from_secs(3_600)));
 
     while let Some(Reverse((now, _, event))) = queue.pop() {
         let t = T::from_ticks(now);
         match event {
-            Event::Arrive => {
+            Event::Arrive(k) => {
                 if now < s.duration_ms * 1_000 {
                     out.first[(now / 100_000) as usize] += 1;
                     let op =
                         Operation::start(&policy, &config, context(D::from_secs(10)), t).expect("starts");
                     let slot = insert(&mut ops, &mut free, Op { layer: 0, op, out: None, parent: None });
                     push(&mut queue, now, Event::Poll(slot));
-                    push(&mut queue, now + gap_us, Event::Arrive);
+                    push(&mut queue, (k + 1) * 1_000_000 / rate, Event::Arrive(k + 1));
                 }
             }
             Event::Poll(i) => {
