@@ -87,6 +87,44 @@ fn a_small_outage_without_jitter_makes_the_calls_worked_out_by_hand() {
     assert_eq!(o.first_attempts_per_second(300), [(0.0, 10.0), (0.1, 10.0), (0.2, 10.0)]);
 }
 
+/// A longer outage, by hand as above, from 305 ms to 800 ms. The call at 300 ms ends at 305, as the
+/// dependency goes down: it was not in flight, and succeeds. The call at 400 ms fails three times
+/// (at 405, 510 and 715) and ends failed; those at 500, 600 and 700 ms fail until their retries at
+/// 810, 910 and 805 find the dependency up.
+#[test]
+fn a_longer_outage_without_jitter_fails_one_operation_after_its_three_attempts() {
+    let s = Scenario {
+        rate: 10,
+        duration_ms: 1_000,
+        outage_ms: (305, 800),
+        call_ms: 5,
+        layers: 1,
+        budget: Budget::Unlimited,
+        jitter: Jitter::None,
+        seed: 1,
+    };
+    let o = run(&s);
+    assert_eq!(o.calls[..10], [1, 1, 1, 1, 1, 2, 2, 3, 3, 2], "calls per 100 ms");
+    assert_eq!(o.calls.iter().sum::<u64>(), 17, "the 10 first attempts and 7 retries");
+    assert_eq!((o.succeeded, o.failed), (9, 1));
+}
+
+/// The names the README's tables and the plots' legends show.
+#[test]
+fn the_scenarios_are_named_as_the_readme_names_them() {
+    use relent_tests::evidence::aws::Algorithm;
+    assert_eq!(
+        Algorithm::ALL.map(Algorithm::name),
+        ["no backoff", "exponential", "full jitter", "equal jitter", "decorrelated jitter"]
+    );
+    let budgets = [Budget::Unlimited, Budget::Ratio, Budget::Tokens];
+    assert_eq!(budgets.map(Budget::short_name), ["no budget", "ratio budget", "token bucket"]);
+    assert_eq!(
+        budgets.map(Budget::name),
+        ["no budget", "ratio budget (10 % over 10 s)", "token bucket (10 % of 1 s, refilled each second)"]
+    );
+}
+
 /// The reduced runs' rate, counted: 300 first attempts a second, for the scenario's 15 s.
 #[test]
 fn first_attempts_arrive_at_the_scenarios_rate_for_its_duration() {
