@@ -51,24 +51,29 @@ fn the_token_bucket_keeps_amplification_near_its_size() {
     assert!((1.05..=1.15).contains(&a), "{a}");
 }
 
-/// Every number of a small outage, worked out by hand: 10 first attempts a second for 1 s (one
-/// each 100 ms), 5 ms calls, the dependency down from 300 ms to 500 ms, no jitter (the first retry
-/// 100 ms after a failure, the second 200 ms), no budget. The call at 300 ms fails at 305 and is
-/// retried at 405; that fails at 410 (still down) and is retried at 610. The call at 400 ms fails at
-/// 405 and is retried at 505, after the outage. The call at 500 ms is the first one up.
-#[test]
-fn a_small_outage_without_jitter_makes_the_calls_worked_out_by_hand() {
-    let s = Scenario {
+/// A scenario small enough to follow by hand: 10 first attempts a second for 1 s (one each 100
+/// ms), 5 ms calls, the dependency down over `outage_ms`, no jitter (the first retry 100 ms after a
+/// failure, the second 200 ms), no budget.
+fn by_hand(outage_ms: (u64, u64)) -> Scenario {
+    Scenario {
         rate: 10,
         duration_ms: 1_000,
-        outage_ms: (300, 500),
+        outage_ms,
         call_ms: 5,
         layers: 1,
         budget: Budget::Unlimited,
         jitter: Jitter::None,
         seed: 1,
-    };
-    let o = run(&s);
+    }
+}
+
+/// Every number of a small outage, worked out by hand, the dependency down from 300 ms to 500 ms.
+/// The call at 300 ms fails at 305 and is
+/// retried at 405; that fails at 410 (still down) and is retried at 610. The call at 400 ms fails at
+/// 405 and is retried at 505, after the outage. The call at 500 ms is the first one up.
+#[test]
+fn a_small_outage_without_jitter_makes_the_calls_worked_out_by_hand() {
+    let o = run(&by_hand((300, 500)));
     assert_eq!(o.first.iter().sum::<u64>(), 10, "first attempts while they arrive, none at 1 s");
     assert_eq!(o.first[..10], [1; 10]);
     assert_eq!(o.calls[..10], [1, 1, 1, 1, 2, 2, 2, 1, 1, 1], "calls per 100 ms");
@@ -87,23 +92,13 @@ fn a_small_outage_without_jitter_makes_the_calls_worked_out_by_hand() {
     assert_eq!(o.first_attempts_per_second(300), [(0.0, 10.0), (0.1, 10.0), (0.2, 10.0)]);
 }
 
-/// A longer outage, by hand as above, from 305 ms to 800 ms. The call at 300 ms ends at 305, as the
+/// A longer outage, by hand, from 305 ms to 800 ms. The call at 300 ms ends at 305, as the
 /// dependency goes down: it was not in flight, and succeeds. The call at 400 ms fails three times
 /// (at 405, 510 and 715) and ends failed; those at 500, 600 and 700 ms fail until their retries at
 /// 810, 910 and 805 find the dependency up.
 #[test]
 fn a_longer_outage_without_jitter_fails_one_operation_after_its_three_attempts() {
-    let s = Scenario {
-        rate: 10,
-        duration_ms: 1_000,
-        outage_ms: (305, 800),
-        call_ms: 5,
-        layers: 1,
-        budget: Budget::Unlimited,
-        jitter: Jitter::None,
-        seed: 1,
-    };
-    let o = run(&s);
+    let o = run(&by_hand((305, 800)));
     assert_eq!(o.calls[..10], [1, 1, 1, 1, 1, 2, 2, 3, 3, 2], "calls per 100 ms");
     assert_eq!(o.calls.iter().sum::<u64>(), 17, "the 10 first attempts and 7 retries");
     assert_eq!((o.succeeded, o.failed), (9, 1));
