@@ -271,8 +271,13 @@ impl Adapters {
     }
 
     /// Spawns a task on this runtime that runs `n` operations of `who` on `path` one after the
-    /// other, and gives back the instants its first began and its last ended.
-    pub fn spawn(&self, who: Contender, path: Path, n: usize) -> tokio::task::JoinHandle<(Instant, Instant)> {
+    /// other, and gives back the instants its first began and its last ended, and its calls.
+    pub fn spawn(
+        &self,
+        who: Contender,
+        path: Path,
+        n: usize,
+    ) -> tokio::task::JoinHandle<crate::paired::Span> {
         let shared = self.shared.clone();
         self.rt.spawn(async move {
             let shared = &*shared;
@@ -280,7 +285,7 @@ impl Adapters {
             for _ in 0..n {
                 with_operation!(shared, who, path, |op| black_box(op.await).is_ok());
             }
-            (began, Instant::now())
+            crate::paired::Span { began, ended: Instant::now(), calls: n }
         })
     }
 
@@ -363,9 +368,9 @@ mod tests {
         CALLS.set(0);
         let before = std::time::Instant::now();
         let handle = adapters.spawn(Contender::RelentTokio, PATHS[1], 3);
-        let (began, ended) = adapters.block_on(handle).unwrap();
-        assert!(before <= began && began <= ended && ended <= std::time::Instant::now());
-        assert_eq!(CALLS.get(), 3);
+        let span = adapters.block_on(handle).unwrap();
+        assert!(before <= span.began && span.began <= span.ended && span.ended <= std::time::Instant::now());
+        assert_eq!((span.calls, CALLS.get()), (3, 3), "the calls the span counts are the calls made");
         assert_eq!(adapters.shared.dep.inspect(|state, _, now| state.counts(now).calls), 3);
     }
 

@@ -4,7 +4,7 @@
 //! of one round is small, so the median of the rounds' ratios is steady within a run. Between runs
 //! the machine's state still shows (docs/performance.md has the figures).
 
-use std::time::Duration as Std;
+use std::time::{Duration as Std, Instant};
 
 use crate::contenders::{Adapters, Contender, Path};
 
@@ -15,25 +15,49 @@ pub const ROUNDS: usize = 3_000;
 /// enough that the inputs stay in the first-level cache.
 pub const BATCH: usize = 64;
 
-/// Times `n` contenders in turn (`time(i)` times `BATCH` calls of contender `i`), once each per
-/// round in an order that rotates each round, and returns each one's time per call in each round,
-/// in ns.
-pub fn rotate(n: usize, time: impl FnMut(usize) -> Std) -> Vec<Vec<f64>> {
-    rotate_rounds(ROUNDS, BATCH, n, time)
+/// Some calls timed: how long they took together, and how many they were. Whoever makes the calls
+/// counts them, so that a figure per call cannot divide by a count other than the calls timed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timed {
+    /// The calls' wall time.
+    pub took: Std,
+    /// The calls made in it.
+    pub calls: usize,
 }
 
-/// As [`rotate`], for `rounds` rounds after as many of warm-up, `time(i)` timing `calls` calls.
-pub fn rotate_rounds(
-    rounds: usize,
-    calls: usize,
-    n: usize,
-    mut time: impl FnMut(usize) -> Std,
-) -> Vec<Vec<f64>> {
+impl Timed {
+    /// The time per call, in ns.
+    fn per_call_ns(self) -> f64 {
+        self.took.as_secs_f64() * 1e9 / self.calls as f64
+    }
+}
+
+/// What one thread or task of a round timed itself doing: its first call's start, its last call's
+/// end, and its calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span {
+    /// When its first call began.
+    pub began: Instant,
+    /// When its last call ended.
+    pub ended: Instant,
+    /// Its calls.
+    pub calls: usize,
+}
+
+/// Times `n` contenders in turn (`time(i)` makes and times some calls of contender `i`), once each
+/// per round in an order that rotates each round, and returns each one's time per call in each
+/// round, in ns.
+pub fn rotate(n: usize, time: impl FnMut(usize) -> Timed) -> Vec<Vec<f64>> {
+    rotate_rounds(ROUNDS, n, time)
+}
+
+/// As [`rotate`], for `rounds` rounds after as many of warm-up.
+pub fn rotate_rounds(rounds: usize, n: usize, mut time: impl FnMut(usize) -> Timed) -> Vec<Vec<f64>> {
     let mut per_round = vec![Vec::with_capacity(rounds); n];
     for round in 0..2 * rounds {
         for k in 0..n {
             let i = (round + k) % n;
-            let t = time(i).as_secs_f64() * 1e9 / calls as f64;
+            let t = time(i).per_call_ns();
             if round >= rounds {
                 per_round[i].push(t);
             }
@@ -68,11 +92,11 @@ pub fn adapters(a: &Adapters, paths: &[Path]) {
     a.check(paths);
     for &path in paths {
         let t = rotate(Contender::ALL.len(), |i| {
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             for _ in 0..BATCH {
                 a.run(Contender::ALL[i], path);
             }
-            started.elapsed()
+            Timed { took: started.elapsed(), calls: BATCH }
         });
         report(path.name, "", &t);
     }
@@ -99,13 +123,12 @@ pub fn contended(
 ) {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
     use std::sync::{Barrier, Mutex};
-    use std::time::Instant;
 
     let (start, end) = (Barrier::new(n + 1), Barrier::new(n + 1));
     let (who, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
     // Each thread's first and last instant in the round: the threads time themselves, so that
     // waking the thread that reads the times is not in them.
-    let spans: Mutex<Vec<(Instant, Instant)>> = Mutex::new(Vec::with_capacity(n));
+    let spans: Mutex<Vec<Span>> = Mutex::new(Vec::with_capacity(n));
     std::thread::scope(|scope| {
         for _ in 0..n {
             let (start, end, who, stop, spans, runtime) = (&start, &end, &who, &stop, &spans, &runtime);
@@ -124,21 +147,21 @@ pub fn contended(
                         a.run(contender, path);
                     }
                     let ended = Instant::now();
-                    spans.lock().unwrap().push((began, ended));
+                    spans.lock().unwrap().push(Span { began, ended, calls: CONTENDED_CALLS });
                     end.wait();
                 }
             });
         }
-        let t = rotate_rounds(CONTENDED_ROUNDS, n * CONTENDED_CALLS, Contender::ALL.len(), |i| {
+        let t = rotate_rounds(CONTENDED_ROUNDS, Contender::ALL.len(), |i| {
             // The barriers order this store before the threads' loads, and their spans before
             // the reads below.
             who.store(i, Relaxed);
             start.wait();
             end.wait();
             let mut spans = spans.lock().unwrap();
-            let round = span(&spans);
+            let timed = round(&spans);
             spans.clear();
-            round
+            timed
         });
         stop.store(true, Relaxed);
         start.wait();
@@ -167,7 +190,7 @@ pub const TASK_CALLS: usize = CONTENDED_CALLS / TASKS_PER_WORKER;
 pub fn on_workers(a: &Adapters, workers: usize, path: Path) {
     a.check(&[path]);
     let tasks = TASKS_PER_WORKER * workers;
-    let t = rotate_rounds(WORKER_ROUNDS, tasks * TASK_CALLS, Contender::ALL.len(), |i| {
+    let t = rotate_rounds(WORKER_ROUNDS, Contender::ALL.len(), |i| {
         let spans = a.block_on(async {
             let handles: Vec<_> = (0..tasks).map(|_| a.spawn(Contender::ALL[i], path, TASK_CALLS)).collect();
             let mut spans = Vec::with_capacity(tasks);
@@ -176,7 +199,7 @@ pub fn on_workers(a: &Adapters, workers: usize, path: Path) {
             }
             spans
         });
-        span(&spans)
+        round(&spans)
     });
     report(
         path.name,
@@ -188,12 +211,12 @@ pub fn on_workers(a: &Adapters, workers: usize, path: Path) {
     );
 }
 
-/// A round's wall time from the spans its threads or tasks timed themselves: from the first one's
-/// start to the last one's end.
-fn span(spans: &[(std::time::Instant, std::time::Instant)]) -> Std {
-    let began = spans.iter().map(|s| s.0).min().expect("a span from each thread or task");
-    let ended = spans.iter().map(|s| s.1).max().expect("a span from each thread or task");
-    ended - began
+/// A round from the spans its threads or tasks timed themselves: its wall time, from the first
+/// one's start to the last one's end, and all their calls.
+fn round(spans: &[Span]) -> Timed {
+    let began = spans.iter().map(|s| s.began).min().expect("a span from each thread or task");
+    let ended = spans.iter().map(|s| s.ended).max().expect("a span from each thread or task");
+    Timed { took: ended - began, calls: spans.iter().map(|s| s.calls).sum() }
 }
 
 /// Prints each contender's overhead over the bare call of the same round (medians over the rounds
@@ -241,23 +264,24 @@ mod tests {
     use super::*;
 
     /// Each round times every contender once, starting one further along each round; the warm-up
-    /// rounds are timed and dropped; each figure is the round's time over its calls, in ns.
+    /// rounds are timed and dropped; each figure is the time over the calls that timing counted.
     #[test]
-    fn rotate_rounds_rotates_the_order_drops_the_warm_up_and_divides_by_the_calls() {
+    fn rotate_rounds_rotates_the_order_drops_the_warm_up_and_divides_by_the_calls_counted() {
         let mut order = Vec::new();
-        let t = rotate_rounds(3, 4, 3, |i| {
+        let t = rotate_rounds(3, 3, |i| {
             order.push(i);
-            // A time that names its place: the call's index in the run, times 100, plus the contender.
-            Std::from_nanos(100 * (order.len() as u64 - 1) + i as u64)
+            // A time that names its place: the call's index in the run, times 100, plus the
+            // contender; contender `i` makes 2^i calls.
+            Timed { took: Std::from_nanos(100 * (order.len() as u64 - 1) + i as u64), calls: 1 << i }
         });
         assert_eq!(
             order,
             [0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2, 1, 2, 0, 2, 0, 1],
             "3 rounds of warm-up, then 3"
         );
-        // The kept rounds are calls 9 to 17: contender 0 was timed at calls 9, 14 and 16, 1 at 10,
-        // 12 and 17, 2 at 11, 13 and 15; each over 4 calls.
-        assert_eq!(t, [vec![225.0, 350.0, 400.0], vec![250.25, 300.25, 425.25], vec![275.5, 325.5, 375.5]]);
+        // The kept rounds are calls 9 to 17: contender 0 was timed at calls 9, 14 and 16 (1 call
+        // each), 1 at 10, 12 and 17 (2 calls), 2 at 11, 13 and 15 (4 calls).
+        assert_eq!(t, [vec![900.0, 1400.0, 1600.0], vec![500.5, 600.5, 850.5], vec![275.5, 325.5, 375.5]]);
     }
 
     #[test]
@@ -293,10 +317,18 @@ mod tests {
         );
     }
 
+    /// A round of several threads or tasks: its wall time from the first one's start to the last
+    /// one's end (not from the first listed, not the longest span), and all their calls.
     #[test]
-    fn a_round_spans_from_the_first_start_to_the_last_end() {
+    fn a_round_spans_from_the_first_start_to_the_last_end_and_counts_every_call() {
         let t0 = Instant::now();
         let at = |us: u64| t0 + Std::from_micros(us);
-        assert_eq!(span(&[(at(5), at(40)), (at(2), at(30)), (at(9), at(41))]), Std::from_micros(39));
+        let span = |began, ended, calls| Span { began: at(began), ended: at(ended), calls };
+        assert_eq!(
+            round(&[span(5, 40, 10), span(2, 30, 20), span(9, 41, 30)]),
+            Timed { took: Std::from_micros(39), calls: 60 }
+        );
+        assert_eq!(round(&[span(3, 8, 7)]), Timed { took: Std::from_micros(5), calls: 7 });
+        assert_eq!(Timed { took: Std::from_micros(39), calls: 60 }.per_call_ns(), 650.0);
     }
 }

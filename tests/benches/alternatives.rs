@@ -33,7 +33,7 @@ use std::time::Duration as Std;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use criterion::{BatchSize, Criterion, criterion_group};
-use relent_adapter_bench::paired::{self, BATCH, ROUNDS, quartiles, ratio_line, rotate};
+use relent_adapter_bench::paired::{self, BATCH, ROUNDS, Timed, quartiles, ratio_line, rotate};
 use relent_adapter_bench::{Adapters, CONTEXT, Contender, PATHS};
 use relent_core::{
     Action, BreakerConfig, Dependency, DependencyConfig, Jitter, Operation, RateLimit, RetryBudget,
@@ -295,17 +295,20 @@ fn paired() {
     println!("paired mode: {ROUNDS} rounds after {ROUNDS} of warm-up, {BATCH} calls per contender per round");
     // relent-core's decision after a failure against backon's bare step, inputs in cache.
     let mut state = (Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap(), seeded(1), 0u64);
-    let t = rotate(2, |i| match i {
-        0 => batched(
-            BATCH as u64,
-            &mut state,
-            |(dep, _, clock)| {
-                *clock += 1_000;
-                attempt_out(dep, *clock)
-            },
-            |(dep, rng, _), input| fail(dep, rng, input),
-        ),
-        _ => batched(BATCH as u64, &mut (), |_| backon_policy().build(), |_, backoff| backoff.next()),
+    let t = rotate(2, |i| {
+        let took = match i {
+            0 => batched(
+                BATCH as u64,
+                &mut state,
+                |(dep, _, clock)| {
+                    *clock += 1_000;
+                    attempt_out(dep, *clock)
+                },
+                |(dep, rng, _), input| fail(dep, rng, input),
+            ),
+            _ => batched(BATCH as u64, &mut (), |_| backon_policy().build(), |_, backoff| backoff.next()),
+        };
+        Timed { took, calls: BATCH }
     });
     let (relent, backon) = (quartiles(t[0].clone()).0, quartiles(t[1].clone()).0);
     println!("retry_decision: relent_core_on_failure {relent:.1} ns, backon_step {backon:.1} ns (medians)");
@@ -325,7 +328,7 @@ fn paired() {
                 black_box(backon_policy().build().next());
             }
         }
-        started.elapsed()
+        Timed { took: started.elapsed(), calls: BATCH }
     });
     ratio_line("decision_from_scratch: relent_core_start_admit_fail / backon_build_and_step", ROUNDS, |r| {
         t[0][r] / t[1][r]
