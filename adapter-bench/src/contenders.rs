@@ -341,11 +341,25 @@ pub fn count(adapters: &Adapters, paths: &[Path], what: &str, n: u64) -> Result<
 }
 
 #[cfg(test)]
+impl Adapters {
+    /// For tests: the adapters on a current-thread runtime on the real clock.
+    pub(crate) fn on_the_real_clock() -> Self {
+        Self::new(tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap())
+    }
+
+    /// For tests: the calls relent-tokio's contender has made through the shared dependency (in
+    /// its window of 10 s).
+    pub(crate) fn relent_calls(&self) -> u32 {
+        self.shared.dep.inspect(|state, _, now| state.counts(now).calls)
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     fn on_the_real_clock() -> Adapters {
-        Adapters::new(tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap())
+        Adapters::on_the_real_clock()
     }
 
     /// The contended mode measures a shared dependency only if each thread's adapters share it.
@@ -355,7 +369,7 @@ mod tests {
         let other =
             first.sharing(tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap());
         assert!(other.run(Contender::RelentTokio, PATHS[0]) && other.run(Contender::RelentTokio, PATHS[0]));
-        assert_eq!(first.shared.dep.inspect(|state, _, now| state.counts(now).calls), 2);
+        assert_eq!(first.relent_calls(), 2);
         assert!(std::sync::Arc::ptr_eq(&first.shared.tower_budget, &other.shared.tower_budget));
     }
 
@@ -371,7 +385,7 @@ mod tests {
         let span = adapters.block_on(handle).unwrap();
         assert!(before <= span.began && span.began <= span.ended && span.ended <= std::time::Instant::now());
         assert_eq!((span.calls, CALLS.get()), (3, 3), "the calls the span counts are the calls made");
-        assert_eq!(adapters.shared.dep.inspect(|state, _, now| state.counts(now).calls), 3);
+        assert_eq!(adapters.relent_calls(), 3);
     }
 
     // `CALLS` is the test thread's own: the tests running beside this one do not move it.
@@ -380,7 +394,7 @@ mod tests {
         let adapters = on_the_real_clock();
         // `check` panics, naming the contender, on any other outcome.
         adapters.check(&PATHS[..2]);
-        let relent_calls = || adapters.shared.dep.inspect(|state, _, now| state.counts(now).calls);
+        let relent_calls = || adapters.relent_calls();
         assert_eq!(relent_calls(), 2, "check ran relent-tokio once on each path");
         CALLS.set(0);
         assert_eq!(count(&adapters, &PATHS[..2], "success_after_a_wait/tower_retry_with_budget", 3), Ok(()));
@@ -406,7 +420,7 @@ mod tests {
     fn on_the_retry_path_every_contender_but_the_bare_call_retries_once_and_succeeds() {
         let adapters = on_the_real_clock();
         adapters.check(&PATHS[2..]);
-        assert_eq!(adapters.shared.dep.inspect(|state, _, now| state.counts(now).calls), 2);
+        assert_eq!(adapters.relent_calls(), 2);
     }
 
     /// tower's contenders retry through this policy: once, after a failure, and only if the budget

@@ -121,9 +121,26 @@ pub fn contended(
     runtime: impl Fn() -> tokio::runtime::Runtime + Sync,
     path: Path,
 ) {
+    let t = contended_rounds(first, n, runtime, path, CONTENDED_ROUNDS, CONTENDED_CALLS);
+    report(path.name, &format!(", {n} threads sharing one dependency (wall time per call)"), &t);
+}
+
+/// [`contended`]'s rounds, `rounds` after as many of warm-up, `calls` calls a thread a round: each
+/// contender's time per call in each round, in ns.
+fn contended_rounds(
+    first: &Adapters,
+    n: usize,
+    runtime: impl Fn() -> tokio::runtime::Runtime + Sync,
+    path: Path,
+    rounds: usize,
+    calls: usize,
+) -> Vec<Vec<f64>> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
     use std::sync::{Barrier, Mutex};
 
+    // Checked here, before any thread waits at a barrier: a thread that panicked would leave the
+    // others waiting for it.
+    first.check(&[path]);
     let (start, end) = (Barrier::new(n + 1), Barrier::new(n + 1));
     let (who, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
     // Each thread's first and last instant in the round: the threads time themselves, so that
@@ -135,7 +152,6 @@ pub fn contended(
             scope.spawn(move || {
                 // Made here, so that what the thread's runtime allocates is the thread's own.
                 let a = first.sharing(runtime());
-                a.check(&[path]);
                 loop {
                     start.wait();
                     if stop.load(Relaxed) {
@@ -143,30 +159,31 @@ pub fn contended(
                     }
                     let contender = Contender::ALL[who.load(Relaxed)];
                     let began = Instant::now();
-                    for _ in 0..CONTENDED_CALLS {
+                    for _ in 0..calls {
                         a.run(contender, path);
                     }
                     let ended = Instant::now();
-                    spans.lock().unwrap().push(Span { began, ended, calls: CONTENDED_CALLS });
+                    spans.lock().unwrap().push(Span { began, ended, calls });
                     end.wait();
                 }
             });
         }
-        let t = rotate_rounds(CONTENDED_ROUNDS, Contender::ALL.len(), |i| {
+        let t = rotate_rounds(rounds, Contender::ALL.len(), |i| {
             // The barriers order this store before the threads' loads, and their spans before
             // the reads below.
             who.store(i, Relaxed);
             start.wait();
             end.wait();
             let mut spans = spans.lock().unwrap();
+            assert_eq!(spans.len(), n, "each thread's span of the round");
             let timed = round(&spans);
             spans.clear();
             timed
         });
         stop.store(true, Relaxed);
         start.wait();
-        report(path.name, &format!(", {n} threads sharing one dependency (wall time per call)"), &t);
-    });
+        t
+    })
 }
 
 /// Rounds of the multi-threaded mode, each preceded by as many rounds of warm-up.
@@ -188,19 +205,8 @@ pub const TASK_CALLS: usize = CONTENDED_CALLS / TASKS_PER_WORKER;
 /// scheduling (tasks stolen between workers, wake-ups, a timer's registration from whichever worker
 /// runs it) is in every figure, the bare call's included.
 pub fn on_workers(a: &Adapters, workers: usize, path: Path) {
-    a.check(&[path]);
     let tasks = TASKS_PER_WORKER * workers;
-    let t = rotate_rounds(WORKER_ROUNDS, Contender::ALL.len(), |i| {
-        let spans = a.block_on(async {
-            let handles: Vec<_> = (0..tasks).map(|_| a.spawn(Contender::ALL[i], path, TASK_CALLS)).collect();
-            let mut spans = Vec::with_capacity(tasks);
-            for handle in handles {
-                spans.push(handle.await.expect("a task that ran to its end"));
-            }
-            spans
-        });
-        round(&spans)
-    });
+    let t = on_workers_rounds(a, tasks, path, WORKER_ROUNDS, TASK_CALLS);
     report(
         path.name,
         &format!(
@@ -209,6 +215,23 @@ pub fn on_workers(a: &Adapters, workers: usize, path: Path) {
         ),
         &t,
     );
+}
+
+/// [`on_workers`]'s rounds, `rounds` after as many of warm-up, `tasks` tasks a round making `calls`
+/// calls each: each contender's time per call in each round, in ns.
+fn on_workers_rounds(a: &Adapters, tasks: usize, path: Path, rounds: usize, calls: usize) -> Vec<Vec<f64>> {
+    a.check(&[path]);
+    rotate_rounds(rounds, Contender::ALL.len(), |i| {
+        let spans = a.block_on(async {
+            let handles: Vec<_> = (0..tasks).map(|_| a.spawn(Contender::ALL[i], path, calls)).collect();
+            let mut spans = Vec::with_capacity(tasks);
+            for handle in handles {
+                spans.push(handle.await.expect("a task that ran to its end"));
+            }
+            spans
+        });
+        round(&spans)
+    })
 }
 
 /// A round from the spans its threads or tasks timed themselves: its wall time, from the first
@@ -330,5 +353,30 @@ mod tests {
         );
         assert_eq!(round(&[span(3, 8, 7)]), Timed { took: Std::from_micros(5), calls: 7 });
         assert_eq!(Timed { took: Std::from_micros(39), calls: 60 }.per_call_ns(), 650.0);
+    }
+
+    /// The contended mode's driver, small: the path checked once (one relent-tokio call), then
+    /// `n` threads each make `calls` calls a round of each contender, warm-up rounds included;
+    /// every contender gets a figure in each kept round.
+    #[test]
+    fn the_contended_mode_runs_each_thread_s_calls_each_round_through_the_shared_dependency() {
+        let first = Adapters::on_the_real_clock();
+        let runtime = || tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let t = contended_rounds(&first, 3, runtime, crate::PATHS[0], 2, 5);
+        assert_eq!(first.relent_calls(), 1 + 3 * 2 * 2 * 5, "a check, then 3 threads × 4 rounds × 5 calls");
+        assert_eq!(t.len(), Contender::ALL.len());
+        assert!(t.iter().all(|c| c.len() == 2 && c.iter().all(|&ns| ns > 0.0)), "{t:?}");
+    }
+
+    /// The multi-threaded mode's driver, small (on a current-thread runtime: the test builds
+    /// without the `multi-thread` feature): one check, then `tasks` tasks a round of each contender
+    /// making `calls` calls each, warm-up rounds included.
+    #[test]
+    fn the_multi_threaded_mode_spawns_its_tasks_each_round_through_the_shared_dependency() {
+        let a = Adapters::on_the_real_clock();
+        let t = on_workers_rounds(&a, 4, crate::PATHS[0], 3, 2);
+        assert_eq!(a.relent_calls(), 1 + 4 * 6 * 2, "a check, then 4 tasks × 6 rounds × 2 calls");
+        assert_eq!(t.len(), Contender::ALL.len());
+        assert!(t.iter().all(|c| c.len() == 3 && c.iter().all(|&ns| ns > 0.0)), "{t:?}");
     }
 }
