@@ -358,14 +358,10 @@ impl Adapters {
 mod tests {
     use super::*;
 
-    fn on_the_real_clock() -> Adapters {
-        Adapters::on_the_real_clock()
-    }
-
     /// The contended mode measures a shared dependency only if each thread's adapters share it.
     #[test]
     fn adapters_made_by_sharing_call_the_same_dependency_and_tower_budget() {
-        let first = on_the_real_clock();
+        let first = Adapters::on_the_real_clock();
         let other =
             first.sharing(tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap());
         assert!(other.run(Contender::RelentTokio, PATHS[0]) && other.run(Contender::RelentTokio, PATHS[0]));
@@ -378,7 +374,7 @@ mod tests {
     /// blocks on them: the test builds without the `multi-thread` feature.)
     #[test]
     fn a_spawned_task_runs_its_operations_through_the_shared_dependency_and_spans_them() {
-        let adapters = on_the_real_clock();
+        let adapters = Adapters::on_the_real_clock();
         CALLS.set(0);
         let before = std::time::Instant::now();
         let handle = adapters.spawn(Contender::RelentTokio, PATHS[1], 3);
@@ -391,7 +387,7 @@ mod tests {
     // `CALLS` is the test thread's own: the tests running beside this one do not move it.
     #[test]
     fn on_the_real_clock_every_contender_succeeds_after_one_call_and_count_runs_only_named_benches() {
-        let adapters = on_the_real_clock();
+        let adapters = Adapters::on_the_real_clock();
         // `check` panics, naming the contender, on any other outcome.
         adapters.check(&PATHS[..2]);
         let relent_calls = || adapters.relent_calls();
@@ -418,7 +414,7 @@ mod tests {
     /// that every contender but the bare call succeeds after exactly two calls.
     #[test]
     fn on_the_retry_path_every_contender_but_the_bare_call_retries_once_and_succeeds() {
-        let adapters = on_the_real_clock();
+        let adapters = Adapters::on_the_real_clock();
         adapters.check(&PATHS[2..]);
         assert_eq!(adapters.relent_calls(), 2);
     }

@@ -175,16 +175,29 @@ mod tests {
             .collect()
     }
 
+    /// The SVG `lines` draws for these arguments, from a file of its own (`name`) that is then removed.
+    fn render(
+        name: &str,
+        title: &str,
+        axes: (&str, &str),
+        series: &[Series<'_>],
+        log_y: bool,
+        legend: Legend,
+    ) -> String {
+        let path = std::env::temp_dir().join(format!("relent-plot-{name}-{}.svg", std::process::id()));
+        lines(&path, title, axes, series, log_y, legend).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        svg
+    }
+
     #[test]
     fn a_chart_draws_its_title_axes_and_each_series_in_its_colour_with_its_legend() {
-        let path = std::env::temp_dir().join(format!("relent-plot-{}.svg", std::process::id()));
         let lines_drawn = [
             series("first", &[(0.0, 10.0), (10.0, 50.0), (20.0, 90.0)]),
             series("second", &[(0.0, 20.0), (20.0, 40.0)]),
         ];
-        lines(&path, "A title", ("clients", "calls"), &lines_drawn, false, Legend::UpperLeft).unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let svg = render("linear", "A title", ("clients", "calls"), &lines_drawn, false, Legend::UpperLeft);
         assert!(svg.starts_with(r#"<svg width="820" height="480""#));
         let texts = texts(&svg);
         assert_eq!(texts[..3], ["A title", "calls", "clients"]);
@@ -201,11 +214,8 @@ mod tests {
 
     #[test]
     fn a_short_axis_has_one_decimal_and_a_logarithmic_one_spans_the_points() {
-        let path = std::env::temp_dir().join(format!("relent-plot-log-{}.svg", std::process::id()));
         let amplification = [series("ratio", &[(0.0, 1.0), (5.0, 3.0)])];
-        lines(&path, "Amplification", ("s", "x"), &amplification, true, Legend::UpperRight).unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let svg = render("log", "Amplification", ("s", "x"), &amplification, true, Legend::UpperRight);
         let texts = texts(&svg);
         let ticks = &texts[3..texts.len() - 1];
         // x to 5: one decimal; y from 0.8 to 3.3 on a logarithmic scale: one decimal too.
