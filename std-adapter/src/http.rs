@@ -176,6 +176,12 @@ pub fn never_arrived(error: &(dyn std::error::Error + 'static)) -> bool {
 
 /// A request body that can be sent again. Implemented for the owned body types; a body that
 /// cannot be replayed (a stream) returns `None`, and its request gets one attempt.
+///
+/// The [`RetryLayer`](crate::RetryLayer) asks for a copy once before a replayable request's first
+/// attempt (whether it gets one decides whether the request may be retried, and the copy is what
+/// the first attempt sends), then once for each later attempt that a retry may follow; the last
+/// attempt the policy allows sends the original. A copy refused after the first ends the request
+/// with [`HttpError::BodyNotReplayable`](crate::HttpError::BodyNotReplayable).
 pub trait ReplayBody: Sized {
     /// Another copy of the body, if it can be made.
     fn try_clone(&self) -> Option<Self>;

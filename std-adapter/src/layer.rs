@@ -3,8 +3,11 @@
 //!
 //! - A request is replayable when its method is idempotent or it carries an `Idempotency-Key`
 //!   (seed 000); any other request gets exactly one attempt, whatever the policy says. A replayable
-//!   request is cloned for each attempt; one whose body cannot be replayed (a stream) also gets one
-//!   attempt. Either way the [`RetryReport`] says so.
+//!   request whose body cannot be replayed (a stream) also gets one attempt. Either way the
+//!   [`RetryReport`] says so. A replayable request's body and parts are copied for each attempt
+//!   that a retry may follow (the first attempt sends the body's copy made to learn whether it can
+//!   be copied at all); the last attempt the policy allows sends the request's own. A request that
+//!   succeeds at once has its body copied once, and one that gets a single attempt not at all.
 //! - `poll_ready` is always ready: the inner service's readiness is awaited inside each attempt, so
 //!   an open circuit (or a full bulkhead, or a cooldown) fails fast in `call` instead of holding
 //!   `poll_ready`, and one broken dependency does not stall a shared client (tower's load-shed
@@ -18,8 +21,13 @@
 //!   the response's extensions. Only what has no response is an error: a transport error, a timeout,
 //!   or a refusal before anything was sent.
 //!
-//! Each call's future is boxed (one allocation per request); relent's own `execute` allocates
-//! nothing.
+//! Each call allocates four times: its boxed future, and the report in the response's extensions
+//! (http's map, its table, the report's box); relent's own `execute` allocates nothing. The box is
+//! what lets the future borrow from itself: the operation it runs borrows its policy and the
+//! dependency's configuration (`Operation<'p, ..>` holds two references, so that one call in
+//! progress costs 144 bytes, not the 376 that copies of both would), and here both live in the
+//! future, its copy of the policy and the layer's `Arc`. Only an `async` block can hold such a
+//! borrow without `unsafe`, and its type has no name on stable Rust.
 
 use std::fmt;
 use std::future::Future;
@@ -369,28 +377,40 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let inner = self.inner.clone();
-        let shared = self.shared.clone();
-        Box::pin(async move { run(&shared, inner, request).await })
+        Box::pin(run(self.shared.clone(), self.inner.clone(), request))
     }
 }
 
-async fn run<S, B, RB, C>(
-    shared: &RetryLayer<C>,
-    inner: S,
-    request: Request<B>,
-) -> Result<Response<RB>, HttpError<S::Error>>
-where
-    S: Service<Request<B>, Response = Response<RB>> + Clone,
-    B: ReplayBody,
-    C: HttpClassifier<RB, S::Error>,
-{
-    let single = if !is_replayable(&request) {
-        Some(SingleAttempt::NotIdempotent)
-    } else if request.body().try_clone().is_none() {
-        Some(SingleAttempt::BodyNotReplayable)
+/// What a request runs under, worked out before anything is awaited: its parts and body, taken
+/// apart to be put together again for each attempt, and why it gets one attempt, if it does.
+struct Prepared<B> {
+    parts: http::request::Parts,
+    body: B,
+    /// The copy of the body made to learn whether it can be replayed: the first attempt's, when a
+    /// retry may follow it.
+    copy: Option<B>,
+    single: Option<SingleAttempt>,
+    policy: RetryPolicy<HZ>,
+    safety: ReplaySafety<HZ>,
+    /// The request's own deadline, if it has one: counted from the first poll, when the operation
+    /// starts, as the layer's is.
+    until: Option<RequestDeadline>,
+}
+
+/// Takes `request` apart in a plain function, not in the future: a request the future borrowed
+/// (its method, headers and extensions are read here) would keep its 224 bytes in the future after
+/// it was taken apart, beside the parts.
+fn prepare<B: ReplayBody, C>(shared: &RetryLayer<C>, request: Request<B>) -> Prepared<B> {
+    let (single, copy) = if !is_replayable(&request) {
+        (Some(SingleAttempt::NotIdempotent), None)
+    } else if shared.policy.max_attempts() <= 1 {
+        // No retry can follow the one attempt: no copy is needed to learn anything.
+        (None, None)
     } else {
-        None
+        match request.body().try_clone() {
+            None => (Some(SingleAttempt::BodyNotReplayable), None),
+            copy => (None, copy),
+        }
     };
     let valid_for = ticks(shared.replay_valid_for);
     let (policy, safety) = match single {
@@ -398,70 +418,114 @@ where
         None if is_idempotent(request.method()) => (shared.policy, ReplaySafety::replayable_read(valid_for)),
         None => (shared.policy, ReplaySafety::provider_idempotent_mutation(valid_for)),
     };
+    let until = request.extensions().get::<RequestDeadline>().copied();
+    let (parts, body) = request.into_parts();
+    Prepared { parts, body, copy, single, policy, safety, until }
+}
+
+/// The deadline a request runs under from now: the layer's, or what is left of the request's own
+/// when that is sooner.
+fn deadline<C>(shared: &RetryLayer<C>, until: Option<RequestDeadline>) -> Duration {
     let layers = ticks(shared.deadline);
-    let deadline = match request.extensions().get::<RequestDeadline>() {
+    match until {
         None => layers,
         // The caller's deadline is a limit not to pass: its part of a microsecond is dropped.
         Some(d) => {
             let left = d.remaining_at(tokio::time::Instant::now());
             layers.min(Duration::from_ticks(u64::try_from(left.as_micros()).unwrap_or(u64::MAX)))
         }
-    };
-    let (parts, body) = request.into_parts();
-    let mut body = Some(body);
-    let context = Context::new(deadline, safety);
-    let classifier = &shared.classifier;
-    let detailed = shared
-        .dependency
-        .execute_detailed(&policy, context, move |_info| {
-            // A replayable body is cloned for every attempt; a single attempt takes the original.
-            let attempt_body = match single {
-                None => body.as_ref().and_then(ReplayBody::try_clone),
-                Some(_) => body.take(),
-            };
-            let request = attempt_body.map(|b| Request::from_parts(parts.clone(), b));
-            let mut service = inner.clone();
-            async move {
-                let Some(request) = request else {
-                    return Err(Failed::NoBody);
+    }
+}
+
+/// The request's whole run through the pipeline, and its response or error with the report. A
+/// function returning an `async` block, not an `async fn`: an `async fn` keeps its arguments in
+/// locals of its own, so its future would hold `shared` and the request twice (as `execute`'s
+/// `run` explains).
+#[allow(clippy::manual_async_fn)]
+fn run<S, B, RB, C>(
+    shared: Arc<RetryLayer<C>>,
+    mut inner: S,
+    request: Request<B>,
+) -> impl Future<Output = Result<Response<RB>, HttpError<S::Error>>>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone,
+    B: ReplayBody,
+    C: HttpClassifier<RB, S::Error>,
+{
+    let Prepared { parts, body, mut copy, single, policy, safety, until } = prepare(&shared, request);
+    let (mut parts, mut body) = (Some(parts), Some(body));
+    async move {
+        let deadline = deadline(&shared, until);
+        let context = Context::new(deadline, safety);
+        let classifier = &shared.classifier;
+        let last = policy.max_attempts();
+        // The attempts borrow the request's parts and body and the inner service, which this
+        // future holds once; moved into the closure, they would take their room twice, here and
+        // in `execute`'s future. (The service mutably, so that it need only be `Send`.)
+        let (parts, body, copy, inner) = (&mut parts, &mut body, &mut copy, &mut inner);
+        let detailed = shared
+            .dependency
+            .execute_detailed(&policy, context, move |info| {
+                // An attempt that a retry may follow sends copies of the request's parts and body
+                // (the first, the body's copy made in `prepare`); the last one the policy allows
+                // (the only one, for a request that gets a single attempt) sends the request's
+                // own, so that nothing is copied for it.
+                let request = if info.number() >= last {
+                    parts.take().zip(body.take())
+                } else {
+                    let copy = copy.take().or_else(|| body.as_ref().and_then(ReplayBody::try_clone));
+                    copy.and_then(|body| Some((parts.clone()?, body)))
                 };
-                let result = match service.ready().await {
-                    Ok(ready) => ready.call(request).await,
-                    Err(e) => Err(e),
-                };
-                match result {
-                    Ok(response) => match classifier.response(&response) {
-                        Exchange::Success => Ok(response),
-                        Exchange::Failure(verdict) => Err(Failed::Response(response, verdict)),
-                    },
-                    Err(e) => {
-                        let verdict = classifier.error(&e);
-                        Err(Failed::Transport(e, verdict))
+                let request = request.map(|(parts, body)| Request::from_parts(parts, body));
+                let mut service = inner.clone();
+                async move {
+                    // Checked before the service's readiness is awaited. The request is moved
+                    // out of the future's own field only by the call: bound to a local of its
+                    // own across that await, it would take its room in the future twice.
+                    if request.is_none() {
+                        return Err(Failed::NoBody);
+                    }
+                    let result = match service.ready().await {
+                        Ok(ready) => match request {
+                            Some(request) => ready.call(request).await,
+                            None => return Err(Failed::NoBody),
+                        },
+                        Err(e) => Err(e),
+                    };
+                    match result {
+                        Ok(response) => match classifier.response(&response) {
+                            Exchange::Success => Ok(response),
+                            Exchange::Failure(verdict) => Err(Failed::Response(response, verdict)),
+                        },
+                        Err(e) => {
+                            let verdict = classifier.error(&e);
+                            Err(Failed::Transport(e, verdict))
+                        }
                     }
                 }
+            })
+            .await;
+        let Detailed { value, completion } = detailed.map_err(HttpError::Start)?;
+        let report = RetryReport::new(&completion, single, safety, deadline);
+        let with_report = |mut response: Response<RB>| {
+            response.extensions_mut().insert(report);
+            response
+        };
+        // The name is cloned only for an error: a response touches no reference count.
+        let dependency = || shared.dependency.inner.name.clone();
+        match (value, completion.last_failure) {
+            (Some(response), _) => Ok(with_report(response)),
+            (None, Some(AttemptError::Failed(Failed::Response(response, _)))) => Ok(with_report(response)),
+            (None, Some(AttemptError::Failed(Failed::Transport(error, _)))) => {
+                Err(HttpError::Transport { dependency: dependency(), error, report })
             }
-        })
-        .await;
-    let Detailed { value, completion } = detailed.map_err(HttpError::Start)?;
-    let report = RetryReport::new(&completion, single, safety, deadline);
-    let with_report = |mut response: Response<RB>| {
-        response.extensions_mut().insert(report);
-        response
-    };
-    // The name is cloned only for an error: a response touches no reference count.
-    let dependency = || shared.dependency.inner.name.clone();
-    match (value, completion.last_failure) {
-        (Some(response), _) => Ok(with_report(response)),
-        (None, Some(AttemptError::Failed(Failed::Response(response, _)))) => Ok(with_report(response)),
-        (None, Some(AttemptError::Failed(Failed::Transport(error, _)))) => {
-            Err(HttpError::Transport { dependency: dependency(), error, report })
+            (None, Some(AttemptError::TimedOut { after })) => {
+                Err(HttpError::TimedOut { dependency: dependency(), after: std_duration(after), report })
+            }
+            (None, Some(AttemptError::Failed(Failed::NoBody))) => {
+                Err(HttpError::BodyNotReplayable { dependency: dependency(), report })
+            }
+            (None, None) => Err(HttpError::Refused { dependency: dependency(), report }),
         }
-        (None, Some(AttemptError::TimedOut { after })) => {
-            Err(HttpError::TimedOut { dependency: dependency(), after: std_duration(after), report })
-        }
-        (None, Some(AttemptError::Failed(Failed::NoBody))) => {
-            Err(HttpError::BodyNotReplayable { dependency: dependency(), report })
-        }
-        (None, None) => Err(HttpError::Refused { dependency: dependency(), report }),
     }
 }

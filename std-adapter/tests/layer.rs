@@ -254,6 +254,61 @@ impl relent_tokio::http::ReplayBody for Flaky {
     }
 }
 
+/// A body that counts the copies made of it, and says which one a request carried.
+#[derive(Debug)]
+struct Counted {
+    copies: Arc<Mutex<u32>>,
+    /// 0 for the request's own body, n for the n-th copy.
+    copy: u32,
+}
+
+impl relent_tokio::http::ReplayBody for Counted {
+    fn try_clone(&self) -> Option<Self> {
+        let mut copies = self.copies.lock().unwrap();
+        *copies += 1;
+        Some(Self { copies: self.copies.clone(), copy: *copies })
+    }
+}
+
+/// Each attempt a retry may follow sends a copy of the body, the first attempt the copy the layer
+/// made to learn whether the body can be replayed; the last attempt the policy allows sends the
+/// request's own body, and a request that gets one attempt has its body copied not at all.
+#[tokio::test(start_paused = true)]
+async fn a_body_is_copied_once_for_each_attempt_a_retry_may_follow_and_no_more() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let service = |statuses: &'static [u16]| {
+        let sent = sent.clone();
+        tower::service_fn(move |req: Request<Counted>| {
+            let mut sent = sent.lock().unwrap();
+            sent.push(req.into_body().copy);
+            let status = statuses[(sent.len() - 1).min(statuses.len() - 1)];
+            async move { Ok::<_, std::io::Error>(Response::builder().status(status).body(String::new()).unwrap()) }
+        })
+    };
+    let cases: [(Method, &[u16], &[u32], u32); 4] = [
+        // A read that succeeds at once: the layer's copy went, the request's own body stayed.
+        (Method::GET, &[200], &[1], 1),
+        // A read retried twice: two copies, then the request's own body on the last attempt.
+        (Method::GET, &[503], &[1, 2, 0], 2),
+        (Method::GET, &[503, 200], &[1, 2], 2),
+        // A keyless POST gets one attempt: its own body, and no copy made.
+        (Method::POST, &[503], &[0], 0),
+    ];
+    for (method, statuses, carried, copied) in cases {
+        sent.lock().unwrap().clear();
+        let copies = Arc::new(Mutex::new(0));
+        let mut svc = layer(budgeted()).layer(service(statuses));
+        let request = Request::builder()
+            .method(method.clone())
+            .uri("/quote")
+            .body(Counted { copies: copies.clone(), copy: 0 })
+            .unwrap();
+        svc.ready().await.unwrap().call(request).await.unwrap();
+        assert_eq!(*sent.lock().unwrap(), carried, "{method} answered {statuses:?}: the bodies sent");
+        assert_eq!(*copies.lock().unwrap(), copied, "{method} answered {statuses:?}: the copies made");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     let provider = Provider::default();
@@ -308,7 +363,8 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
         ]
     );
 
-    let copies = Arc::new(Mutex::new(2));
+    // One copy: the layer's, which the first attempt sends; the retry's copy fails.
+    let copies = Arc::new(Mutex::new(1));
     let inner = tower::service_fn(|_req: Request<Flaky>| async {
         Ok::<_, std::io::Error>(Response::builder().status(503).body(String::new()).unwrap())
     });
