@@ -11,6 +11,7 @@
 //! mode the evidence binary runs under callgrind ([`count`]).
 
 pub mod contenders;
+pub mod layers;
 pub mod paired;
 
 pub use contenders::{Adapters, CONTEXT, Contender, PATHS, PATHS_ON_THE_REAL_CLOCK, Path, count};

@@ -253,30 +253,42 @@ fn report(path: &str, how: &str, t: &[Vec<f64>]) {
 /// The three lines [`report`] prints.
 fn report_lines(path: &str, how: &str, t: &[Vec<f64>]) -> [String; 3] {
     // `ALL` lists the contenders in declaration order: a contender's index is its discriminant.
-    let at = |who: Contender| who as usize;
-    let rounds = t[at(Contender::BareCall)].len();
-    let over = |who: Contender, r: usize| t[at(who)][r] - t[at(Contender::BareCall)][r];
-    let medians: Vec<String> = Contender::ALL
-        .iter()
-        .skip(1)
-        .map(|&who| {
-            format!("{} +{:.0} ns", who.name(), quartiles((0..rounds).map(|r| over(who, r)).collect()).0)
+    let names = Contender::ALL.map(Contender::name);
+    let ratios = [Contender::TowerRetryWithBudget, Contender::TowerRetryWithBudgetAndAttemptTimeout]
+        .map(|other| (Contender::RelentTokio as usize, other as usize));
+    let [overheads, a, b] = comparison_lines(&format!("{path}{how}"), &names, t, &ratios)
+        .try_into()
+        .expect("a line of overheads and one a ratio");
+    [overheads, a, b]
+}
+
+/// A comparison's lines: each contender's median overhead over the bare call of the same round
+/// (the bare call is `names[0]` and `t[0]`), then for each `(a, b)` of `ratios` the median over
+/// rounds of `a`'s overhead over `b`'s.
+pub fn comparison_lines(
+    what: &str,
+    names: &[&str],
+    t: &[Vec<f64>],
+    ratios: &[(usize, usize)],
+) -> Vec<String> {
+    let rounds = t[0].len();
+    let over = |who: usize, r: usize| t[who][r] - t[0][r];
+    let medians: Vec<String> = (1..names.len())
+        .map(|who| {
+            format!("{} +{:.0} ns", names[who], quartiles((0..rounds).map(|r| over(who, r)).collect()).0)
         })
         .collect();
-    let ratio = |other: Contender| {
-        ratio_text(&format!("{path}{how}: relent_tokio / {} (overheads)", other.name()), rounds, |r| {
-            over(Contender::RelentTokio, r) / over(other, r)
+    let mut lines = vec![format!(
+        "{what}: overhead over the bare call ({:.0} ns), medians: {}",
+        quartiles(t[0].clone()).0,
+        medians.join(", ")
+    )];
+    lines.extend(ratios.iter().map(|&(a, b)| {
+        ratio_text(&format!("{what}: {} / {} (overheads)", names[a], names[b]), rounds, |r| {
+            over(a, r) / over(b, r)
         })
-    };
-    [
-        format!(
-            "{path}{how}: overhead over the bare call ({:.0} ns), medians: {}",
-            quartiles(t[at(Contender::BareCall)].clone()).0,
-            medians.join(", ")
-        ),
-        ratio(Contender::TowerRetryWithBudget),
-        ratio(Contender::TowerRetryWithBudgetAndAttemptTimeout),
-    ]
+    }));
+    lines
 }
 
 #[cfg(test)]

@@ -116,11 +116,30 @@ fn instructions() {
     println!("Instructions per `block_on` less those of the bare call, on the paused clock:\n");
     adapter_counts(&alternatives, &["success", "success_after_a_wait", "one_retry"]);
     println!("\nThe same in the production build (tokio without test-util, the real clock):\n");
-    match bench_executable("relent-adapter-bench", "production") {
-        Some(production) => adapter_counts(&production, &["success", "success_after_a_wait"]),
-        None => println!("the production bench did not build, so nothing was counted."),
-    }
+    let Some(production) = bench_executable("relent-adapter-bench", "production") else {
+        println!("the production bench did not build, so nothing was counted.");
+        return;
+    };
+    adapter_counts(&production, &["success", "success_after_a_wait"]);
+    println!("\nThe HTTP layers in the production build, per `block_on` less the bare service's:\n");
+    counts_table(&production, "http/", &["success", "success_after_a_wait"], "bare_service", &HTTP_LAYERS);
 }
+
+/// The adapter contenders of the count tables: each bench's name, and the table's title for it.
+const ADAPTERS: [(&str, &str); 5] = [
+    ("relent_tokio", "relent-tokio"),
+    ("backon", "backon"),
+    ("backon_with_attempt_timeout", "backon + timeout"),
+    ("tower_retry_with_budget", "tower + budget"),
+    ("tower_retry_with_budget_and_attempt_timeout", "tower + budget + `Timeout`"),
+];
+
+/// The HTTP layers' contenders (relent-adapter-bench's `layers`), the same way.
+const HTTP_LAYERS: [(&str, &str); 3] = [
+    ("relent_layer", "relent-tokio's `RetryLayer`"),
+    ("tower_retry_with_budget", "tower `Retry` + budget"),
+    ("tower_retry_with_budget_and_attempt_timeout", "tower `Retry` + budget + `Timeout`"),
+];
 
 /// A count as printed, or `(failed)`.
 fn show(n: Option<u64>) -> String {
@@ -130,26 +149,27 @@ fn show(n: Option<u64>) -> String {
 /// A table of each adapter contender's instructions per operation on `paths`, less the bare
 /// call's, counted in `bench`'s count mode.
 fn adapter_counts(bench: &Path, paths: &[&str]) {
-    const CONTENDERS: [(&str, &str); 5] = [
-        ("relent_tokio", "relent-tokio"),
-        ("backon", "backon"),
-        ("backon_with_attempt_timeout", "backon + timeout"),
-        ("tower_retry_with_budget", "tower + budget"),
-        ("tower_retry_with_budget_and_attempt_timeout", "tower + budget + `Timeout`"),
-    ];
-    println!("| path | bare call | {} |", CONTENDERS.map(|(_, title)| title).join(" | "));
-    println!("|---|---|{}", "---|".repeat(CONTENDERS.len()));
+    counts_table(bench, "", paths, "bare_call", &ADAPTERS);
+}
+
+/// A table of each of `contenders`' instructions per operation on `paths` (bench names
+/// `{prefix}{path}/{contender}`), less those of `bare`, counted in `bench`'s count mode. A row is
+/// named for its path with the prefix's words, `http success` for `http/success`.
+fn counts_table(bench: &Path, prefix: &str, paths: &[&str], bare: &str, contenders: &[(&str, &str)]) {
+    let titles: Vec<&str> = contenders.iter().map(|(_, title)| *title).collect();
+    println!("| path | {} | {} |", bare.replace('_', " "), titles.join(" | "));
+    println!("|---|---|{}", "---|".repeat(contenders.len()));
     for path in paths {
         let block_on = "tokio::runtime::runtime::Runtime::block_on*";
-        let bare = per_op(bench, &format!("{path}/bare_call"), block_on);
-        let cells = CONTENDERS.map(|(name, _)| {
-            let n = per_op(bench, &format!("{path}/{name}"), block_on);
-            match (n, bare) {
-                (Some(n), Some(bare)) => format!("{}", n.saturating_sub(bare)),
+        let base = per_op(bench, &format!("{prefix}{path}/{bare}"), block_on);
+        let cells: Vec<String> = contenders
+            .iter()
+            .map(|(name, _)| match (per_op(bench, &format!("{prefix}{path}/{name}"), block_on), base) {
+                (Some(n), Some(base)) => format!("{}", n.saturating_sub(base)),
                 _ => "(failed)".to_string(),
-            }
-        });
-        println!("| {path} | {} | {} |", show(bare), cells.join(" | "));
+            })
+            .collect();
+        println!("| {}{path} | {} | {} |", prefix.replace('/', " "), show(base), cells.join(" | "));
     }
 }
 
