@@ -320,24 +320,39 @@ impl Adapters {
 /// instructions without a bench loop around them. A `what` that names no such bench is refused
 /// with the names it takes.
 pub fn count(adapters: &Adapters, paths: &[Path], what: &str, n: u64) -> Result<(), String> {
-    let found = what.split_once('/').and_then(|(path, who)| {
-        let path = paths.iter().find(|p| p.name == path)?;
-        let who = Contender::ALL.into_iter().find(|c| c.name() == who)?;
-        Some((*path, who))
-    });
-    let Some((path, who)) = found else {
-        let paths: Vec<&str> = paths.iter().map(|p| p.name).collect();
-        let contenders = Contender::ALL.map(Contender::name).join(", ");
-        return Err(format!(
-            "--count {what}: not a bench this mode runs. It takes PATH/CONTENDER with PATH one of {} \
-             and CONTENDER one of {contenders}",
-            paths.join(", ")
-        ));
-    };
+    let (path, who) = find_bench(what, "", "a bench", paths, &Contender::ALL, Contender::name)?;
     for _ in 0..n {
         black_box(adapters.run(who, path));
     }
     Ok(())
+}
+
+/// The path and contender that `what` names as `{prefix}PATH/CONTENDER`, with `PATH` one of `paths`
+/// and `CONTENDER` one of `all` (by `name`); or the message that refuses it, with the names it
+/// takes. The count modes' one parser.
+pub(crate) fn find_bench<C: Copy>(
+    what: &str,
+    prefix: &str,
+    kind: &str,
+    paths: &[Path],
+    all: &[C],
+    name: impl Fn(C) -> &'static str,
+) -> Result<(Path, C), String> {
+    let found = what.strip_prefix(prefix).and_then(|rest| rest.split_once('/')).and_then(|(path, who)| {
+        let path = paths.iter().find(|p| p.name == path)?;
+        let who = all.iter().copied().find(|&c| name(c) == who)?;
+        Some((*path, who))
+    });
+    found.ok_or_else(|| {
+        let paths: Vec<&str> = paths.iter().map(|p| p.name).collect();
+        let contenders: Vec<&str> = all.iter().map(|&c| name(c)).collect();
+        format!(
+            "--count {what}: not {kind} this mode runs. It takes {prefix}PATH/CONTENDER with PATH one of {} \
+             and CONTENDER one of {}",
+            paths.join(", "),
+            contenders.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use relent_tokio::{Duration, HZ, RetryLayer};
 use tower::retry::budget::{Budget, TpsBudget};
 use tower::{Layer, Service, ServiceExt};
 
-use crate::contenders::Path;
+use crate::contenders::{Path, find_bench};
 use crate::paired::{self, Timed};
 
 thread_local! {
@@ -266,20 +266,8 @@ pub fn compare(layers: &Layers, paths: &[Path]) {
 /// `n` times on `layers` and nothing else, for callgrind. A `what` that names no such bench is
 /// refused with the names it takes.
 pub fn count(layers: &Layers, paths: &[Path], what: &str, n: u64) -> Result<(), String> {
-    let found = what.strip_prefix("http/").and_then(|rest| rest.split_once('/')).and_then(|(path, who)| {
-        let path = paths.iter().find(|p| p.name == path)?;
-        let who = LayerContender::ALL.into_iter().find(|c| c.name() == who)?;
-        Some((*path, who))
-    });
-    let Some((path, who)) = found else {
-        let paths: Vec<&str> = paths.iter().map(|p| p.name).collect();
-        let contenders = LayerContender::ALL.map(LayerContender::name).join(", ");
-        return Err(format!(
-            "--count {what}: not an HTTP bench this mode runs. It takes http/PATH/CONTENDER with PATH one \
-             of {} and CONTENDER one of {contenders}",
-            paths.join(", ")
-        ));
-    };
+    let (path, who) =
+        find_bench(what, "http/", "an HTTP bench", paths, &LayerContender::ALL, LayerContender::name)?;
     for _ in 0..n {
         black_box(layers.run(who, path));
     }
