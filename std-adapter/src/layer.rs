@@ -4,10 +4,11 @@
 //! - A request is replayable when its method is idempotent or it carries an `Idempotency-Key`
 //!   (seed 000); any other request gets exactly one attempt, whatever the policy says. A replayable
 //!   request whose body cannot be replayed (a stream) also gets one attempt. Either way the
-//!   [`RetryReport`] says so. A replayable request's body and parts are copied for each attempt
-//!   that a retry may follow (the first attempt sends the body's copy made to learn whether it can
-//!   be copied at all); the last attempt the policy allows sends the request's own. A request that
-//!   succeeds at once has its body copied once, and one that gets a single attempt not at all.
+//!   [`RetryReport`] says so. A replayable request's body and parts are copied, and the inner
+//!   service cloned, for each attempt that a retry may follow (the first attempt sends the body's
+//!   copy made to learn whether it can be copied at all); the last attempt the policy allows sends
+//!   the request's own through the service `call` cloned for the request. A request that succeeds
+//!   at once has its body copied once, and one that gets a single attempt not at all.
 //! - `poll_ready` is always ready: the inner service's readiness is awaited inside each attempt, so
 //!   an open circuit (or a full bulkhead, or a cooldown) fails fast in `call` instead of holding
 //!   `poll_ready`, and one broken dependency does not stall a shared client (tower's load-shed
@@ -444,7 +445,7 @@ fn deadline<C>(shared: &RetryLayer<C>, until: Option<RequestDeadline>) -> Durati
 #[allow(clippy::manual_async_fn)]
 fn run<S, B, RB, C>(
     shared: Arc<RetryLayer<C>>,
-    mut inner: S,
+    inner: S,
     request: Request<B>,
 ) -> impl Future<Output = Result<Response<RB>, HttpError<S::Error>>>
 where
@@ -453,7 +454,7 @@ where
     C: HttpClassifier<RB, S::Error>,
 {
     let Prepared { parts, body, mut copy, single, policy, safety, until } = prepare(&shared, request);
-    let (mut parts, mut body) = (Some(parts), Some(body));
+    let (mut parts, mut body, mut inner) = (Some(parts), Some(body), Some(inner));
     async move {
         let deadline = deadline(&shared, until);
         let context = Context::new(deadline, safety);
@@ -467,24 +468,26 @@ where
             .dependency
             .execute_detailed(&policy, context, move |info| {
                 // An attempt that a retry may follow sends copies of the request's parts and body
-                // (the first, the body's copy made in `prepare`); the last one the policy allows
-                // (the only one, for a request that gets a single attempt) sends the request's
-                // own, so that nothing is copied for it.
-                let request = if info.number() >= last {
-                    parts.take().zip(body.take())
+                // (the first, the body's copy made in `prepare`) through a clone of the inner
+                // service; the last one the policy allows (the only one, for a request that gets a
+                // single attempt) sends the request's own through the service that `call` gave
+                // this request, so that nothing is copied or cloned for it.
+                let (request, mut service) = if info.number() >= last {
+                    (parts.take().zip(body.take()), inner.take())
                 } else {
                     let copy = copy.take().or_else(|| body.as_ref().and_then(ReplayBody::try_clone));
-                    copy.and_then(|body| Some((parts.clone()?, body)))
+                    (copy.and_then(|body| Some((parts.clone()?, body))), inner.clone())
                 };
                 let request = request.map(|(parts, body)| Request::from_parts(parts, body));
-                let mut service = inner.clone();
                 async move {
                     // Checked before the service's readiness is awaited. The request is moved
                     // out of the future's own field only by the call: bound to a local of its
-                    // own across that await, it would take its room in the future twice.
-                    if request.is_none() {
+                    // own across that await, it would take its room in the future twice. (No
+                    // service is left only for an attempt after the last, which the core never
+                    // dispatches.)
+                    let (Some(_), Some(service)) = (&request, &mut service) else {
                         return Err(Failed::NoBody);
-                    }
+                    };
                     let result = match service.ready().await {
                         Ok(ready) => match request {
                             Some(request) => ready.call(request).await,

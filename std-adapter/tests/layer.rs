@@ -270,42 +270,77 @@ impl relent_tokio::http::ReplayBody for Counted {
     }
 }
 
+/// An inner service that answers each request with the next of `statuses` (the last one over and
+/// over), keeps the copy number of each body it was sent, and counts its own clones.
+struct Answering {
+    statuses: &'static [u16],
+    sent: Arc<Mutex<Vec<u32>>>,
+    clones: Arc<Mutex<u32>>,
+}
+
+impl Clone for Answering {
+    fn clone(&self) -> Self {
+        *self.clones.lock().unwrap() += 1;
+        Self { statuses: self.statuses, sent: self.sent.clone(), clones: self.clones.clone() }
+    }
+}
+
+impl Service<Request<Counted>> for Answering {
+    type Response = Response<String>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Response<String>, std::io::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Counted>) -> Self::Future {
+        let mut sent = self.sent.lock().unwrap();
+        sent.push(req.into_body().copy);
+        let status = self.statuses[(sent.len() - 1).min(self.statuses.len() - 1)];
+        std::future::ready(Ok(Response::builder().status(status).body(String::new()).unwrap()))
+    }
+}
+
 /// Each attempt a retry may follow sends a copy of the body, the first attempt the copy the layer
-/// made to learn whether the body can be replayed; the last attempt the policy allows sends the
-/// request's own body, and a request that gets one attempt has its body copied not at all.
+/// made to learn whether the body can be replayed, through a clone of the inner service; the last
+/// attempt the policy allows sends the request's own body through the service the layer's `call`
+/// cloned, and a request that gets one attempt has its body copied not at all.
 #[tokio::test(start_paused = true)]
-async fn a_body_is_copied_once_for_each_attempt_a_retry_may_follow_and_no_more() {
-    let sent = Arc::new(Mutex::new(Vec::new()));
-    let service = |statuses: &'static [u16]| {
-        let sent = sent.clone();
-        tower::service_fn(move |req: Request<Counted>| {
-            let mut sent = sent.lock().unwrap();
-            sent.push(req.into_body().copy);
-            let status = statuses[(sent.len() - 1).min(statuses.len() - 1)];
-            async move { Ok::<_, std::io::Error>(Response::builder().status(status).body(String::new()).unwrap()) }
-        })
-    };
-    let cases: [(Method, &[u16], &[u32], u32); 4] = [
+async fn a_body_and_the_service_are_copied_once_for_each_attempt_a_retry_may_follow_and_no_more() {
+    /// A request, what the service answers, and what the test expects.
+    struct Case {
+        method: Method,
+        answers: &'static [u16],
+        /// The body each attempt carried: 0 for the request's own, n for the n-th copy.
+        carried: &'static [u32],
+        copies: u32,
+        /// One by the layer's `call`, and one for each attempt but the last the policy allows.
+        clones: u32,
+    }
+    let cases = [
         // A read that succeeds at once: the layer's copy went, the request's own body stayed.
-        (Method::GET, &[200], &[1], 1),
+        Case { method: Method::GET, answers: &[200], carried: &[1], copies: 1, clones: 2 },
         // A read retried twice: two copies, then the request's own body on the last attempt.
-        (Method::GET, &[503], &[1, 2, 0], 2),
-        (Method::GET, &[503, 200], &[1, 2], 2),
+        Case { method: Method::GET, answers: &[503], carried: &[1, 2, 0], copies: 2, clones: 3 },
+        Case { method: Method::GET, answers: &[503, 200], carried: &[1, 2], copies: 2, clones: 3 },
         // A keyless POST gets one attempt: its own body, and no copy made.
-        (Method::POST, &[503], &[0], 0),
+        Case { method: Method::POST, answers: &[503], carried: &[0], copies: 0, clones: 1 },
     ];
-    for (method, statuses, carried, copied) in cases {
-        sent.lock().unwrap().clear();
-        let copies = Arc::new(Mutex::new(0));
-        let mut svc = layer(budgeted()).layer(service(statuses));
+    for Case { method, answers: statuses, carried, copies: copied, clones: cloned } in cases {
+        let (sent, clones, copies) = (Arc::default(), Arc::new(Mutex::new(0)), Arc::new(Mutex::new(0)));
+        let answering = Answering { statuses, sent: Arc::clone(&sent), clones: clones.clone() };
+        let mut svc = layer(budgeted()).layer(answering);
         let request = Request::builder()
             .method(method.clone())
             .uri("/quote")
             .body(Counted { copies: copies.clone(), copy: 0 })
             .unwrap();
         svc.ready().await.unwrap().call(request).await.unwrap();
-        assert_eq!(*sent.lock().unwrap(), carried, "{method} answered {statuses:?}: the bodies sent");
-        assert_eq!(*copies.lock().unwrap(), copied, "{method} answered {statuses:?}: the copies made");
+        let case = format!("{method} answered {statuses:?}");
+        assert_eq!(*sent.lock().unwrap(), carried, "{case}: the bodies sent");
+        assert_eq!(*copies.lock().unwrap(), copied, "{case}: the body's copies");
+        assert_eq!(*clones.lock().unwrap(), cloned, "{case}: the service's clones");
     }
 }
 
