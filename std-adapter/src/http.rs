@@ -28,7 +28,7 @@ use crate::clock::{HZ, ticks};
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The same as a header name: looked up with it, a request's headers are searched without parsing
-/// the name first (about 300 instructions a request, with the `&str`).
+/// the name first (about 180 instructions fewer a request through the layer than with the `&str`).
 static IDEMPOTENCY_KEY_NAME: http::HeaderName = http::HeaderName::from_static(IDEMPOTENCY_KEY);
 
 /// Whether `method` is idempotent in the sense of seed 000: repeating it leaves the far side where
@@ -181,9 +181,10 @@ pub fn never_arrived(error: &(dyn std::error::Error + 'static)) -> bool {
 /// A request body that can be sent again. Implemented for the owned body types; a body that
 /// cannot be replayed (a stream) returns `None`, and its request gets one attempt.
 ///
-/// The [`RetryLayer`](crate::RetryLayer) asks for a copy once before a replayable request's first
-/// attempt (whether it gets one decides whether the request may be retried, and the copy is what
-/// the first attempt sends), then once for each later attempt that a retry may follow; the last
+/// Under a policy of more than one attempt, the [`RetryLayer`](crate::RetryLayer) asks for a copy
+/// once before a replayable request's first attempt (whether it gets one decides whether the
+/// request may be retried, and the copy is what the first attempt sends), then once for each later
+/// attempt that a retry may follow; the last
 /// attempt the policy allows sends the original. A copy refused after the first ends the request
 /// with [`HttpError::BodyNotReplayable`](crate::HttpError::BodyNotReplayable).
 pub trait ReplayBody: Sized {
