@@ -158,6 +158,45 @@ fn full_jitter_flattens_the_wave_when_a_node_drops() {
     assert!(full * 3 < none, "peak per 10 ms: {none} without jitter, {full} with full jitter");
 }
 
+/// Seed 000's outage fails its calls one by one as they arrive (3 every 10 ms in a reduced run),
+/// not together. Without jitter each call's retries follow it by exactly 105 and 310 ms (5 ms calls,
+/// waits of 100 and 200 ms), so from 310 ms into the outage to its end every 10 ms slot holds 3
+/// first attempts, 3 second and 3 third: a steady 9, three calls per first attempt, and never more.
+/// Full jitter draws each wait at random, and random draws bunch: its tallest slot is taller.
+#[test]
+fn without_jitter_calls_failing_as_they_arrive_are_retried_as_a_steady_stream_and_full_jitter_bunches_them() {
+    let none = reduced(Scenario::seed_000(1, Budget::Unlimited, Jitter::None));
+    let steady = none.calls_per_10ms_from(2_310, 4_690);
+    assert_eq!(steady.len(), 469);
+    assert!(steady.iter().all(|&(_, calls)| calls == 9), "{steady:?}");
+    assert_eq!(none.peak_per_10ms, 9);
+    assert_eq!(none.amplification(2_400, 7_000), 3.0);
+    let full = reduced(Scenario::seed_000(1, Budget::Unlimited, Jitter::Full));
+    assert!(full.peak_per_10ms > 9, "full jitter's tallest 10 ms: {}", full.peak_per_10ms);
+}
+
+/// Three layers without budgets, no jitter, worked out by hand: each layer's attempt timeout is
+/// 500 ms, and an inner operation's deadline is its parent's attempt timeout. The innermost
+/// operation calls at 0, 105 and 310 ms and ends at 315. The middle one waits 100 ms after it, and
+/// its second attempt starts at 415 ms with 85 ms left: one call, and then neither layer has time
+/// for its next wait (100 and 200 ms), so it ends at 420 ms with 4 calls. The outer operation's 3
+/// attempts make 4 each: 12 calls per first attempt once the outage is 1.6 s old (its third attempts
+/// have begun). Full jitter's waits are half as long on average, so more of them fit inside each
+/// parent's attempt timeout, and it makes more calls, not fewer: jitter spreads failures that
+/// happen together; it does not bound the multiplication, which budgets do.
+#[test]
+fn three_layers_without_jitter_make_twelve_calls_per_first_attempt_and_full_jitter_more() {
+    let none = reduced(Scenario::seed_000(3, Budget::Unlimited, Jitter::None));
+    assert_eq!(none.amplification(3_600, 7_000), 12.0);
+    assert!(none.amplification_over_time(7_000)[36..].iter().all(|&(_, a)| a == 12.0));
+    let full = reduced(Scenario::seed_000(3, Budget::Unlimited, Jitter::Full));
+    let (n, f) = (none.amplification(2_000, 7_000), full.amplification(2_000, 7_000));
+    assert!(
+        f > n * 1.5,
+        "calls per first attempt during the outage: {n} without jitter, {f} with full jitter"
+    );
+}
+
 mod aws {
     use relent_tests::evidence::aws::{Algorithm, mean, run};
 

@@ -307,8 +307,8 @@ fn aws_experiment(out: &Path, runs: u64) {
     println!("\n(CSV and SVG plots in evidence/)\n");
 }
 
-/// Seed 000's overload scenario at one and three layers with each budget, then the node drop with
-/// and without jitter: the tables on stdout, the time series in `overload.csv` and `node-drop.csv`,
+/// Seed 000's overload scenario at one and three layers with each budget, then no jitter against
+/// full jitter on it and on a node drop: the tables on stdout, the time series in `overload.csv` and `node-drop.csv`,
 /// and their plots.
 fn overload(out: &Path) {
     /// The span the time series cover: the first attempts stop at 15 s, their retries a little later.
@@ -353,17 +353,12 @@ fn overload(out: &Path) {
     let amplification: Vec<Series> =
         names.iter().zip(points).map(|(name, points)| Series { name, points }).collect();
     std::fs::write(out.join("overload.csv"), csv).expect("overload.csv is written");
-    println!(
-        "\n## Jitter when a node drops: 300 ms calls, ~900 in flight fail at once (1 layer, no budget)\n"
-    );
-    println!("| jitter | peak calls per 10 ms | calls per first attempt during the outage |");
-    println!("|---|---|---|");
+    jitter_table();
     let mut csv = String::from("jitter,t_ms,calls\n");
     let mut wave: Vec<Series> = Vec::new();
     for jitter in [Jitter::None, Jitter::Full] {
         let s = Scenario::node_drop(jitter);
         let o = overload::run(&s);
-        println!("| {} | {} | {:.2} |", jitter.as_str(), o.peak_per_10ms, o.amplification(2_000, 7_000));
         // From the drop to 1.5 s after it, per 10 ms.
         let mut points = Vec::new();
         for (ms, calls) in o.calls_per_10ms_from(s.outage_ms.0, 1_500) {
@@ -401,6 +396,42 @@ fn overload(out: &Path) {
         if let Err(e) = lines(&out.join(file), title, labels, series, log_y, Legend::UpperRight) {
             eprintln!("{file}: {e}");
         }
+    }
+}
+
+/// No jitter against full jitter, on seed 000's outage itself (failures spread out as the first
+/// attempts arrive, at one and three layers, without and with the ratio budget) and on a node drop
+/// (the failures of ~900 calls in flight at one instant): the tallest 10 ms slot of calls reaching
+/// the dependency, and calls per first attempt during the outage.
+fn jitter_table() {
+    println!("\n## No jitter against full jitter: the same outages\n");
+    println!(
+        "| outage | layers | budget | peak calls per 10 ms, no jitter | full jitter | \
+         calls per first attempt during the outage, no jitter | full jitter |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    const SPREAD: &str = "seed 000's: 5 ms calls fail as they arrive";
+    /// A row's outage, and its scenario with the given jitter.
+    type Case = (&'static str, fn(Jitter) -> Scenario);
+    let cases: [Case; 5] = [
+        (SPREAD, |j| Scenario::seed_000(1, Budget::Unlimited, j)),
+        (SPREAD, |j| Scenario::seed_000(1, Budget::Ratio, j)),
+        (SPREAD, |j| Scenario::seed_000(3, Budget::Unlimited, j)),
+        (SPREAD, |j| Scenario::seed_000(3, Budget::Ratio, j)),
+        ("a node drop: ~900 calls of 300 ms in flight fail at once", Scenario::node_drop),
+    ];
+    for (outage, scenario) in cases {
+        let s = scenario(Jitter::None);
+        let [none, full] = [Jitter::None, Jitter::Full].map(|jitter| overload::run(&scenario(jitter)));
+        println!(
+            "| {outage} | {} | {} | {} | {} | {:.2} | {:.2} |",
+            s.layers,
+            s.budget.short_name(),
+            none.peak_per_10ms,
+            full.peak_per_10ms,
+            none.amplification(2_000, 7_000),
+            full.amplification(2_000, 7_000)
+        );
     }
 }
 
