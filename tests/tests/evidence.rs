@@ -116,7 +116,34 @@ fn the_scenarios_are_named_as_the_readme_names_them() {
     assert_eq!(budgets.map(Budget::short_name), ["no budget", "ratio budget", "token bucket"]);
     assert_eq!(
         budgets.map(Budget::name),
-        ["no budget", "ratio budget (10 % over 10 s)", "token bucket (10 % of 1 s, refilled each second)"]
+        [
+            "no budget",
+            "ratio budget (10 % of calls over 10 s)",
+            "token bucket (10 % of a second's first attempts, refilled each second)"
+        ]
+    );
+}
+
+/// The README shows the tables the evidence binary writes to `evidence/tables.md`, every row as it
+/// is there (CI checks that a fresh run of the binary writes that file unchanged): a change to what
+/// the simulations show cannot leave the README's tables behind.
+#[test]
+fn the_readme_holds_every_row_of_the_tables_the_evidence_binary_wrote() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read =
+        |path: &str| std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let (tables, readme) = (read("evidence/tables.md"), read("README.md"));
+    let readme: std::collections::HashSet<&str> = readme.lines().collect();
+    let rows: Vec<&str> = tables.lines().filter(|l| l.starts_with('|')).collect();
+    // Three tables: the AWS experiment's 5 algorithms, the budgets' 6 rows and the jitter's 5,
+    // each with its header and separator.
+    assert_eq!(rows.len(), 7 + 8 + 7, "{tables}");
+    let missing: Vec<&str> = rows.into_iter().filter(|row| !readme.contains(row)).collect();
+    assert!(
+        missing.is_empty(),
+        "README.md lacks these rows of evidence/tables.md (rerun `cargo run --release -p relent-tests --bin \
+         evidence` and copy its tables into the README):\n{}",
+        missing.join("\n")
     );
 }
 

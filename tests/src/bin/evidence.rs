@@ -1,5 +1,6 @@
-//! Regenerates the README's evidence: tables on stdout, CSV and SVG plots in `evidence/`; with
-//! `--benchmarks`, also the performance tables (criterion: relent-core's decision path, the
+//! Regenerates the README's evidence: tables on stdout and in `evidence/tables.md` (the README's,
+//! as it shows them), CSV and SVG plots in `evidence/`; with `--benchmarks`, also the performance
+//! tables (criterion: relent-core's decision path, the
 //! comparison with backon, tower and governor, and relent-tokio's overhead), then the same
 //! comparisons in the alternatives bench's paired mode, and the adapters' again in the production
 //! build (relent-adapter-bench's `production` bench) and on tokio's multi-threaded runtime (its
@@ -22,7 +23,8 @@ use relent_tests::evidence::plot::{Legend, Series, lines};
 
 const USAGE: &str =
     "usage: cargo run --release -p relent-tests --bin evidence [-- --benchmarks | -- --instructions]
-  (no flag)       the simulations: tables on stdout, CSV and SVG plots in evidence/ (about 10 s)
+  (no flag)       the simulations: tables on stdout and in evidence/tables.md, CSV and SVG plots
+                  in evidence/ (about 10 s)
   --benchmarks    the same, then the benchmark suites, the paired mode and the instruction counts
                   (about 8 minutes)
   --instructions  the instruction counts alone, under callgrind (about 30 s; needs valgrind)
@@ -79,8 +81,11 @@ fn main() {
     }
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../evidence");
     std::fs::create_dir_all(&out).expect("the evidence directory can be created");
-    aws_experiment(&out, runs);
-    overload(&out);
+    let mut tables = Tables::default();
+    aws_experiment(&out, runs, &mut tables);
+    overload(&out, &mut tables);
+    let tables_md = out.join(Tables::FILE);
+    std::fs::write(&tables_md, tables.markdown(runs)).expect("tables.md is written");
     if mode == Mode::Benchmarks {
         benchmarks();
         instructions();
@@ -274,7 +279,58 @@ fn benchmarks() {
     }
 }
 
-fn aws_experiment(out: &Path, runs: u64) {
+/// The tables the README shows, each exactly as the README has it: printed on stdout as they are
+/// made, and written together to `evidence/tables.md`. A test checks that the README holds every
+/// row of that file, and CI that a fresh run writes it (and the CSVs and plots) unchanged, so a
+/// change to what the simulations show cannot leave the README behind.
+#[derive(Default)]
+struct Tables(String);
+
+impl Tables {
+    /// The file, in `evidence/`.
+    const FILE: &str = "tables.md";
+
+    /// Adds a table under `title`: its header's cells, then its rows' cells.
+    fn add(&mut self, title: &str, header: &[&str], rows: &[Vec<String>]) {
+        let line = |cells: &mut dyn Iterator<Item = &str>| {
+            cells.fold(String::from("|"), |mut l, c| {
+                let _ = write!(l, " {c} |");
+                l
+            })
+        };
+        let mut table = format!("### {title}\n\n{}\n|", line(&mut header.iter().copied()));
+        table.push_str(&"---|".repeat(header.len()));
+        for row in rows {
+            let _ = write!(table, "\n{}", line(&mut row.iter().map(String::as_str)));
+        }
+        println!("\n{table}\n");
+        let _ = write!(self.0, "\n{table}\n");
+    }
+
+    /// The file's text.
+    fn markdown(&self, runs: u64) -> String {
+        format!(
+            "# The README's evidence tables\n\nWritten by `cargo run --release -p relent-tests --bin evidence` \
+             ({runs} runs per point of the AWS experiment); the README shows each table as it is here.\n{}",
+            self.0
+        )
+    }
+}
+
+/// `n` with a comma between each group of three digits, as the README writes numbers.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+fn aws_experiment(out: &Path, runs: u64, tables: &mut Tables) {
     println!("## The AWS experiment: n clients, one row, optimistic concurrency ({runs} runs per point)\n");
     let mut csv = String::from("clients,algorithm,mean_write_calls,mean_completion_ms\n");
     let mut calls: Vec<Series> =
@@ -283,10 +339,20 @@ fn aws_experiment(out: &Path, runs: u64) {
         Algorithm::ALL.iter().map(|a| Series { name: a.name(), points: Vec::new() }).collect();
     println!("| clients | {} |", Algorithm::ALL.map(|a| format!("{} calls / ms", a.name())).join(" | "));
     println!("|---|{}", "---|".repeat(Algorithm::ALL.len()));
+    /// The README's table is of this many clients.
+    const README_CLIENTS: usize = 100;
+    let mut at_readme = Vec::new();
     for n in (10..=190).step_by(10) {
         let mut row = format!("| {n} |");
         for (i, a) in Algorithm::ALL.iter().enumerate() {
             let (w, t) = aws::mean(*a, n, runs);
+            if n == README_CLIENTS {
+                at_readme.push(vec![
+                    a.name().to_owned(),
+                    thousands(w.round() as u64),
+                    format!("{:.1} s", t / 1_000.0),
+                ]);
+            }
             let _ = writeln!(csv, "{n},{},{w:.1},{t:.1}", a.name());
             calls[i].points.push((n as f64, w));
             times[i].points.push((n as f64, t));
@@ -294,6 +360,11 @@ fn aws_experiment(out: &Path, runs: u64) {
         }
         println!("{row}");
     }
+    tables.add(
+        "The AWS backoff experiment",
+        &["100 clients", "write calls", "time until the last succeeds"],
+        &at_readme,
+    );
     std::fs::write(out.join("aws.csv"), csv).expect("aws.csv is written");
     let plots = [
         ("aws-calls.svg", "Write calls until every client succeeds", "write calls", &calls, false),
@@ -310,14 +381,11 @@ fn aws_experiment(out: &Path, runs: u64) {
 /// Seed 000's overload scenario at one and three layers with each budget, then no jitter against
 /// full jitter on it and on a node drop: the tables on stdout, the time series in `overload.csv` and `node-drop.csv`,
 /// and their plots.
-fn overload(out: &Path) {
+fn overload(out: &Path, tables: &mut Tables) {
     /// The span the time series cover: the first attempts stop at 15 s, their retries a little later.
     const UNTIL_MS: u64 = 16_000;
-    println!("## Overload: 3,000 first attempts/s, every call fails from 2 s to 7 s, 3 attempts each\n");
-    println!(
-        "| layers | budget | calls per first attempt during the outage | after it (7-15 s) | peak calls per 10 ms |"
-    );
-    println!("|---|---|---|---|---|");
+    println!("## Overload: 3,000 first attempts/s, every call fails from 2 s to 7 s, 3 attempts each");
+    let mut rows = Vec::new();
     let mut csv = String::from("layers,budget,t_ms,calls,first_attempts\n");
     let mut per_second: Vec<Series> = Vec::new();
     // Each line's legend and points; the series borrow the legends once all are made.
@@ -326,13 +394,13 @@ fn overload(out: &Path) {
     for layers in [1, 3] {
         for budget in [Budget::Unlimited, Budget::Ratio, Budget::Tokens] {
             let o = overload::run(&Scenario::seed_000(layers, budget, Jitter::Full));
-            println!(
-                "| {layers} | {} | {:.2} | {:.2} | {} |",
-                budget.name(),
-                o.amplification(2_000, 7_000),
-                o.amplification(7_000, 15_000),
-                o.peak_per_10ms
-            );
+            rows.push(vec![
+                layers.to_string(),
+                budget.name().to_owned(),
+                format!("{:.2}", o.amplification(2_000, 7_000)),
+                format!("{:.2}", o.amplification(7_000, 15_000)),
+                o.peak_per_10ms.to_string(),
+            ]);
             for (i, (calls, first)) in
                 o.calls.iter().zip(&o.first).take((UNTIL_MS / 100) as usize).enumerate()
             {
@@ -348,12 +416,23 @@ fn overload(out: &Path) {
             amplification.push((name, o.amplification_over_time(15_000)));
         }
     }
+    tables.add(
+        "What a budget does to an outage",
+        &[
+            "layers",
+            "budget at each layer",
+            "calls per first attempt during the outage",
+            "after it (7 to 15 s)",
+            "peak calls per 10 ms",
+        ],
+        &rows,
+    );
     per_second.push(Series { name: "first attempts", points: first_attempts });
     let (names, points): (Vec<String>, Vec<_>) = amplification.into_iter().unzip();
     let amplification: Vec<Series> =
         names.iter().zip(points).map(|(name, points)| Series { name, points }).collect();
     std::fs::write(out.join("overload.csv"), csv).expect("overload.csv is written");
-    jitter_table();
+    jitter_table(tables);
     let mut csv = String::from("jitter,t_ms,calls\n");
     let mut wave: Vec<Series> = Vec::new();
     for jitter in [Jitter::None, Jitter::Full] {
@@ -403,13 +482,7 @@ fn overload(out: &Path) {
 /// attempts arrive, at one and three layers, without and with the ratio budget) and on a node drop
 /// (the failures of ~900 calls in flight at one instant): the tallest 10 ms slot of calls reaching
 /// the dependency, and calls per first attempt during the outage.
-fn jitter_table() {
-    println!("\n## No jitter against full jitter: the same outages\n");
-    println!(
-        "| outage | layers | budget | peak calls per 10 ms, no jitter | full jitter | \
-         calls per first attempt during the outage, no jitter | full jitter |"
-    );
-    println!("|---|---|---|---|---|---|---|");
+fn jitter_table(tables: &mut Tables) {
     const SPREAD: &str = "seed 000's: 5 ms calls fail as they arrive";
     /// A row's outage, and its scenario with the given jitter.
     type Case = (&'static str, fn(Jitter) -> Scenario);
@@ -420,19 +493,35 @@ fn jitter_table() {
         (SPREAD, |j| Scenario::seed_000(3, Budget::Ratio, j)),
         ("a node drop: ~900 calls of 300 ms in flight fail at once", Scenario::node_drop),
     ];
-    for (outage, scenario) in cases {
-        let s = scenario(Jitter::None);
-        let [none, full] = [Jitter::None, Jitter::Full].map(|jitter| overload::run(&scenario(jitter)));
-        println!(
-            "| {outage} | {} | {} | {} | {} | {:.2} | {:.2} |",
-            s.layers,
-            s.budget.short_name(),
-            none.peak_per_10ms,
-            full.peak_per_10ms,
-            none.amplification(2_000, 7_000),
-            full.amplification(2_000, 7_000)
-        );
-    }
+    let rows: Vec<Vec<String>> = cases
+        .into_iter()
+        .map(|(outage, scenario)| {
+            let s = scenario(Jitter::None);
+            let [none, full] = [Jitter::None, Jitter::Full].map(|jitter| overload::run(&scenario(jitter)));
+            vec![
+                outage.to_owned(),
+                s.layers.to_string(),
+                s.budget.short_name().to_owned(),
+                none.peak_per_10ms.to_string(),
+                full.peak_per_10ms.to_string(),
+                format!("{:.2}", none.amplification(2_000, 7_000)),
+                format!("{:.2}", full.amplification(2_000, 7_000)),
+            ]
+        })
+        .collect();
+    tables.add(
+        "No jitter against full jitter, on the same outages",
+        &[
+            "outage",
+            "layers",
+            "budget",
+            "peak calls per 10 ms, no jitter",
+            "full jitter",
+            "calls per first attempt during the outage, no jitter",
+            "full jitter",
+        ],
+        &rows,
+    );
 }
 
 #[cfg(test)]
@@ -441,6 +530,38 @@ mod tests {
 
     fn args(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn numbers_get_a_comma_between_each_group_of_three_digits() {
+        assert_eq!(
+            [0, 7, 999, 1_000, 2_423, 99_999, 123_456, 1_234_567, u64::MAX].map(thousands),
+            [
+                "0",
+                "7",
+                "999",
+                "1,000",
+                "2,423",
+                "99,999",
+                "123,456",
+                "1,234,567",
+                "18,446,744,073,709,551,615"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_table_is_markdown_under_its_title_in_the_file_and_each_row_has_its_cells() {
+        let mut tables = Tables::default();
+        tables.add("Two", &["a", "b"], &[vec!["1".into(), "2,000".into()], vec!["x y".into(), "z".into()]]);
+        tables.add("One", &["c"], &[]);
+        assert_eq!(
+            tables.markdown(7),
+            "# The README's evidence tables\n\nWritten by `cargo run --release -p relent-tests --bin evidence` \
+             (7 runs per point of the AWS experiment); the README shows each table as it is here.\n\
+             \n### Two\n\n| a | b |\n|---|---|\n| 1 | 2,000 |\n| x y | z |\n\
+             \n### One\n\n| c |\n|---|\n"
+        );
     }
 
     #[test]

@@ -47,8 +47,8 @@ impl Budget {
     pub fn name(self) -> &'static str {
         match self {
             Self::Unlimited => "no budget",
-            Self::Ratio => "ratio budget (10 % over 10 s)",
-            Self::Tokens => "token bucket (10 % of 1 s, refilled each second)",
+            Self::Ratio => "ratio budget (10 % of calls over 10 s)",
+            Self::Tokens => "token bucket (10 % of a second's first attempts, refilled each second)",
         }
     }
 }
