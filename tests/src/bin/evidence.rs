@@ -18,7 +18,7 @@ use std::path::Path;
 
 use relent_core::Jitter;
 use relent_tests::evidence::aws::{self, Algorithm};
-use relent_tests::evidence::overload::{self, Budget, Scenario};
+use relent_tests::evidence::overload::{self, Budget, Outcome, Scenario};
 use relent_tests::evidence::plot::{Legend, Series, lines};
 
 const USAGE: &str =
@@ -292,16 +292,13 @@ impl Tables {
 
     /// Adds a table under `title`: its header's cells, then its rows' cells.
     fn add(&mut self, title: &str, header: &[&str], rows: &[Vec<String>]) {
-        let line = |cells: &mut dyn Iterator<Item = &str>| {
-            cells.fold(String::from("|"), |mut l, c| {
-                let _ = write!(l, " {c} |");
-                l
-            })
-        };
-        let mut table = format!("### {title}\n\n{}\n|", line(&mut header.iter().copied()));
+        fn line<'a>(cells: impl Iterator<Item = &'a str>) -> String {
+            cells.fold(String::from("|"), |l, c| l + " " + c + " |")
+        }
+        let mut table = format!("### {title}\n\n{}\n|", line(header.iter().copied()));
         table.push_str(&"---|".repeat(header.len()));
         for row in rows {
-            let _ = write!(table, "\n{}", line(&mut row.iter().map(String::as_str)));
+            let _ = write!(table, "\n{}", line(row.iter().map(String::as_str)));
         }
         println!("\n{table}\n");
         let _ = write!(self.0, "\n{table}\n");
@@ -379,8 +376,8 @@ fn aws_experiment(out: &Path, runs: u64, tables: &mut Tables) {
 }
 
 /// Seed 000's overload scenario at one and three layers with each budget, then no jitter against
-/// full jitter on it and on a node drop: the tables on stdout, the time series in `overload.csv` and `node-drop.csv`,
-/// and their plots.
+/// full jitter on it and on a node drop: the tables, the time series in `overload.csv` and
+/// `node-drop.csv`, and their plots.
 fn overload(out: &Path, tables: &mut Tables) {
     /// The span the time series cover: the first attempts stop at 15 s, their retries a little later.
     const UNTIL_MS: u64 = 16_000;
@@ -391,9 +388,12 @@ fn overload(out: &Path, tables: &mut Tables) {
     // Each line's legend and points; the series borrow the legends once all are made.
     let mut amplification: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut first_attempts = Vec::new();
+    // Each run, for the jitter table to take its full-jitter rows from rather than run them again.
+    let mut ran: Vec<(Scenario, Outcome)> = Vec::new();
     for layers in [1, 3] {
         for budget in [Budget::Unlimited, Budget::Ratio, Budget::Tokens] {
-            let o = overload::run(&Scenario::seed_000(layers, budget, Jitter::Full));
+            let scenario = Scenario::seed_000(layers, budget, Jitter::Full);
+            let o = overload::run(&scenario);
             rows.push(vec![
                 layers.to_string(),
                 budget.name().to_owned(),
@@ -414,6 +414,7 @@ fn overload(out: &Path, tables: &mut Tables) {
             let plural = if layers == 1 { "" } else { "s" };
             let name = format!("{layers} layer{plural}, {}", budget.short_name());
             amplification.push((name, o.amplification_over_time(15_000)));
+            ran.push((scenario, o));
         }
     }
     tables.add(
@@ -432,12 +433,12 @@ fn overload(out: &Path, tables: &mut Tables) {
     let amplification: Vec<Series> =
         names.iter().zip(points).map(|(name, points)| Series { name, points }).collect();
     std::fs::write(out.join("overload.csv"), csv).expect("overload.csv is written");
-    jitter_table(tables);
+    jitter_table(tables, &mut ran);
     let mut csv = String::from("jitter,t_ms,calls\n");
     let mut wave: Vec<Series> = Vec::new();
     for jitter in [Jitter::None, Jitter::Full] {
         let s = Scenario::node_drop(jitter);
-        let o = overload::run(&s);
+        let o = outcome(&mut ran, s);
         // From the drop to 1.5 s after it, per 10 ms.
         let mut points = Vec::new();
         for (ms, calls) in o.calls_per_10ms_from(s.outage_ms.0, 1_500) {
@@ -478,11 +479,22 @@ fn overload(out: &Path, tables: &mut Tables) {
     }
 }
 
+/// What `scenario` came to: from `ran` if it was run before (the simulations are seeded, so a rerun
+/// gives the same), or run now and kept there.
+fn outcome(ran: &mut Vec<(Scenario, Outcome)>, scenario: Scenario) -> Outcome {
+    if let Some((_, o)) = ran.iter().find(|(s, _)| *s == scenario) {
+        return o.clone();
+    }
+    let o = overload::run(&scenario);
+    ran.push((scenario, o.clone()));
+    o
+}
+
 /// No jitter against full jitter, on seed 000's outage itself (failures spread out as the first
 /// attempts arrive, at one and three layers, without and with the ratio budget) and on a node drop
 /// (the failures of ~900 calls in flight at one instant): the tallest 10 ms slot of calls reaching
 /// the dependency, and calls per first attempt during the outage.
-fn jitter_table(tables: &mut Tables) {
+fn jitter_table(tables: &mut Tables, ran: &mut Vec<(Scenario, Outcome)>) {
     const SPREAD: &str = "seed 000's: 5 ms calls fail as they arrive";
     /// A row's outage, and its scenario with the given jitter.
     type Case = (&'static str, fn(Jitter) -> Scenario);
@@ -497,7 +509,8 @@ fn jitter_table(tables: &mut Tables) {
         .into_iter()
         .map(|(outage, scenario)| {
             let s = scenario(Jitter::None);
-            let [none, full] = [Jitter::None, Jitter::Full].map(|jitter| overload::run(&scenario(jitter)));
+            let none = outcome(ran, s);
+            let full = outcome(ran, scenario(Jitter::Full));
             vec![
                 outage.to_owned(),
                 s.layers.to_string(),

@@ -54,7 +54,7 @@ impl Budget {
 }
 
 /// One scenario.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scenario {
     /// First attempts per second, arriving evenly.
     pub rate: u64,
