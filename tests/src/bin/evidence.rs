@@ -231,9 +231,12 @@ fn bench_executable(package: &str, bench: &str) -> Option<std::path::PathBuf> {
 /// Runs the benchmark suites with the cargo that runs this binary, and prints each result line.
 fn benchmarks() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let core_groups = core_groups_filter();
     let suites: [&[&str]; 3] = [
         &["bench", "-p", "relent-tests", "--bench", "decision"],
-        &["bench", "-p", "relent-tests", "--bench", "alternatives"],
+        // Criterion's figures for the core comparisons only: the adapters' come from the paired
+        // modes below, and timing their 18 benchmarks one after another as well took 3 minutes.
+        &["bench", "-p", "relent-tests", "--bench", "alternatives", "--", &core_groups],
         &["bench", "-p", "relent-tokio", "--bench", "overhead"],
     ];
     println!("\n## Benchmarks (criterion; compare within a suite, not across machines)\n");
@@ -277,6 +280,18 @@ fn benchmarks() {
         }
         println!();
     }
+}
+
+/// The alternatives bench's groups of synchronous core comparisons, whose criterion figures the
+/// README's table gives beside the paired ones. Its other groups, one for each adapter path, are
+/// named by the path; the README's adapter tables come from the paired modes.
+const CORE_GROUPS: [&str; 5] =
+    ["backoff_step", "decision_from_scratch", "retry_decision", "budget", "rate_limit"];
+
+/// Criterion's filter (a regular expression on each benchmark's `group/name`) that selects the
+/// [`CORE_GROUPS`].
+fn core_groups_filter() -> String {
+    format!("^({})/", CORE_GROUPS.join("|"))
 }
 
 /// The tables the README shows, each exactly as the README has it: printed on stdout as they are
@@ -574,6 +589,33 @@ mod tests {
              (7 runs per point of the AWS experiment); the README shows each table as it is here.\n\
              \n### Two\n\n| a | b |\n|---|---|\n| 1 | 2,000 |\n| x y | z |\n\
              \n### One\n\n| c |\n|---|\n"
+        );
+    }
+
+    #[test]
+    fn the_criterion_filter_selects_every_core_group_of_the_alternatives_bench_and_no_adapter_path() {
+        // The bench's groups named by a literal are its core comparisons; the adapters' groups
+        // are named by their paths.
+        let source = include_str!("../../benches/alternatives.rs");
+        let mut literal: Vec<&str> = source
+            .split("benchmark_group(\"")
+            .skip(1)
+            .filter_map(|rest| rest.split_once('"').map(|(name, _)| name))
+            .collect();
+        literal.sort_unstable();
+        let mut core = CORE_GROUPS.to_vec();
+        core.sort_unstable();
+        assert_eq!(literal, core, "a new core group in benches/alternatives.rs belongs in CORE_GROUPS");
+        assert!(
+            source.contains("benchmark_group(path.name)"),
+            "the adapters' groups are named by their paths"
+        );
+        for path in relent_adapter_bench::PATHS {
+            assert!(!CORE_GROUPS.contains(&path.name), "{} is an adapter path", path.name);
+        }
+        assert_eq!(
+            core_groups_filter(),
+            "^(backoff_step|decision_from_scratch|retry_decision|budget|rate_limit)/"
         );
     }
 
