@@ -10,8 +10,8 @@
 //! callgrind (repeatable, unlike time on a shared machine) when valgrind is installed;
 //! `--instructions` prints those alone (about 30 seconds).
 //!
-//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (8 to 10 minutes on 2 cores;
-//! without the flag, about 10 seconds).
+//! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (8 minutes on 2 cores from a
+//! fresh clone, every build included, 5 once built; without the flag, about 10 seconds).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -26,7 +26,7 @@ const USAGE: &str =
   (no flag)       the simulations: tables on stdout and in evidence/tables.md, CSV and SVG plots
                   in evidence/ (about 10 s)
   --benchmarks    the same, then the benchmark suites, the paired mode and the instruction counts
-                  (8 to 10 minutes)
+                  (5 to 8 minutes)
   --instructions  the instruction counts alone, under callgrind (about 30 s; needs valgrind)
 environment: EVIDENCE_RUNS=N seeded runs per point of the AWS experiment (default 100, the paper's)";
 
