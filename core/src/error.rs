@@ -309,3 +309,378 @@ impl fmt::Display for StartError {
 }
 
 impl core::error::Error for StartError {}
+
+#[cfg(test)]
+mod tests {
+    //! Every refusal through the entry point a caller meets it at: a configuration that each
+    //! [`ConfigError`] and [`StartError`] names, built with the public API, gets exactly that
+    //! error; and the codes and messages that logs and build errors show are distinct.
+
+    extern crate std;
+    use std::collections::BTreeSet;
+    use std::string::ToString;
+    use std::vec::Vec;
+
+    use super::*;
+    #[cfg(feature = "breaker")]
+    use crate::BreakerConfig;
+    #[cfg(feature = "duty-cycle")]
+    use crate::DutyCycle;
+    #[cfg(feature = "rate-limit")]
+    use crate::RateLimit;
+    use crate::{
+        Context, Dependency, DependencyConfig, Instant, MAX_SPAN, Operation, ReplaySafety, RetryBudget,
+        RetryPolicy, Verdict,
+    };
+
+    const HZ: u64 = 1_000;
+    type D = crate::Duration<HZ>;
+    const T0: Instant<HZ> = Instant::<HZ>::from_ticks(0);
+
+    /// Every configuration refusal, in declaration order. `refusal` matches without a wildcard,
+    /// so a new variant does not build until it names the configuration that produces it; list it
+    /// here as well.
+    const ALL: [ConfigError; 30] = [
+        ConfigError::MaxAttemptsOutOfRange,
+        ConfigError::MaxDelayBelowBaseDelay,
+        ConfigError::ZeroBaseDelay,
+        ConfigError::ZeroAttemptTimeout,
+        ConfigError::BudgetPercentOutOfRange,
+        ConfigError::ZeroBudgetCapacity,
+        ConfigError::ZeroBudgetRefill,
+        ConfigError::ZeroBudgetPeriod,
+        ConfigError::BudgetTooLargeForTickRate,
+        ConfigError::BudgetHoldTooShort,
+        ConfigError::BudgetNeedsAttemptTimeout,
+        ConfigError::ZeroWindow,
+        ConfigError::WindowShorterThanBuckets,
+        ConfigError::BreakerPercentOutOfRange,
+        ConfigError::BreakerCountWindowOutOfRange,
+        ConfigError::BreakerMinCallsAboveWindow,
+        ConfigError::BreakerZeroConsecutiveFailures,
+        ConfigError::BreakerZeroBreak,
+        ConfigError::BreakerZeroProbes,
+        ConfigError::BreakerZeroSlowCall,
+        ConfigError::ZeroBulkhead,
+        ConfigError::ZeroRate,
+        ConfigError::ZeroRatePeriod,
+        ConfigError::ZeroRateBurst,
+        ConfigError::ZeroDutyCycleWindow,
+        ConfigError::ZeroDutyCycleAirtime,
+        ConfigError::DutyCycleAboveWindow,
+        ConfigError::DutyCycleAirtimeTooLarge,
+        ConfigError::AirtimeLogSize,
+        ConfigError::SpanTooLongForTicks,
+    ];
+
+    /// What building a policy or budget, or a dependency's state, came to.
+    fn built<T>(result: Result<T, ConfigError>) -> Option<Result<(), ConfigError>> {
+        Some(result.map(drop))
+    }
+
+    /// A dependency's state built from `config`, as `Dependency::new` (and both adapters') builds
+    /// it: ten buckets, an airtime log of four entries.
+    fn dependency(config: DependencyConfig<HZ>) -> Option<Result<(), ConfigError>> {
+        built(Dependency::<HZ, 10, 4>::new(&config, T0))
+    }
+
+    fn window() -> DependencyConfig<HZ> {
+        DependencyConfig::new(D::from_secs(10))
+    }
+
+    fn policy(max_attempts: u8) -> crate::RetryPolicyBuilder<HZ> {
+        RetryPolicy::exponential(max_attempts, D::from_millis(100), D::from_secs(2))
+    }
+
+    /// What the configuration that `e` names comes to, through the call a caller makes; `None`
+    /// where this build cannot state it: its protection compiled out, or a span too long for
+    /// 32-bit ticks with 64-bit ticks, whose spans have no limit.
+    fn refusal(e: ConfigError) -> Option<Result<(), ConfigError>> {
+        let second = D::from_secs(1);
+        match e {
+            ConfigError::MaxAttemptsOutOfRange => built(policy(65).build()),
+            ConfigError::MaxDelayBelowBaseDelay => {
+                built(RetryPolicy::<HZ>::exponential(3, D::from_secs(2), second).build())
+            }
+            ConfigError::ZeroBaseDelay => {
+                built(RetryPolicy::<HZ>::exponential(3, D::from_ticks(0), second).build())
+            }
+            ConfigError::ZeroAttemptTimeout => built(policy(3).attempt_timeout(D::from_ticks(0)).build()),
+            ConfigError::BudgetPercentOutOfRange => built(RetryBudget::<HZ>::ratio(101, 0)),
+            #[cfg(feature = "token-bucket")]
+            ConfigError::ZeroBudgetCapacity => built(RetryBudget::token_bucket(0, 1, second, second)),
+            #[cfg(feature = "token-bucket")]
+            ConfigError::ZeroBudgetRefill => built(RetryBudget::token_bucket(1, 0, second, second)),
+            #[cfg(feature = "token-bucket")]
+            ConfigError::ZeroBudgetPeriod => built(RetryBudget::token_bucket(1, 1, D::from_ticks(0), second)),
+            // Credit is counted in 64 bits: only 64-bit ticks can overflow it.
+            #[cfg(all(feature = "token-bucket", not(feature = "ticks-u32")))]
+            ConfigError::BudgetTooLargeForTickRate => {
+                built(RetryBudget::token_bucket(u32::MAX, 1, D::from_ticks(crate::Ticks::MAX / 2), second))
+            }
+            // A 3 s attempt needs a hold of more than 4 s.
+            #[cfg(feature = "token-bucket")]
+            ConfigError::BudgetHoldTooShort => {
+                let budget = RetryBudget::token_bucket(10, 1, D::from_secs(60), D::from_secs(4)).ok()?;
+                built(policy(3).attempt_timeout(D::from_secs(3)).build().ok()?.check_budget(&budget))
+            }
+            #[cfg(feature = "token-bucket")]
+            ConfigError::BudgetNeedsAttemptTimeout => {
+                let budget = RetryBudget::token_bucket(10, 1, D::from_secs(60), D::from_secs(4)).ok()?;
+                built(policy(3).build().ok()?.check_budget(&budget))
+            }
+            ConfigError::ZeroWindow => dependency(DependencyConfig::new(D::from_ticks(0))),
+            // Ten buckets need a window of ten ticks at least.
+            ConfigError::WindowShorterThanBuckets => dependency(DependencyConfig::new(D::from_ticks(9))),
+            #[cfg(feature = "breaker-failure-ratio")]
+            ConfigError::BreakerPercentOutOfRange => {
+                dependency(window().breaker(BreakerConfig::failure_ratio(101, 10, D::from_secs(30))))
+            }
+            #[cfg(feature = "breaker-count-window")]
+            ConfigError::BreakerCountWindowOutOfRange => {
+                dependency(window().breaker(BreakerConfig::count_window(65, 50, 10, D::from_secs(30))))
+            }
+            #[cfg(feature = "breaker-count-window")]
+            ConfigError::BreakerMinCallsAboveWindow => {
+                dependency(window().breaker(BreakerConfig::count_window(20, 50, 21, D::from_secs(30))))
+            }
+            #[cfg(feature = "breaker")]
+            ConfigError::BreakerZeroConsecutiveFailures => {
+                dependency(window().breaker(BreakerConfig::consecutive_failures(0, D::from_secs(30))))
+            }
+            #[cfg(feature = "breaker")]
+            ConfigError::BreakerZeroBreak => {
+                dependency(window().breaker(BreakerConfig::consecutive_failures(5, D::from_ticks(0))))
+            }
+            #[cfg(feature = "breaker")]
+            ConfigError::BreakerZeroProbes => dependency(
+                window().breaker(BreakerConfig::consecutive_failures(5, D::from_secs(30)).probes(0)),
+            ),
+            #[cfg(feature = "breaker")]
+            ConfigError::BreakerZeroSlowCall => dependency(window().breaker(
+                BreakerConfig::consecutive_failures(5, D::from_secs(30)).slow_calls(D::from_ticks(0)),
+            )),
+            #[cfg(feature = "bulkhead")]
+            ConfigError::ZeroBulkhead => dependency(window().bulkhead(0)),
+            #[cfg(feature = "rate-limit")]
+            ConfigError::ZeroRate => dependency(window().rate_limit(RateLimit::new(0, second))),
+            #[cfg(feature = "rate-limit")]
+            ConfigError::ZeroRatePeriod => {
+                dependency(window().rate_limit(RateLimit::new(100, D::from_ticks(0))))
+            }
+            #[cfg(feature = "rate-limit")]
+            ConfigError::ZeroRateBurst => {
+                dependency(window().rate_limit(RateLimit::new(100, second).burst(0)))
+            }
+            #[cfg(feature = "duty-cycle")]
+            ConfigError::ZeroDutyCycleWindow => {
+                dependency(window().duty_cycle(DutyCycle::new(second, D::from_ticks(0))))
+            }
+            #[cfg(feature = "duty-cycle")]
+            ConfigError::ZeroDutyCycleAirtime => {
+                dependency(window().duty_cycle(DutyCycle::new(D::from_ticks(0), D::from_secs(3600))))
+            }
+            #[cfg(feature = "duty-cycle")]
+            ConfigError::DutyCycleAboveWindow => {
+                dependency(window().duty_cycle(DutyCycle::new(D::from_secs(61), D::from_secs(60))))
+            }
+            // Airtime is counted in 32 bits: only 64-bit ticks can state more.
+            #[cfg(all(feature = "duty-cycle", not(feature = "ticks-u32")))]
+            ConfigError::DutyCycleAirtimeTooLarge => dependency(
+                window().duty_cycle(DutyCycle::new(D::from_ticks(1 << 33), D::from_ticks(1 << 40))),
+            ),
+            #[cfg(feature = "duty-cycle")]
+            ConfigError::AirtimeLogSize => {
+                let config = window().duty_cycle(DutyCycle::per_mille(10, D::from_secs(3600)));
+                built(Dependency::<HZ, 10, 0>::new(&config, T0))
+            }
+            #[cfg(feature = "ticks-u32")]
+            ConfigError::SpanTooLongForTicks => {
+                built(RetryPolicy::<HZ>::exponential(3, second, D::from_ticks(MAX_SPAN + 1)).build())
+            }
+            // What this build cannot state (see above).
+            #[cfg(not(feature = "token-bucket"))]
+            ConfigError::ZeroBudgetCapacity
+            | ConfigError::ZeroBudgetRefill
+            | ConfigError::ZeroBudgetPeriod
+            | ConfigError::BudgetHoldTooShort
+            | ConfigError::BudgetNeedsAttemptTimeout => None,
+            #[cfg(any(not(feature = "token-bucket"), feature = "ticks-u32"))]
+            ConfigError::BudgetTooLargeForTickRate => None,
+            #[cfg(not(feature = "breaker-failure-ratio"))]
+            ConfigError::BreakerPercentOutOfRange => None,
+            #[cfg(not(feature = "breaker-count-window"))]
+            ConfigError::BreakerCountWindowOutOfRange | ConfigError::BreakerMinCallsAboveWindow => None,
+            #[cfg(not(feature = "breaker"))]
+            ConfigError::BreakerZeroConsecutiveFailures
+            | ConfigError::BreakerZeroBreak
+            | ConfigError::BreakerZeroProbes
+            | ConfigError::BreakerZeroSlowCall => None,
+            #[cfg(not(feature = "bulkhead"))]
+            ConfigError::ZeroBulkhead => None,
+            #[cfg(not(feature = "rate-limit"))]
+            ConfigError::ZeroRate | ConfigError::ZeroRatePeriod | ConfigError::ZeroRateBurst => None,
+            #[cfg(not(feature = "duty-cycle"))]
+            ConfigError::ZeroDutyCycleWindow
+            | ConfigError::ZeroDutyCycleAirtime
+            | ConfigError::DutyCycleAboveWindow
+            | ConfigError::AirtimeLogSize => None,
+            #[cfg(any(not(feature = "duty-cycle"), feature = "ticks-u32"))]
+            ConfigError::DutyCycleAirtimeTooLarge => None,
+            #[cfg(not(feature = "ticks-u32"))]
+            ConfigError::SpanTooLongForTicks => None,
+        }
+    }
+
+    #[test]
+    fn each_configuration_refusal_is_what_the_configuration_it_names_gets() {
+        let mut stated = 0;
+        for e in ALL {
+            if let Some(got) = refusal(e) {
+                assert_eq!(got, Err(e), "{}", e.as_str());
+                stated += 1;
+            }
+        }
+        // With every protection compiled in, all but those this tick width cannot meet (64-bit
+        // ticks: a span too long for 32; 32-bit ticks: a budget or an airtime too large for 64).
+        if every_protection() {
+            assert_eq!(stated, if cfg!(feature = "ticks-u32") { ALL.len() - 2 } else { ALL.len() - 1 });
+        }
+    }
+
+    /// Whether this build has every protection compiled in (the default features).
+    const fn every_protection() -> bool {
+        cfg!(all(
+            feature = "breaker-failure-ratio",
+            feature = "breaker-count-window",
+            feature = "bulkhead",
+            feature = "rate-limit",
+            feature = "duty-cycle",
+            feature = "token-bucket"
+        ))
+    }
+
+    /// Every refusal to start, with the numbers the configurations in `start_refusal` give it.
+    /// That function matches without a wildcard, as `refusal` does: list a new variant here too.
+    fn start_refusals() -> [StartError; 6] {
+        [
+            StartError::UnsafeWithRetries { max_attempts: 3 },
+            StartError::RetryWithoutBudget { max_attempts: 3 },
+            StartError::Budget(ConfigError::BudgetHoldTooShort),
+            StartError::NoAirtime,
+            StartError::DeadlineTooLong { deadline: MAX_SPAN.saturating_add(1) },
+            StartError::AirtimeAboveDutyCycle { airtime: 2_000, allowance: 1_000 },
+        ]
+    }
+
+    /// What `Operation::start` comes to with the policy, dependency and context that `e` names;
+    /// `None` where this build cannot state them (as for `refusal`).
+    fn start_refusal(e: StartError) -> Option<Result<(), StartError>> {
+        let policy = policy(3).attempt_timeout(D::from_secs(3)).build().ok()?;
+        let read = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(60)));
+        let budgeted = window().budget(RetryBudget::ratio(10, 5).ok()?);
+        let start = |policy: &RetryPolicy<HZ>, config: &DependencyConfig<HZ>, context: Context<HZ>| {
+            Some(Operation::<HZ, Verdict<HZ>>::start(policy, config, context, T0).map(drop))
+        };
+        match e {
+            StartError::UnsafeWithRetries { .. } => {
+                start(&policy, &budgeted, Context::new(D::from_secs(10), ReplaySafety::Unsafe))
+            }
+            StartError::RetryWithoutBudget { .. } => start(&policy, &window(), read),
+            // The hold of 4 s is too short for the policy's 3 s attempts.
+            #[cfg(feature = "token-bucket")]
+            StartError::Budget(_) => {
+                let budget = RetryBudget::token_bucket(10, 1, D::from_secs(60), D::from_secs(4)).ok()?;
+                start(&policy, &window().budget(budget), read)
+            }
+            #[cfg(feature = "duty-cycle")]
+            StartError::NoAirtime => {
+                start(&policy, &budgeted.duty_cycle(DutyCycle::new(D::from_secs(1), D::from_secs(100))), read)
+            }
+            #[cfg(feature = "ticks-u32")]
+            StartError::DeadlineTooLong { .. } => {
+                let long = Context::new(
+                    D::from_ticks(MAX_SPAN + 1),
+                    ReplaySafety::replayable_read(D::from_secs(60)),
+                );
+                start(&policy, &budgeted, long)
+            }
+            // Two seconds on air, where the duty cycle allows one in any 100 s.
+            #[cfg(feature = "duty-cycle")]
+            StartError::AirtimeAboveDutyCycle { .. } => start(
+                &policy,
+                &budgeted.duty_cycle(DutyCycle::new(D::from_secs(1), D::from_secs(100))),
+                read.airtime(D::from_secs(2)),
+            ),
+            #[cfg(not(feature = "token-bucket"))]
+            StartError::Budget(_) => None,
+            #[cfg(not(feature = "duty-cycle"))]
+            StartError::NoAirtime | StartError::AirtimeAboveDutyCycle { .. } => None,
+            #[cfg(not(feature = "ticks-u32"))]
+            StartError::DeadlineTooLong { .. } => None,
+        }
+    }
+
+    #[test]
+    fn each_refusal_to_start_is_what_the_operation_it_names_gets() {
+        let mut stated = 0;
+        for e in start_refusals() {
+            if let Some(got) = start_refusal(e) {
+                assert_eq!(got, Err(e), "{}", e.as_str());
+                stated += 1;
+            }
+        }
+        if every_protection() {
+            assert_eq!(stated, if cfg!(feature = "ticks-u32") { 6 } else { 5 });
+        }
+        // 64-bit ticks take any deadline.
+        if cfg!(not(feature = "ticks-u32")) {
+            let far = Context::new(
+                D::from_ticks(crate::Ticks::MAX),
+                ReplaySafety::replayable_read(D::from_secs(60)),
+            );
+            let policy = policy(1).build().unwrap();
+            assert!(Operation::<HZ, Verdict<HZ>>::start(&policy, &window(), far, T0).is_ok());
+        }
+    }
+
+    /// A stable code: lowercase words of letters and digits joined by single underscores.
+    fn snake_case(code: &str) -> bool {
+        !code.is_empty()
+            && code
+                .split('_')
+                .all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+    }
+
+    #[test]
+    fn codes_are_distinct_snake_case_and_messages_distinct() {
+        // A start refusal over a budget reports the budget's own code and message.
+        let starts: Vec<StartError> =
+            start_refusals().into_iter().filter(|e| !matches!(e, StartError::Budget(_))).collect();
+        let codes: Vec<&str> =
+            ALL.iter().map(|e| e.as_str()).chain(starts.iter().map(|e| e.as_str())).collect();
+        assert!(codes.iter().all(|c| snake_case(c)), "{codes:?}");
+        assert_eq!(codes.iter().collect::<BTreeSet<_>>().len(), codes.len(), "a code names one refusal");
+
+        let messages: Vec<std::string::String> =
+            ALL.iter().map(ToString::to_string).chain(starts.iter().map(ToString::to_string)).collect();
+        assert_eq!(
+            messages.iter().collect::<BTreeSet<_>>().len(),
+            messages.len(),
+            "a message names one refusal"
+        );
+        for (e, shown) in ALL.iter().zip(&messages) {
+            assert_eq!(shown, e.message(), "Display shows the message");
+        }
+        let budget = StartError::Budget(ConfigError::BudgetHoldTooShort);
+        assert_eq!(budget.as_str(), "budget_hold_too_short");
+        assert_eq!(budget.to_string(), ConfigError::BudgetHoldTooShort.message());
+        // A start refusal's message gives its numbers.
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("one attempt costs 2000 ticks of airtime")
+                    && m.contains("(1000 ticks)"))
+        );
+    }
+}
