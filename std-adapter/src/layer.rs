@@ -128,7 +128,8 @@ pub struct RetryReport {
     /// The replay-safety statement the layer made for the request (seed 003: every operation
     /// states one): `ReplayableRead` for an idempotent method, `ProviderIdempotentMutation` for a
     /// request that carries an `Idempotency-Key`, each valid for [`RetryLayer::replay_valid_for`];
-    /// `Unsafe` for a request that gets a single attempt. What to look at when a request was
+    /// `Unsafe` for a request the layer gives a single attempt (`single_attempt` says why; a read
+    /// under a policy of one attempt is still a read). What to look at when a request was
     /// repeated and should not have been, or the other way round.
     pub replay_safety: ReplaySafety<HZ>,
     /// The deadline the request ran under, from its start: the layer's, or what was left of the

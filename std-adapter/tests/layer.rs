@@ -310,6 +310,7 @@ impl Service<Request<Counted>> for Answering {
 async fn a_body_and_the_service_are_copied_once_for_each_attempt_a_retry_may_follow_and_no_more() {
     /// A request, what the service answers, and what the test expects.
     struct Case {
+        policy: RetryPolicy<HZ>,
         method: Method,
         answers: &'static [u16],
         /// The body each attempt carried: 0 for the request's own, n for the n-th copy.
@@ -318,26 +319,44 @@ async fn a_body_and_the_service_are_copied_once_for_each_attempt_a_retry_may_fol
         /// One by the layer's `call`, and one for each attempt but the last the policy allows.
         clones: u32,
     }
+    let once = RetryPolicy::single_attempt().build().unwrap();
     let cases = [
         // A read that succeeds at once: the layer's copy went, the request's own body stayed.
-        Case { method: Method::GET, answers: &[200], carried: &[1], copies: 1, clones: 2 },
+        Case { policy: POLICY, method: Method::GET, answers: &[200], carried: &[1], copies: 1, clones: 2 },
         // A read retried twice: two copies, then the request's own body on the last attempt.
-        Case { method: Method::GET, answers: &[503], carried: &[1, 2, 0], copies: 2, clones: 3 },
-        Case { method: Method::GET, answers: &[503, 200], carried: &[1, 2], copies: 2, clones: 3 },
+        Case {
+            policy: POLICY,
+            method: Method::GET,
+            answers: &[503],
+            carried: &[1, 2, 0],
+            copies: 2,
+            clones: 3,
+        },
+        Case {
+            policy: POLICY,
+            method: Method::GET,
+            answers: &[503, 200],
+            carried: &[1, 2],
+            copies: 2,
+            clones: 3,
+        },
         // A keyless POST gets one attempt: its own body, and no copy made.
-        Case { method: Method::POST, answers: &[503], carried: &[0], copies: 0, clones: 1 },
+        Case { policy: POLICY, method: Method::POST, answers: &[503], carried: &[0], copies: 0, clones: 1 },
+        // A read under a policy of one attempt: no retry can follow it, so nothing is copied.
+        Case { policy: once, method: Method::GET, answers: &[503], carried: &[0], copies: 0, clones: 1 },
     ];
-    for Case { method, answers: statuses, carried, copies: copied, clones: cloned } in cases {
+    for Case { policy, method, answers: statuses, carried, copies: copied, clones: cloned } in cases {
         let (sent, clones, copies) = (Arc::default(), Arc::new(Mutex::new(0)), Arc::new(Mutex::new(0)));
         let answering = Answering { statuses, sent: Arc::clone(&sent), clones: clones.clone() };
-        let mut svc = layer(budgeted()).layer(answering);
+        let dep = Dependency::with_seed("payrail", budgeted(), 1).unwrap();
+        let mut svc = RetryLayer::new(dep, policy, Std::from_secs(10)).layer(answering);
         let request = Request::builder()
             .method(method.clone())
             .uri("/quote")
             .body(Counted { copies: copies.clone(), copy: 0 })
             .unwrap();
         svc.ready().await.unwrap().call(request).await.unwrap();
-        let case = format!("{method} answered {statuses:?}");
+        let case = format!("{method} answered {statuses:?}, {} attempt(s)", policy.max_attempts());
         assert_eq!(*sent.lock().unwrap(), carried, "{case}: the bodies sent");
         assert_eq!(*copies.lock().unwrap(), copied, "{case}: the body's copies");
         assert_eq!(*clones.lock().unwrap(), cloned, "{case}: the service's clones");
@@ -520,4 +539,107 @@ async fn each_attempt_carries_the_request_deadline_to_the_inner_service() {
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(*seen.lock().unwrap(), [Some(deadline), Some(deadline)]);
     assert_eq!(deadline.instant() - tokio::time::Instant::now(), ms(4_900), "after one 100 ms backoff");
+}
+
+/// A request under a policy of one attempt is still the replayable read it is: the report says
+/// so, and no `SingleAttempt` reason is given, as none of the request's own made it one.
+#[tokio::test(start_paused = true)]
+async fn a_read_under_a_policy_of_one_attempt_is_sent_once_and_reported_as_a_read() {
+    let provider = Provider::default();
+    provider.script("/busy", &[Reply::Status(503)]);
+    let dep = Dependency::with_seed("payrail", budgeted(), 1).unwrap();
+    let once = RetryPolicy::single_attempt().build().unwrap();
+    let mut svc =
+        RetryLayer::new(dep, once, Std::from_secs(10)).layer(provider.service(tokio::time::Instant::now()));
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/busy", None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!(
+        (report.disposition, report.problem, report.dispatched, report.single_attempt),
+        (Disposition::Failed, Some(Problem::AttemptsExhausted), 1, None)
+    );
+    assert_eq!(report.replay_safety, ReplaySafety::replayable_read(DAY));
+    assert_eq!(provider.attempts("/busy").len(), 1);
+}
+
+/// `replay_valid_for` bounds how long after the call a request may still be sent again (seed
+/// 003's statement lifetime): a retry that would start later is not made.
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_would_start_after_the_replay_statement_ends_is_not_made() {
+    let provider = Provider::default();
+    provider.script("/busy", &[Reply::Status(503), Reply::Status(200)]);
+    provider.script("/slow", &[Reply::StatusAfter(503, "1"), Reply::Status(200)]);
+    let t0 = tokio::time::Instant::now();
+    // The first backoff is 100 ms; the statement holds for 150 ms from the call.
+    let mut svc = layer(budgeted()).replay_valid_for(ms(150)).layer(provider.service(t0));
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/busy", None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "the retry at 100 ms is inside the statement");
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!(
+        (report.dispatched, report.replay_safety),
+        (2, ReplaySafety::replayable_read(Duration::from_millis(150)))
+    );
+
+    // A Retry-After of 1 s puts the retry past the statement's end: the 503 comes back.
+    let start = t0.elapsed();
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/slow", None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!(
+        (report.disposition, report.problem, report.dispatched),
+        (Disposition::Failed, Some(Problem::ReplayStatementExpired), 1)
+    );
+    assert_eq!(provider.attempts("/slow").len(), 1);
+    assert_eq!(t0.elapsed() - start, Std::ZERO, "nothing was slept for a retry that could not be made");
+}
+
+/// An inner service whose readiness fails `failures` times, then is ready, and answers 200.
+#[derive(Clone)]
+struct NotReady {
+    failures: Arc<Mutex<u32>>,
+    calls: Arc<Mutex<u32>>,
+}
+
+impl Service<Request<String>> for NotReady {
+    type Response = Response<String>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Response<String>, std::io::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        let mut left = self.failures.lock().unwrap();
+        if *left == 0 {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        *left -= 1;
+        std::task::Poll::Ready(Err(std::io::ErrorKind::ConnectionRefused.into()))
+    }
+
+    fn call(&mut self, _req: Request<String>) -> Self::Future {
+        *self.calls.lock().unwrap() += 1;
+        std::future::ready(Ok(Response::builder().status(200).body(String::new()).unwrap()))
+    }
+}
+
+/// The layer's `poll_ready` is always ready (see the module docs); the inner service's readiness
+/// is awaited inside each attempt, so a client that cannot get ready (a pool that refused a
+/// connection) fails that attempt as its error would, and is classified like one.
+#[tokio::test(start_paused = true)]
+async fn an_inner_service_that_fails_to_get_ready_fails_the_attempt_with_its_error() {
+    let (failures, calls) = (Arc::new(Mutex::new(1)), Arc::new(Mutex::new(0)));
+    let inner = NotReady { failures: failures.clone(), calls: calls.clone() };
+    let t0 = tokio::time::Instant::now();
+    let mut svc = layer(budgeted()).layer(inner);
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/quote", None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.dispatched, report.waited), (2, ms(100)), "a refused connection is retried");
+    assert_eq!((*calls.lock().unwrap(), t0.elapsed()), (1, ms(100)), "one call, after the backoff");
+
+    *failures.lock().unwrap() = u32::MAX;
+    let err = svc.ready().await.unwrap().call(request(Method::GET, "/quote", None)).await.unwrap_err();
+    let HttpError::Transport { error, report, .. } = &err else { panic!("{err}") };
+    assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!((report.dispatched, report.problem), (3, Some(Problem::AttemptsExhausted)));
+    assert_eq!(err.report(), Some(report));
+    assert_eq!(*calls.lock().unwrap(), 1, "no call reached a service that was not ready");
 }
