@@ -314,6 +314,8 @@ async fn an_unsafe_operation_with_a_retrying_policy_is_refused_before_anything_i
     assert!(matches!(err, Error::Start(_)));
     assert_eq!(err.code(), "unsafe_with_retries");
     assert_eq!(chain(&err)[1..], [] as [String; 0], "the message shows the start error, which has no cause");
+    assert!(err.completion().is_none(), "an operation that never started has no completion");
+    assert_eq!(err.into_last_failure(), None);
     assert_eq!(calls.load(Ordering::Relaxed), 0);
     // The same call with the policy's single-attempt form runs, once.
     let once = CHECKOUT.without_retries();
@@ -440,4 +442,30 @@ async fn operations_without_an_id_get_the_dependencys_next_one_and_a_given_id_is
         ids.push(detailed.completion.operation.0);
     }
     assert_eq!(ids, [1, 77, 2]);
+}
+
+/// `execute_detailed`'s answer turns into `execute`'s: the value, or an `Error` that names the
+/// dependency given and keeps the completion.
+#[tokio::test(start_paused = true)]
+async fn a_detailed_answer_becomes_the_value_or_the_error_execute_would_give() {
+    let dep = payrail(budgeted());
+    let name: Arc<str> = Arc::from("ledger");
+    let done = dep
+        .execute_detailed(&CHECKOUT, read(Std::from_secs(10)), |info| async move {
+            if info.number() == 1 { Err(PayrailError::Refused) } else { Ok(42) }
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.into_result(name.clone()).unwrap(), 42);
+
+    let done = dep
+        .execute_detailed(&CHECKOUT, read(Std::from_secs(10)), |_| async {
+            Err::<u8, _>(PayrailError::BadRequest)
+        })
+        .await
+        .unwrap();
+    let err = done.into_result(name).unwrap_err();
+    assert_eq!(chain(&err), ["ledger: failed after 1 attempt(s); last failure: BadRequest"]);
+    assert_eq!(err.completion().map(|c| c.disposition), Some(Disposition::Failed));
+    assert_eq!(err.into_last_failure(), Some(PayrailError::BadRequest));
 }
