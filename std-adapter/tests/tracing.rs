@@ -131,6 +131,36 @@ async fn retry_after_a_wait(max: Level) {
     );
 }
 
+/// A failure the caller's classification does not retry.
+#[derive(Debug)]
+struct Rejected;
+
+impl Classify<HZ> for Rejected {
+    fn classify(&self) -> Verdict<HZ> {
+        Verdict::NotRetryable
+    }
+}
+
+/// A failure not retried says so on its own line, and the operation's end, at INFO, has no code:
+/// nothing stopped a retry that would have been made.
+#[tokio::test(start_paused = true)]
+async fn a_failure_that_is_not_retryable_logs_that_and_an_end_without_a_code() {
+    let (captured, _guard) = capture(Level::DEBUG);
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 10).unwrap());
+    let dep = Dependency::with_seed("payrail", config, 7).unwrap();
+    let context =
+        Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));
+    let _ = dep.execute(&CHECKOUT, context.id(7), |_| async { Err::<(), _>(Rejected) }).await;
+    assert_eq!(
+        captured.lines(),
+        [
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=7 attempt=1 timeout_us=3000000",
+            "DEBUG relent: attempt failed dependency=\"payrail\" operation=7 attempt=1 then=\"not_retryable\"",
+            "INFO relent: operation ended dependency=\"payrail\" operation=7 dispatched=1 disposition=\"failed\" code=\"\"",
+        ]
+    );
+}
+
 const ONCE: RetryPolicy<HZ> = CHECKOUT.without_retries();
 
 /// Each protection's decisions, at the level a dashboard needs them: the waits at DEBUG, a
