@@ -318,14 +318,21 @@ mod restarts {
         let attempts = RefCell::new(Vec::new());
         let mut rng = rng();
         let done = run(link.execute(&CHECKOUT, read(7_500), &mut rng, |info| {
-            attempts.borrow_mut().push((elapsed_ms(t0), info.timeout().as_millis(), info.deadline() - t0));
+            let expires = (info.expires() - t0).as_millis();
+            attempts.borrow_mut().push((
+                elapsed_ms(t0),
+                info.timeout().as_millis(),
+                expires,
+                info.deadline() - t0,
+            ));
             core::future::pending::<Result<(), LinkError>>()
         }))
         .unwrap();
         let deadline = embassy_time::Duration::from_millis(7_500);
+        // The second attempt expires after the restart, on embassy's clock all the same.
         assert_eq!(
             *attempts.borrow(),
-            [(0, 3_000, deadline), (3_100, 3_000, deadline), (6_300, 1_200, deadline)]
+            [(0, 3_000, 3_000, deadline), (3_100, 3_000, 6_100, deadline), (6_300, 1_200, 7_500, deadline)]
         );
         assert_eq!(elapsed_ms(t0), 7_500);
         assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
