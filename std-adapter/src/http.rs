@@ -258,16 +258,42 @@ mod tests {
         assert_eq!(parse_retry_after("", now), None);
     }
 
+    /// Values a server may send: anything; delta-seconds and near misses of them (a sign, a
+    /// fraction, a unit, an inner space), padded; and HTTP-dates with, most of the time, one
+    /// character changed. Arbitrary text alone almost never parses, so the near misses are what
+    /// put the accepting side of the property below to the test.
+    fn retry_after_values() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::strategy::Strategy;
+        proptest::prop_oneof![
+            "\\PC*",
+            (
+                "[ \t]{0,2}",
+                proptest::option::of("[+-]"),
+                "[0-9]{1,22}",
+                proptest::prop_oneof!["", "\\.[0-9]", "[smh]", " [0-9]", ",[0-9]"],
+                "[ \t]{0,2}",
+            )
+                .prop_map(|(before, sign, digits, rest, after)| {
+                    format!("{before}{}{digits}{rest}{after}", sign.unwrap_or_default())
+                }),
+            (0u64..4_000_000_000, 0usize..40, proptest::char::range(' ', '~')).prop_map(|(t, at, c)| {
+                let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(t));
+                // An IMF-fixdate is 29 characters: a place past them leaves the date as it is.
+                date.char_indices().map(|(i, d)| if i == at { c } else { d }).collect()
+            }),
+        ]
+    }
+
     proptest::proptest! {
-        /// A server sends any bytes: parsing never panics, and accepts only what the RFC allows.
+        /// A server sends any bytes: parsing never panics, and accepts exactly what the RFC allows,
+        /// delta-seconds or an HTTP-date, with optional whitespace around either.
         #[test]
-        fn any_retry_after_value_parses_or_is_refused_without_panicking(value in "\\PC*", secs in 0u64..=u64::MAX) {
+        fn any_retry_after_value_parses_or_is_refused_without_panicking(value in retry_after_values(), secs in 0u64..=u64::MAX) {
             let now = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-            if parse_retry_after(&value, now).is_some() {
-                let v = value.trim();
-                let digits = v.bytes().all(|b| b.is_ascii_digit());
-                proptest::prop_assert!(digits || httpdate::parse_http_date(v).is_ok(), "accepted {value:?}");
-            }
+            let v = value.trim();
+            let digits = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+            let allowed = digits || httpdate::parse_http_date(v).is_ok();
+            proptest::prop_assert_eq!(parse_retry_after(&value, now).is_some(), allowed, "{:?}", value);
             // Delta-seconds are taken as they are, saturating past u64 (never refused as garbage).
             proptest::prop_assert_eq!(parse_retry_after(&secs.to_string(), now), Some(Duration::from_secs(secs)));
             let tenfold = Duration::from_secs(secs.saturating_mul(10));
