@@ -1038,6 +1038,35 @@ mod tests {
     }
 
     #[test]
+    fn a_completion_not_yet_taken_is_rebased_with_its_instant_to_try_again() {
+        let config = DependencyConfig::new(D::from_secs(10)).budget(RetryBudget::ratio(20, 3).unwrap());
+        let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(0)).unwrap();
+        let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(60)));
+        let t = I::from_ticks(5_000);
+        let mut op = Operation::<HZ, Verdict<HZ>>::start(&POLICY, &config, context, t).unwrap();
+        let Action::Dispatch(attempt) = op.poll(t, &mut dep, &mut ()) else { panic!() };
+        // 60 s asked for, beyond the policy's 2 s maximum delay: deferred, to try again at 65.03 s.
+        let busy = Verdict::RetryableAfter(D::from_secs(60));
+        op.on_failure(attempt, I::from_ticks(5_030), &mut dep, &mut Xs(1), busy, &mut ());
+        assert_eq!(op.poll(I::from_ticks(5_030), &mut dep, &mut ()), Action::Done);
+        // The clock restarts 5 s later before the completion is taken: its instants move with it.
+        op.rebase(D::from_ticks(5_000));
+        let done = op.take_completion().unwrap();
+        assert_eq!(
+            (done.disposition, done.problem, done.not_before),
+            (
+                Disposition::Deferred,
+                Some(Problem::RetryAfterExceedsMaximumDelay),
+                Some(I::from_ticks(60_030))
+            )
+        );
+        assert_eq!(done.summary.elapsed, D::from_millis(30), "the time used is not changed by a rebase");
+        // Taken, nothing is left to rebase.
+        op.rebase(D::from_ticks(1_000));
+        assert!(op.take_completion().is_none());
+    }
+
+    #[test]
     fn spans_longer_than_32_bit_ticks_plan_ahead_are_refused_with_their_codes() {
         let long = D::from_ticks(MAX_SPAN.saturating_add(1));
         let policy = RetryPolicy::<HZ>::exponential(3, D::from_millis(100), long).build();
