@@ -312,3 +312,13 @@ fn a_refused_snapshot_starts_the_dependency_fresh_and_says_why() {
     assert_eq!(err, Some(SnapshotError::NotASnapshot));
     assert_eq!(dep, Dep::new(&CONFIG, T::from_ticks(0)).unwrap());
 }
+
+#[test]
+fn a_valid_snapshot_restores_through_restore_or_new_with_no_error() {
+    let (_, bytes) = busy_dependency();
+    let (now, slept) = (T::from_ticks(0), D::from_secs(3));
+    let (dep, err) = Dep::restore_or_new(&CONFIG, &bytes, now, slept).unwrap();
+    assert_eq!(err, None);
+    assert_eq!(dep, Dep::restore(&CONFIG, &bytes, now, slept).unwrap());
+    assert_ne!(dep, Dep::new(&CONFIG, now).unwrap(), "the busy state came back, not a fresh one");
+}
