@@ -430,3 +430,45 @@ fn the_observer_sees_every_event_of_a_run_once_and_in_order() {
     assert_eq!(seen, ["dispatched", "failed", "scheduled", "dispatched", "succeeded", "completed"]);
     assert_eq!(op.take_completion().unwrap().disposition, Disposition::Succeeded);
 }
+
+/// The budget is checked when a failure is decided on and again when the retry is dispatched, and
+/// charged only then (seed 000's wrapper checks and spends in one step; here a retry that waits
+/// its backoff has not spent anything yet). Two operations that fail together may both be told
+/// "retry"; the first to dispatch takes the window's one retry, and the other is refused at its
+/// dispatch, its failure kept.
+#[test]
+fn a_ratio_budget_spent_while_a_retry_waits_refuses_it_at_dispatch() {
+    // Floor 1, no share: one retry per 10 s for the whole dependency.
+    let mut dep = ratio(0, 1);
+    let mut rec = Recorder::tagged();
+    let t = T::from_ticks;
+    let mut a = Operation::start(&POLICY, &dep.config, read(10_000).id(1), t(0)).unwrap();
+    let mut b = Operation::start(&POLICY, &dep.config, read(10_000).id(2), t(0)).unwrap();
+    let Action::Dispatch(a1) = a.poll(t(0), &mut dep.state, &mut rec) else { panic!() };
+    let Action::Dispatch(b1) = b.poll(t(0), &mut dep.state, &mut rec) else { panic!() };
+    a.on_failure(a1, t(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    b.on_failure(b1, t(20), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    assert_eq!(a.poll(t(10), &mut dep.state, &mut rec), Action::Wait { until: t(110) });
+    assert_eq!(b.poll(t(20), &mut dep.state, &mut rec), Action::Wait { until: t(120) });
+    let Action::Dispatch(a2) = a.poll(t(110), &mut dep.state, &mut rec) else { panic!() };
+    assert_eq!(b.poll(t(120), &mut dep.state, &mut rec), Action::Done);
+    a.on_success(a2, t(130), &mut dep.state, &mut rec);
+    assert_eq!(
+        rec.lines,
+        [
+            "op1: 0.000 dispatch #1 timeout 1.000",
+            "op2: 0.000 dispatch #1 timeout 1.000",
+            "op1: 0.010 #1 failed (retryable): retry",
+            "op1: wait 0.100 (backoff 0.100) until 0.110 for #2",
+            "op2: 0.020 #1 failed (retryable): retry",
+            "op2: wait 0.100 (backoff 0.100) until 0.120 for #2",
+            "op1: 0.110 dispatch #2 timeout 1.000",
+            "op2: 0.120 refused #2: retry_budget_exhausted",
+            "op2: 0.120 done: failed, retry_budget_exhausted after 1 dispatched",
+            "op1: 0.130 #2 succeeded",
+            "op1: 0.130 done: succeeded after 2 dispatched",
+        ]
+    );
+    let done = b.take_completion().unwrap();
+    assert_eq!(done.last_failure, Some(REFUSED), "the failure that was to be retried is kept");
+}
