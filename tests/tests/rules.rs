@@ -472,3 +472,32 @@ fn a_ratio_budget_spent_while_a_retry_waits_refuses_it_at_dispatch() {
     let done = b.take_completion().unwrap();
     assert_eq!(done.last_failure, Some(REFUSED), "the failure that was to be retried is kept");
 }
+
+/// `retries_available` for a ratio budget: how many retries in a row the window would allow now,
+/// each counted as a call too (the largest k with 100 × (retries + k) ≤ 100 × floor + percent ×
+/// (calls + k)).
+#[test]
+fn a_ratio_budget_says_how_many_retries_it_would_allow() {
+    // 10 % of calls, plus 2 a window.
+    let mut dep = ratio(10, 2);
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(0)), Some(2), "the floor alone");
+    for n in 0..50 {
+        let (_, done) = run(&POLICY, read(10_000), &mut dep, 10 * n, &[Step::Ok(5)], &mut Fixed::top());
+        assert!(done.is_success());
+    }
+    // 50 calls: 7 retries, which would make 57 calls, of which 5.7 may be retries, plus 2.
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(500)), Some(7));
+    let (_, done) = run(
+        &POLICY,
+        read(10_000),
+        &mut dep,
+        1_000,
+        &[Step::Fail(10, REFUSED), Step::Ok(5)],
+        &mut Fixed::top(),
+    );
+    assert!(done.is_success());
+    // 52 calls, 1 of them a retry.
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(1_200)), Some(6));
+    // Once the window has slid past them all, the floor alone again.
+    assert_eq!(dep.state.retries_available(&dep.config, T::from_ticks(12_000)), Some(2));
+}
