@@ -423,6 +423,14 @@ fn abandoning_an_operation_gives_back_its_slot_and_its_probe() {
     // The probe was given back: another may go.
     let mut c = Operation::start(&once, &dep.config, read(3), t(1_003)).unwrap();
     let _ = dispatch(&mut c, 1_003, &mut dep.state, &mut rec);
+    // An operation that has ended is not cancelled by a late abandon (a future dropped after its
+    // operation ended), whether or not its completion was taken: no event, nothing changed.
+    let events = rec.lines.len();
+    a.abandon(t(1_004), &mut dep.state, &mut rec);
+    b.abandon(t(1_004), &mut dep.state, &mut rec);
+    assert_eq!(rec.lines.len(), events);
+    assert_eq!(dep.state.in_flight(), 1, "c's attempt holds the slot still");
+    assert_eq!(a.take_completion().unwrap().problem, Some(Problem::AttemptsExhausted));
 }
 
 #[test]
