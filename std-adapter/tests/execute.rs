@@ -469,3 +469,16 @@ async fn a_detailed_answer_becomes_the_value_or_the_error_execute_would_give() {
     assert_eq!(err.completion().map(|c| c.disposition), Some(Disposition::Failed));
     assert_eq!(err.into_last_failure(), Some(PayrailError::BadRequest));
 }
+
+/// What a dependency tells about itself: its name, its configuration, and the time on its clock,
+/// which is tokio's (paused here), in the core's ticks.
+#[tokio::test(start_paused = true)]
+async fn a_dependency_tells_its_name_configuration_and_time() {
+    let dep = payrail(budgeted());
+    assert_eq!(dep.name(), "payrail");
+    assert_eq!(dep.config().window(), Duration::from_secs(10));
+    let before = dep.now();
+    tokio::time::advance(Std::from_millis(1_500)).await;
+    assert_eq!(dep.now() - before, Duration::from_millis(1_500));
+    assert_eq!(dep.inspect(|_, _, now| now), dep.now(), "inspect is given the same clock's time");
+}

@@ -385,6 +385,7 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     assert_eq!(timed_out.dependency(), Some("payrail"));
     let transport = send(Method::GET, "/refused").await.unwrap_err();
     assert!(matches!(transport, HttpError::Transport { .. }));
+    assert_eq!(transport.dependency(), Some("payrail"));
     assert_eq!(
         chain(&transport),
         ["payrail: failed (attempts_exhausted) after 3 attempt(s); last failure: connection refused"]
@@ -392,6 +393,7 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     // The timeout and the three refusals opened the circuit.
     let refused = send(Method::GET, "/down").await.unwrap_err();
     assert_eq!(chain(&refused), ["payrail: rejected (circuit_open) after 0 attempt(s)"]);
+    assert_eq!(refused.dependency(), Some("payrail"));
     assert!(provider.attempts("/down").is_empty());
 
     // A wait longer than the policy's longest delay defers the request; the message says how long.
