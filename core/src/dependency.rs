@@ -849,6 +849,34 @@ mod tests {
         assert_eq!(core::mem::size_of::<Bulkhead>(), 2);
     }
 
+    /// The configuration's getters give back what its builders were given.
+    #[test]
+    fn a_configuration_reads_back_what_it_was_built_with() {
+        const HZ: u64 = 1_000;
+        let window = Duration::<HZ>::from_secs(10);
+        let config = DependencyConfig::new(window);
+        assert_eq!((config.window(), config.retry_budget()), (window, None));
+        #[cfg(feature = "breaker")]
+        {
+            let breaker =
+                crate::BreakerConfig::consecutive_failures(3, Duration::<HZ>::from_secs(30)).probes(2);
+            assert_eq!(
+                (breaker.trip(), breaker.break_for(), breaker.probe_count()),
+                (crate::Trip::ConsecutiveFailures { count: 3 }, Duration::<HZ>::from_secs(30), 2)
+            );
+            assert_eq!(config.breaker(breaker).circuit_breaker(), Some(breaker));
+        }
+        #[cfg(feature = "duty-cycle")]
+        {
+            let duty = crate::DutyCycle::new(Duration::<HZ>::from_secs(36), Duration::<HZ>::from_secs(3600));
+            assert_eq!(
+                (duty.airtime(), duty.window()),
+                (Duration::<HZ>::from_secs(36), Duration::<HZ>::from_secs(3600))
+            );
+            assert_eq!(config.duty_cycle(duty).duty(), Some(duty));
+        }
+    }
+
     #[test]
     fn a_ticket_gives_back_exactly_what_was_packed_into_it() {
         for reservation in [None, Some(Reservation::of_epoch(0)), Some(Reservation::of_epoch(u32::MAX))] {

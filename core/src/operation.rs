@@ -1037,6 +1037,24 @@ mod tests {
         assert_eq!(set.id(), OperationId(7));
     }
 
+    /// The getters give back what the builders and `start` were given, each its own field.
+    #[test]
+    fn a_context_and_an_operation_read_back_what_they_were_given() {
+        let safety = ReplaySafety::provider_idempotent_mutation(D::from_secs(60));
+        let context = Context::new(D::from_secs(8), safety).airtime(D::from_millis(50)).id(9);
+        assert_eq!(
+            (context.deadline(), context.safety(), context.attempt_airtime(), context.operation_id()),
+            (D::from_secs(8), safety, D::from_millis(50), OperationId(9))
+        );
+        let config = config();
+        let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(1_000)).unwrap();
+        let mut op =
+            Operation::<HZ, Verdict<HZ>>::start(&POLICY, &config, context, I::from_ticks(1_000)).unwrap();
+        assert_eq!((op.deadline(), op.dispatched(), op.id()), (I::from_ticks(9_000), 0, OperationId(9)));
+        let Action::Dispatch(_) = op.poll(I::from_ticks(1_000), &mut dep, &mut ()) else { panic!() };
+        assert_eq!(op.dispatched(), 1);
+    }
+
     #[test]
     fn a_completion_not_yet_taken_is_rebased_with_its_instant_to_try_again() {
         let config = DependencyConfig::new(D::from_secs(10)).budget(RetryBudget::ratio(20, 3).unwrap());
