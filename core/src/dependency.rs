@@ -849,6 +849,23 @@ mod tests {
         assert_eq!(core::mem::size_of::<Bulkhead>(), 2);
     }
 
+    /// A dependency's read-outs for the protections it does not have: a closed circuit, no wait
+    /// for a rate unit or airtime, no airtime used, nothing in flight, no cooldown, and no count
+    /// of retries without a budget.
+    #[test]
+    fn without_a_protection_its_read_outs_say_it_does_not_hold_anything_back() {
+        const HZ: u64 = 1_000;
+        let config = DependencyConfig::new(Duration::<HZ>::from_secs(10));
+        let now = Instant::<HZ>::from_ticks(5_000);
+        let mut dep = Dependency::<HZ, 10, 4>::new(&config, Instant::<HZ>::from_ticks(0)).unwrap();
+        assert_eq!((dep.circuit(now), dep.circuit_open_until(now)), (CircuitState::Closed, None));
+        assert_eq!(dep.next_rate_unit(&config, now), now);
+        assert_eq!(dep.next_airtime(&config, now, Duration::<HZ>::from_secs(1)), Some(now));
+        assert_eq!(dep.airtime_used(&config, now), Duration::<HZ>::from_ticks(0));
+        assert_eq!((dep.in_flight(), dep.cooldown_until(now)), (0, None));
+        assert_eq!(dep.retries_available(&config, now), None);
+    }
+
     /// The configuration's getters give back what its builders were given.
     #[test]
     fn a_configuration_reads_back_what_it_was_built_with() {
