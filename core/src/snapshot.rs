@@ -432,6 +432,8 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
 
     #[test]
@@ -555,6 +557,203 @@ mod tests {
         // The CRC-32/IEEE check value of "123456789".
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
         assert_eq!(crc32(b""), 0);
+    }
+
+    /// The snapshot's bytes, fixed for two feature sets: every protection compiled in, and none. CI
+    /// runs both with 64-bit and with 32-bit ticks, which must write the same bytes, and the first
+    /// under miri on a big-endian target too (`cargo +nightly miri test -p relent-core --lib
+    /// --target s390x-unknown-linux-gnu snapshot::`).
+    #[cfg(any(
+        all(
+            feature = "token-bucket",
+            feature = "breaker",
+            feature = "rate-limit",
+            feature = "duty-cycle",
+            feature = "cooldown"
+        ),
+        not(any(
+            feature = "token-bucket",
+            feature = "breaker",
+            feature = "rate-limit",
+            feature = "duty-cycle",
+            feature = "cooldown"
+        ))
+    ))]
+    mod golden {
+        use super::*;
+
+        /// What [`golden_snapshot`] saves with every protection compiled in. (This module is built
+        /// with every protection or with none, so one feature tells which.)
+        #[cfg(feature = "breaker")]
+        const GOLDEN: &str = concat!(
+            // magic RLNT, version, tick rate, buckets, airtime entries, parts compiled in
+            "524c4e5402e803000000000000040002000f",
+            // the window
+            "983a000000000000204e00000000000003000000010000000200000000000000000000000000000000000000",
+            "0000000000000000000000000000000000000000",
+            // the token bucket
+            "80a90300000000000627000000000000",
+            // the breaker
+            "012a4e0000000000000000000000000000000000000000000000",
+            // the rate limit
+            "401901000000000000000000",
+            // the airtime log
+            "a0a500000000000090010000eac400000000000020030000",
+            // the cooldown
+            "ba00090000000000",
+            // CRC-32
+            "e5a8d64c",
+        );
+
+        /// The same with no protection compiled in: the header, the window and the (unused) airtime log.
+        #[cfg(not(feature = "breaker"))]
+        const GOLDEN: &str = concat!(
+            // magic RLNT, version, tick rate, buckets, airtime entries, parts compiled in
+            "524c4e5402e8030000000000000400020000",
+            // the window
+            "983a000000000000204e00000000000003000000010000000200000000000000000000000000000000000000",
+            "0000000000000000000000000000000000000000",
+            // the airtime log
+            "000000000000000000000000000000000000000000000000",
+            // CRC-32
+            "79e40c8a",
+        );
+
+        /// A dependency with something in every part compiled in, saved at 20 s: a window with counts,
+        /// spent tokens, rate units owed, two 400 ms frames of airtime, an open circuit and a cooldown
+        /// (a success at 2 s, then two failures in a row at 10 s, the second saying "retry after
+        /// 600 s").
+        fn golden_snapshot()
+        -> (DependencyConfig<1_000>, Dependency<1_000, 4, 2>, [u8; Dependency::<1_000, 4, 2>::SNAPSHOT_LEN])
+        {
+            use crate::budget::RetryBudget;
+            use crate::classify::Verdict;
+            use crate::operation::{Action, Context, Operation};
+            use crate::policy::RetryPolicy;
+            use crate::safety::ReplaySafety;
+            type D = Duration<1_000>;
+            type I = Instant<1_000>;
+
+            /// Every draw at the top of its interval.
+            struct Top;
+            impl rand_core::RngCore for Top {
+                fn next_u32(&mut self) -> u32 {
+                    u32::MAX
+                }
+                fn next_u64(&mut self) -> u64 {
+                    u64::MAX
+                }
+                fn fill_bytes(&mut self, dst: &mut [u8]) {
+                    dst.fill(u8::MAX);
+                }
+            }
+
+            let config = DependencyConfig::new(D::from_secs(60));
+            #[cfg(feature = "token-bucket")]
+            let config =
+                config.budget(RetryBudget::token_bucket(5, 5, D::from_secs(60), D::from_secs(5)).unwrap());
+            #[cfg(not(feature = "token-bucket"))]
+            let config = config.budget(RetryBudget::ratio(20, 5).unwrap());
+            #[cfg(feature = "breaker")]
+            let config =
+                config.breaker(crate::breaker::BreakerConfig::consecutive_failures(2, D::from_secs(30)));
+            #[cfg(feature = "rate-limit")]
+            let config = config.rate_limit(crate::limiter::RateLimit::new(1, D::from_secs(30)).burst(3));
+            #[cfg(feature = "duty-cycle")]
+            let config = config.duty_cycle(crate::duty::DutyCycle::per_mille(100, D::from_secs(60)));
+            #[cfg(feature = "cooldown")]
+            let config = config.cooldown(D::from_secs(900));
+            let policy = RetryPolicy::constant(2, D::from_millis(10))
+                .attempt_timeout(D::from_secs(2))
+                .build()
+                .unwrap();
+            let context = Context::new(D::from_secs(10), ReplaySafety::replayable_read(D::from_secs(3_600)))
+                .airtime(D::from_millis(400));
+
+            let mut dep = Dependency::<1_000, 4, 2>::new(&config, I::from_ticks(0)).unwrap();
+            // A success at 2 s, then the two failures at 10 s.
+            let mut op: Operation<'_, 1_000, Verdict<1_000>> =
+                Operation::start(&policy, &config, context, I::from_ticks(2_000)).unwrap();
+            let Action::Dispatch(a) = op.poll(I::from_ticks(2_000), &mut dep, &mut ()) else { panic!() };
+            op.on_success(a, I::from_ticks(2_150), &mut dep, &mut ());
+            let mut now = I::from_ticks(10_000);
+            let mut op = Operation::start(&policy, &config, context, now).unwrap();
+            let mut verdicts = [Verdict::Retryable, Verdict::RetryableAfter(D::from_secs(600))].into_iter();
+            loop {
+                match op.poll(now, &mut dep, &mut ()) {
+                    Action::Dispatch(a) => {
+                        let verdict = verdicts.next().unwrap();
+                        op.on_failure(a, now, &mut dep, &mut Top, verdict, &mut ());
+                    }
+                    Action::Wait { until } => now = until,
+                    Action::Done => break,
+                }
+            }
+            let now = I::from_ticks(20_000);
+            #[cfg(feature = "breaker")]
+            assert_eq!(dep.circuit_open_until(now), Some(I::from_ticks(40_010)));
+            #[cfg(feature = "cooldown")]
+            assert_eq!(dep.cooldown_until(now), Some(I::from_ticks(610_010)));
+            #[cfg(feature = "rate-limit")]
+            assert_eq!(
+                dep.next_rate_unit(&config, now),
+                I::from_ticks(32_000),
+                "three units taken at one per 30 s, a burst of 3: the next at 32 s"
+            );
+            let mut bytes = [0u8; Dependency::<1_000, 4, 2>::SNAPSHOT_LEN];
+            assert_eq!(dep.save(now, &mut bytes), Ok(bytes.len()));
+            (config, dep, bytes)
+        }
+
+        fn hex(bytes: &[u8]) -> std::string::String {
+            use core::fmt::Write;
+            let mut s = std::string::String::new();
+            for b in bytes {
+                write!(s, "{b:02x}").unwrap();
+            }
+            s
+        }
+
+        /// A device updated in the field restores what the build before it saved. Bytes of another
+        /// layout under the same version would pass every check, the CRC included, and be misread; so
+        /// the layout changes only with [`SNAPSHOT_VERSION`], and then the old bytes are refused.
+        #[test]
+        fn the_snapshot_layout_changes_only_with_its_version() {
+            let (config, mut original, bytes) = golden_snapshot();
+            assert_eq!(
+                hex(&bytes),
+                GOLDEN,
+                "the snapshot's bytes changed. If the layout changed on purpose, bump SNAPSHOT_VERSION (a \
+                 device must refuse what an older build saved, not misread it) and replace GOLDEN with \
+                 the `left` bytes"
+            );
+            // And the bytes mean what was saved. Restored at 50 s after a sleep of 15 s (a bucket of
+            // the window: ignoring the sleep would misplace the counts by one), the dependency reads
+            // out as the original does 15 s earlier (its 50 s is the original's 35 s: 20 s saved,
+            // then 15 s slept), from the instant of saving to after the cooldown.
+            let (later, at) = (15_000, Instant::<1_000>::from_ticks);
+            let mut restored =
+                Dependency::<1_000, 4, 2>::restore(&config, &bytes, at(50_000), Duration::from_ticks(15_000))
+                    .unwrap();
+            for t in
+                [20_000, 31_999, 32_000, 40_009, 40_010, 44_999, 45_000, 59_999, 60_000, 610_009, 610_010]
+            {
+                let read = |d: &mut Dependency<1_000, 4, 2>, shift: Ticks| {
+                    let now = at(t + shift);
+                    let back = |i: Instant<1_000>| i.as_ticks() - shift;
+                    (
+                        d.counts(now),
+                        d.retries_available(&config, now),
+                        (d.circuit(now), d.circuit_open_until(now).map(back)),
+                        d.cooldown_until(now).map(back),
+                        back(d.next_rate_unit(&config, now)),
+                        d.next_airtime(&config, now, Duration::from_millis(400)).map(back),
+                        d.airtime_used(&config, now),
+                    )
+                };
+                assert_eq!(read(&mut restored, later), read(&mut original, 0), "at {t} ms");
+            }
+        }
     }
 
     #[test]
