@@ -259,6 +259,7 @@ impl Adapters {
     /// The same contenders on another runtime `rt`, sharing this one's dependency, policy and
     /// tower's budget: for another thread, as a service's threads share one dependency (see
     /// `paired::contended`).
+    #[must_use = "this returns the contenders for another thread"]
     pub fn sharing(&self, rt: tokio::runtime::Runtime) -> Self {
         Self { rt, shared: self.shared.clone() }
     }

@@ -142,12 +142,14 @@ impl<const HZ: u64> BreakerConfig<HZ> {
     }
 
     /// Lets `probes` attempts through when half-open; that many successes close the circuit.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn probes(mut self, probes: u8) -> Self {
         self.probes = probes;
         self
     }
 
     /// Counts an attempt that took at least `threshold` as a failure, whatever its result.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn slow_calls(mut self, threshold: Duration<HZ>) -> Self {
         self.slow_call = Some(threshold);
         self

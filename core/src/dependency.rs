@@ -80,6 +80,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     }
 
     /// Sets the retry budget all operations against this dependency share.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn budget(mut self, budget: RetryBudget<HZ>) -> Self {
         self.budget = Some(budget);
         self
@@ -87,6 +88,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
 
     #[cfg(feature = "breaker")]
     /// Adds a circuit breaker.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn breaker(mut self, breaker: BreakerConfig<HZ>) -> Self {
         self.breaker = Some(breaker);
         self
@@ -94,6 +96,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
 
     #[cfg(feature = "bulkhead")]
     /// Allows at most `max_in_flight` attempts at once.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn bulkhead(mut self, max_in_flight: u16) -> Self {
         self.bulkhead = Some(max_in_flight);
         self
@@ -101,6 +104,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
 
     #[cfg(feature = "rate-limit")]
     /// Limits the rate of attempts, retries included.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn rate_limit(mut self, limit: RateLimit<HZ>) -> Self {
         self.rate_limit = Some(limit);
         self
@@ -110,6 +114,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// Limits the airtime of attempts, retries included: each costs what its
     /// [`Context::airtime`](crate::Context::airtime) states. The dependency state needs an airtime
     /// log for it (`Dependency<HZ, N, L>` with `L` of at least 1).
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn duty_cycle(mut self, duty: DutyCycle<HZ>) -> Self {
         self.duty_cycle = Some(duty);
         self
@@ -117,6 +122,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
 
     #[cfg(feature = "cooldown")]
     /// Lets a positive Retry-After put the whole dependency in cooldown, for at most `max`.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn cooldown(mut self, max: Duration<HZ>) -> Self {
         self.cooldown = Some(max);
         self

@@ -109,6 +109,7 @@ impl<const HZ: u64> RateLimit<HZ> {
     }
 
     /// Allows bursts of up to `burst` attempts at once.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn burst(mut self, burst: u32) -> Self {
         self.burst = burst;
         let extra = (burst as Wide).saturating_sub(1);
@@ -118,6 +119,7 @@ impl<const HZ: u64> RateLimit<HZ> {
 
     /// Lets an attempt reserve a unit due within `max_wait` and wait for it instead of being
     /// refused (the wait must also fit before the operation's deadline).
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn max_wait(mut self, max_wait: Duration<HZ>) -> Self {
         self.max_wait = max_wait;
         self

@@ -75,6 +75,7 @@ impl<const HZ: u64> Context<HZ> {
     /// Sets what each attempt costs against the dependency's duty cycle: the frame's time on air,
     /// computed by the caller from its length and data rate. Required when the dependency has a
     /// duty cycle (a transmission that costs nothing would never be limited); ignored otherwise.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn airtime(mut self, airtime: Duration<HZ>) -> Self {
         self.airtime = airtime;
         self
@@ -86,6 +87,7 @@ impl<const HZ: u64> Context<HZ> {
     }
 
     /// Sets the id carried by every event and by the completion.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn id(mut self, id: u64) -> Self {
         self.id = OperationId(id);
         self

@@ -124,6 +124,7 @@ impl<const HZ: u64> RetryPolicy<HZ> {
     /// The same policy with a single attempt: what an operation that is not safe to repeat gets
     /// (seed 000: a keyless POST is sent once, whatever the retry policy says), keeping the
     /// attempt timeout. Needs no replay-safety statement and no budget.
+    #[must_use = "this returns a single-attempt copy and leaves this policy as it is"]
     pub const fn without_retries(&self) -> Self {
         Self { max_attempts: 1, ..*self }
     }

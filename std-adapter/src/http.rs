@@ -127,6 +127,7 @@ pub struct StatusClassifier {
 
 impl StatusClassifier {
     /// Overrides the default for `status`.
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub fn rule(mut self, status: StatusCode, rule: StatusRule) -> Self {
         self.rules.retain(|(s, _)| *s != status);
         self.rules.push((status, rule));

@@ -332,6 +332,7 @@ impl<C> RetryLayer<C> {
 
     /// How long a replayable request stays safe to repeat (default 24 h, a common idempotency-key
     /// retention).
+    #[must_use = "this returns the changed value and changes nothing in place"]
     pub fn replay_valid_for(mut self, valid_for: std::time::Duration) -> Self {
         self.replay_valid_for = valid_for;
         self
