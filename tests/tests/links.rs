@@ -1,4 +1,5 @@
-//! Every link in the project's Markdown leads somewhere.
+//! Every link in the project's Markdown leads somewhere, and every file and cargo target it names
+//! exists.
 //!
 //! - Each library crate's README is its page on crates.io and, through
 //!   `#![doc = include_str!("../README.md")]`, its front page on docs.rs. Neither site has the
@@ -8,6 +9,9 @@
 //!   still be its sections' names.
 //! - The workspace README and `docs/` are read in the repository, where a relative link is a file:
 //!   each must exist, and an anchor must be a heading of the page it points into.
+//! - Every page gives commands to run and names files to read: a package (`-p relent-tokio`), a
+//!   bench, binary, test or example of it (`--bench overhead`), a path in backticks
+//!   (`` `std-adapter/tests/alloc.rs` ``). A rename leaves them behind unless something checks.
 
 use std::path::{Path, PathBuf};
 
@@ -210,4 +214,166 @@ fn anchors_and_named_sections_are_read_as_github_and_the_pages_write_them() {
     assert_eq!(headings("# A\ntext\n```sh\n# a comment\n```\n### B: c"), ["A", "B: c"]);
     let text = "the workspace README's \"Fuzzing and\n miri\" section, and in its section \"On firmware:\nrelent-embassy\"";
     assert_eq!(sections_named(text), ["Fuzzing and miri", "On firmware: relent-embassy"]);
+}
+
+/// The crates of this repository, by package name, with their folders: the workspace's members and
+/// the standalone crates it excludes (the firmware example, the fuzz target, the no-panic check).
+fn packages() -> Vec<(String, PathBuf)> {
+    let workspace = read(Path::new("Cargo.toml"));
+    let mut dirs = Vec::new();
+    for key in ["members = [", "exclude = ["] {
+        let list = workspace.split_once(key).and_then(|(_, rest)| rest.split_once(']')).expect(key).0;
+        dirs.extend(
+            list.split(',').map(|d| d.trim().trim_matches('"')).filter(|d| !d.is_empty()).map(PathBuf::from),
+        );
+    }
+    dirs.into_iter()
+        .map(|dir| {
+            let manifest = read(&dir.join("Cargo.toml"));
+            let name = manifest
+                .lines()
+                .find_map(|l| l.strip_prefix("name = \""))
+                .and_then(|l| l.strip_suffix('"'))
+                .unwrap_or_else(|| panic!("{}: no package name", dir.display()));
+            (name.to_owned(), dir)
+        })
+        .collect()
+}
+
+/// Whether the crate in `dir` has a target of `kind` (`bin`, `bench`, `test`, `example`) named
+/// `name`: a file where cargo finds one, or a `[[kind]]` section of that name.
+fn has_target(dir: &Path, kind: &str, name: &str) -> bool {
+    let folder = match kind {
+        "bin" => "src/bin",
+        "bench" => "benches",
+        "test" => "tests",
+        _ => "examples",
+    };
+    let manifest = read(&dir.join("Cargo.toml"));
+    root().join(dir).join(folder).join(format!("{name}.rs")).exists()
+        || root().join(dir).join(folder).join(name).join("main.rs").exists()
+        || manifest.contains(&format!("[[{kind}]]\nname = \"{name}\""))
+}
+
+/// A word of a command as written in prose: what is inside its backticks, without the sentence's
+/// punctuation around it (`` `--bin checkout`. `` gives `checkout`).
+fn word(w: &str) -> &str {
+    w.split('`').find(|piece| !piece.is_empty()).unwrap_or("").trim_matches(|c| ",;:.()".contains(c))
+}
+
+/// How many packages, targets and paths `text` names (packages and their targets in `cargo`
+/// commands, paths in backticks that start with one of the repository's folders), and those that
+/// do not exist.
+fn named_but_missing(text: &str, packages: &[(String, PathBuf)]) -> (usize, Vec<String>) {
+    let folders = [
+        "core/",
+        "std-adapter/",
+        "embassy-adapter/",
+        "tests/",
+        "examples/",
+        "adapter-bench/",
+        "fuzz/",
+        "docs/",
+        "evidence/",
+        ".ci/",
+    ];
+    let (mut checked, mut missing) = (0, Vec::new());
+    let lines: Vec<&str> = text.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
+        let line_no = index + 1;
+        for (at, _) in line.match_indices("cargo ") {
+            // A command in prose is in backticks and may wrap onto the next line: then it runs on
+            // to the backtick there.
+            let mut command = line[at..].to_owned();
+            let in_code = line[..at].matches('`').count() % 2 == 1;
+            if in_code && !command.contains('`') {
+                let next = lines.get(index + 1).copied().unwrap_or("");
+                command = format!("{command} {}", next.split('`').next().unwrap_or(""));
+            }
+            let words: Vec<&str> =
+                command.split('`').next().unwrap_or("").split_whitespace().map(word).collect();
+            let mut named = Vec::new();
+            for pair in words.windows(2) {
+                let [flag, value] = pair else { continue };
+                if value.starts_with('-') {
+                    continue;
+                }
+                if *flag == "-p" {
+                    checked += 1;
+                    match packages.iter().find(|(name, _)| name == value) {
+                        Some((_, dir)) => named.push(dir.clone()),
+                        None => missing.push(format!("line {line_no}: no package {value}")),
+                    }
+                }
+            }
+            for pair in words.windows(2) {
+                let [flag, value] = pair else { continue };
+                let Some(kind) =
+                    flag.strip_prefix("--").filter(|k| ["bin", "bench", "test", "example"].contains(k))
+                else {
+                    continue;
+                };
+                let dirs: Vec<&Path> = if named.is_empty() {
+                    packages.iter().map(|(_, dir)| dir.as_path()).collect()
+                } else {
+                    named.iter().map(PathBuf::as_path).collect()
+                };
+                checked += 1;
+                if !dirs.iter().any(|dir| has_target(dir, kind, value)) {
+                    missing.push(format!("line {line_no}: no {kind} {value}"));
+                }
+            }
+        }
+        for (i, span) in line.split('`').enumerate() {
+            let is_path = i % 2 == 1
+                && folders.iter().any(|f| span.starts_with(f))
+                && span.chars().all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
+            checked += usize::from(is_path);
+            if is_path && !root().join(span).exists() {
+                missing.push(format!("line {line_no}: no file {span}"));
+            }
+        }
+    }
+    (checked, missing)
+}
+
+#[test]
+fn files_and_cargo_targets_the_pages_name_exist() {
+    let packages = packages();
+    assert!(packages.len() >= 9, "the workspace's crates and the three standalone ones: {packages:?}");
+    let pages = repository_pages()
+        .into_iter()
+        .chain(["core/README.md", "std-adapter/README.md", "embassy-adapter/README.md"].map(PathBuf::from));
+    let (mut checked, mut missing) = (0, Vec::new());
+    for page in pages {
+        let (count, on_page) = named_but_missing(&read(&page), &packages);
+        checked += count;
+        missing.extend(on_page.into_iter().map(|m| format!("{}, {m}", page.display())));
+    }
+    assert!(checked >= 90, "the scan found {checked} names; the pages named 99 when this was written");
+    assert!(missing.is_empty(), "the docs name what is not there:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn the_command_and_path_scanner_finds_what_is_missing() {
+    let packages = packages();
+    let text = "Run `cargo bench -p relent-tokio --bench overhead` and `cargo run -p relent-examples --bin checkout`.\n\
+                `cargo bench -p relent-tokio --bench overheads`, `cargo test -p relent-tokyo`, `cargo run --bin nowhere`\n\
+                read `std-adapter/tests/alloc.rs`, not `std-adapter/tests/allocs.rs`; `cargo test --workspace`\n\
+                and the wrapped `cargo bench -p relent-adapter-bench --bench\n\
+                productions` too.";
+    let (checked, missing) = named_but_missing(text, &packages);
+    assert_eq!(
+        (checked, missing.iter().map(String::as_str).collect::<Vec<_>>()),
+        (
+            12,
+            vec![
+                "line 2: no bench overheads",
+                "line 2: no package relent-tokyo",
+                "line 2: no bin nowhere",
+                "line 3: no file std-adapter/tests/allocs.rs",
+                "line 4: no bench productions"
+            ]
+        )
+    );
 }
