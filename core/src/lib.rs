@@ -3,7 +3,7 @@
 // On docs.rs: each item a Cargo feature gates says which (see Cargo.toml's docs.rs metadata).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 #![deny(clippy::float_arithmetic, clippy::float_cmp)]
 #![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 #![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]

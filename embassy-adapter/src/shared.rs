@@ -60,6 +60,14 @@ pub struct SharedDependency<'c, M: RawMutex, const N: usize, const L: usize = 0>
     held: Mutex<M, RefCell<Held<N, L>>>,
 }
 
+/// Shows the configuration, not the state: reading the state takes the lock, and a `{:?}` inside
+/// [`SharedDependency::lock`]'s closure would then find it borrowed.
+impl<M: RawMutex, const N: usize, const L: usize> core::fmt::Debug for SharedDependency<'_, M, N, L> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SharedDependency").field("config", self.config).finish_non_exhaustive()
+    }
+}
+
 impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N, L> {
     /// Shares `state`, built from `config` at the core's tick 0 or later. A `const fn`: usable in
     /// a `static`.

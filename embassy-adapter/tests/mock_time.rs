@@ -381,3 +381,14 @@ mod restarts {
         assert_eq!(link.lock(|s, now| s.cooldown_until(now)), None);
     }
 }
+
+/// `{:?}` of a shared dependency shows its configuration and takes no lock, so it works from inside
+/// `lock`'s closure too, where the state is borrowed.
+#[test]
+fn a_shared_dependency_prints_its_configuration_even_under_its_lock() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let link = shared();
+    let outside = format!("{link:?}");
+    assert_eq!(outside, format!("SharedDependency {{ config: {LINK:?}, .. }}"));
+    assert_eq!(link.lock(|_, _| format!("{link:?}")), outside);
+}
