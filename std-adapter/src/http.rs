@@ -8,7 +8,8 @@
 //!   attempt, whatever the policy says (a read timeout on a keyless POST is never retried);
 //! - a connection refused or a connect timeout means the request never arrived: retryable;
 //! - 429 and 503 are the far side saying "not now": retryable, no sooner than their `Retry-After`
-//!   (delta-seconds or an HTTP-date);
+//!   (delta-seconds or an HTTP-date; a date is read on the server's clock, against the response's
+//!   own `Date`, so a client clock that runs ahead does not retry early);
 //! - 500 is a failure of the far side and counts against it (the circuit breaker sees it), but is
 //!   not retried; 400, 422 and the other 4xx are the caller's own request being wrong: the exchange
 //!   worked, the response goes back to the caller as it is, and nothing counts against the
@@ -43,7 +44,8 @@ pub fn is_replayable<B>(request: &Request<B>) -> bool {
 }
 
 /// A `Retry-After` value as a wait from `now`: delta-seconds, or an HTTP-date (a date in the past
-/// is a wait of zero). `None` when the value is neither.
+/// is a wait of zero). `None` when the value is neither. A response's header is better read with
+/// [`retry_after`], which measures a date on the server's clock.
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -57,18 +59,58 @@ pub fn is_replayable<B>(request: &Request<B>) -> bool {
 /// ```
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<std::time::Duration> {
     let value = value.trim();
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        // More seconds than u64 holds is "a very long time", not garbage.
-        return Some(std::time::Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX)));
-    }
-    let date = httpdate::parse_http_date(value).ok()?;
-    Some(date.duration_since(now).unwrap_or_default())
+    delta_seconds(value).or_else(|| until(value, now))
 }
 
 /// The `Retry-After` of a set of headers, if present and valid.
+///
+/// An HTTP-date is a point on the server's clock, so it is measured against the headers' own
+/// `Date` (the instant the server made the response, RFC 9110 section 6.6.1) when they have a
+/// valid one, and against `now` only when they do not. A client whose clock runs 30 s ahead of the
+/// server's would otherwise read "retry at 12:00:10", sent at 12:00:00, as a date already past and
+/// retry at once, which is what the header asks it not to do; one running behind would wait too
+/// long. Measured from `Date`, the wait is the one the server meant, and never shorter: `Date` is
+/// the server's time rounded down to the second, and the response's time in transit is waited on
+/// top.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::HeaderMap;
+/// use relent_tokio::http::retry_after;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("date", "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+/// headers.insert("retry-after", "Wed, 21 Oct 2015 07:28:10 GMT".parse().unwrap());
+/// // This client's clock is 30 s ahead of the server's: the wait is still the server's 10 s.
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480 + 30);
+/// assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(10)));
+/// // Without a Date, the date is measured against this clock, and has already passed.
+/// headers.remove("date");
+/// assert_eq!(retry_after(&headers, now), Some(Duration::ZERO));
+/// ```
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<std::time::Duration> {
-    let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?;
-    parse_retry_after(value, now)
+    let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+    delta_seconds(value).or_else(|| {
+        // Only a date needs the server's clock: delta-seconds never parse `Date`.
+        let sent = headers
+            .get(header::DATE)
+            .and_then(|d| d.to_str().ok())
+            .and_then(|d| httpdate::parse_http_date(d.trim()).ok());
+        until(value, sent.unwrap_or(now))
+    })
+}
+
+/// `value` as delta-seconds, already trimmed. More seconds than `u64` holds is "a very long
+/// time", not garbage.
+fn delta_seconds(value: &str) -> Option<std::time::Duration> {
+    (!value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| std::time::Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX)))
+}
+
+/// The wait from `now` until `value` as an HTTP-date, already trimmed: zero for a date past.
+fn until(value: &str, now: SystemTime) -> Option<std::time::Duration> {
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or_default())
 }
 
 /// How one HTTP exchange went, for the pipeline.
@@ -309,6 +351,39 @@ mod tests {
             let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(at));
             let expected = Duration::from_secs(at.saturating_sub(now_secs));
             proptest::prop_assert_eq!(parse_retry_after(&date, now), Some(expected), "{}", date);
+        }
+
+        /// A response's HTTP-date is read on the server's clock: with a valid `Date`, the wait is
+        /// the server's, whatever this clock says; a `Date` that does not parse is ignored, and the
+        /// date is measured against this clock; delta-seconds never look at `Date`.
+        #[test]
+        fn a_responses_http_date_is_measured_against_its_own_date_header(
+            sent in 0u64..4_000_000_000,
+            wait in 0u64..100_000,
+            skew in -1_000_000i64..1_000_000,
+            bad_date in proptest::option::of("[a-z0-9 ,:]{0,12}"),
+        ) {
+            let at = |secs: u64| httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(secs));
+            let now_secs = sent.saturating_add_signed(skew);
+            let now = std::time::UNIX_EPOCH + Duration::from_secs(now_secs);
+            let mut headers = HeaderMap::new();
+            headers.insert(header::RETRY_AFTER, at(sent + wait).parse().unwrap());
+            headers.insert(header::DATE, at(sent).parse().unwrap());
+            proptest::prop_assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(wait)));
+            // Padding, as a hand-built header may carry, changes nothing.
+            headers.insert(header::DATE, format!(" {} ", at(sent)).parse().unwrap());
+            proptest::prop_assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(wait)));
+
+            let on_this_clock = Duration::from_secs((sent + wait).saturating_sub(now_secs));
+            match bad_date {
+                Some(garbage) => { headers.insert(header::DATE, garbage.parse().unwrap()); }
+                None => { headers.remove(header::DATE); }
+            }
+            proptest::prop_assert_eq!(retry_after(&headers, now), Some(on_this_clock));
+
+            headers.insert(header::DATE, at(sent).parse().unwrap());
+            headers.insert(header::RETRY_AFTER, wait.to_string().parse().unwrap());
+            proptest::prop_assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(wait)));
         }
     }
 

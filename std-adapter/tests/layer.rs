@@ -22,6 +22,12 @@ use common::{Unavailable, chain};
 enum Reply {
     Status(u16),
     StatusAfter(u16, &'static str),
+    /// A status with a `Date` and a `Retry-After`, as a server sends them.
+    StatusDated {
+        status: u16,
+        date: &'static str,
+        retry_after: &'static str,
+    },
     Hang,
     Refuse,
 }
@@ -64,6 +70,12 @@ impl Provider {
                     Reply::StatusAfter(code, after) => Ok(Response::builder()
                         .status(code)
                         .header("retry-after", after)
+                        .body(String::new())
+                        .unwrap()),
+                    Reply::StatusDated { status, date, retry_after } => Ok(Response::builder()
+                        .status(status)
+                        .header("date", date)
+                        .header("retry-after", retry_after)
                         .body(String::new())
                         .unwrap()),
                     Reply::Hang => std::future::pending().await,
@@ -173,6 +185,25 @@ async fn a_retry_after_beyond_the_maximum_delay_comes_back_deferred_with_its_res
     assert_eq!(report.replay_safety, ReplaySafety::replayable_read(DAY));
     assert_eq!(report.deadline, Std::from_secs(10), "the layer's, with no RequestDeadline");
     assert_eq!(provider.attempts("/slow-down").len(), 1);
+}
+
+/// The server's clock is not this machine's: here it says 2015. Its "retry at 07:28:02", sent at
+/// 07:28:00, is a wait of 2 s, not a date long past that would be retried at once.
+#[tokio::test(start_paused = true)]
+async fn an_http_date_retry_after_is_waited_on_the_servers_clock() {
+    let provider = Provider::default();
+    let busy = Reply::StatusDated {
+        status: 503,
+        date: "Wed, 21 Oct 2015 07:28:00 GMT",
+        retry_after: "Wed, 21 Oct 2015 07:28:02 GMT",
+    };
+    provider.script("/dated", &[busy, Reply::Status(200)]);
+    let mut svc = layer(budgeted()).layer(provider.service(tokio::time::Instant::now()));
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/dated", None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(provider.attempts("/dated"), [ms(0), ms(2_000)]);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.dispatched, report.waited, report.retry_after), (2, ms(2_000), Some(ms(2_000))));
 }
 
 #[tokio::test(start_paused = true)]
