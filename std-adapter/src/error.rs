@@ -3,9 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use relent_core::{Completion, Disposition, StartError};
+use relent_core::{Completion, Disposition, StartError, Verdict};
 
-use crate::clock::HZ;
+use crate::clock::{Duration, HZ, Instant, std_duration};
 
 /// One attempt's failure at relent-tokio's tick rate (the core's type): the operation's own error,
 /// or the attempt ran past its timeout and was dropped.
@@ -59,11 +59,16 @@ pub enum Error<E> {
     /// The policy and the call do not fit together; nothing was sent.
     Start(StartError),
     /// The operation ended without a value.
+    #[non_exhaustive]
     Ended {
         /// The dependency's name.
         dependency: Arc<str>,
         /// How it ended, with the last failure.
         completion: Completion<HZ, AttemptError<E>>,
+        /// For a deferred or rejected operation, how long after its end to try again, where that
+        /// is known: the completion's `not_before` (an instant on the dependency's own clock,
+        /// [`Dependency::now`](crate::Dependency::now)) as a wait. See [`Error::retry_in`].
+        retry_in: Option<std::time::Duration>,
     },
 }
 
@@ -85,6 +90,19 @@ impl<E> Error<E> {
         }
     }
 
+    /// For a deferred or rejected operation, how long after it ended to try again, where that is
+    /// known: the far side's Retry-After that did not fit the policy or the deadline, the cooldown
+    /// it started, the circuit's break, the next rate-limit unit or the airtime to wait for.
+    /// `None` for an operation that failed, and for a refusal with no end in sight (a full
+    /// bulkhead). Waited from the moment the error is returned, it never tries sooner than the
+    /// dependency would allow.
+    pub fn retry_in(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Start(_) => None,
+            Self::Ended { retry_in, .. } => *retry_in,
+        }
+    }
+
     /// The operation's own last error, if the last attempt returned one.
     pub fn into_last_failure(self) -> Option<E> {
         match self {
@@ -98,7 +116,7 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Start(e) => write!(f, "operation not started: {e}"),
-            Self::Ended { dependency, completion } => {
+            Self::Ended { dependency, completion, .. } => {
                 let outcome = Outcome {
                     dependency,
                     disposition: completion.disposition,
@@ -118,6 +136,96 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+/// An operation run inside another's attempt: seed 000's rule that exactly one layer retries an
+/// operation ("Where the Retry Lives": 3 attempts at each of three layers are 27 calls from one
+/// click). An outer operation whose attempt runs an inner `execute` and returns its `Error` as the
+/// attempt's failure gets this verdict:
+///
+/// - An inner operation whose policy allows one attempt did not retry, so the outer is the layer
+///   that does: its last failure's own verdict, as the inner classified it.
+/// - An inner operation that could retry was the retrying layer. Whether it spent its attempts, its
+///   budget refused a retry (the dependency is in trouble: the SRE book's "overloaded; don't
+///   retry"), its deadline or replay statement ran out, or its failure was not retryable: not
+///   retryable.
+/// - An inner operation deferred or rejected with a known instant to try again (a Retry-After it
+///   could not wait, a cooldown, an open circuit, a rate limit, airtime): retryable after
+///   [`Error::retry_in`], so that an outer layer with more patience (a job with minutes to spare)
+///   waits for it, and one with less defers in turn, with the same wait.
+/// - A refusal with no end in sight (a full bulkhead), and an operation that never started: not
+///   retryable.
+///
+/// ```
+/// use relent_tokio::core::{Classify, Context, DependencyConfig, Disposition, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+/// use relent_tokio::{Dependency, Duration, Error, HZ};
+///
+/// #[derive(Debug)]
+/// struct Unavailable;
+/// impl Classify<HZ> for Unavailable {
+///     fn classify(&self) -> Verdict<HZ> { Verdict::Retryable }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2)).build()?;
+/// let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?);
+/// let (ledger, checkout) = (Dependency::new("ledger", config)?, Dependency::new("checkout", config)?);
+/// let read = Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(60)));
+///
+/// let calls = std::cell::Cell::new(0);
+/// let done = checkout
+///     .execute_detailed(&policy, read, |_| {
+///         // The ledger's client retries its own calls...
+///         ledger.execute(&policy, read, |_| async { calls.set(calls.get() + 1); Err::<(), _>(Unavailable) })
+///     })
+///     .await?;
+/// // ...so the checkout does not retry them again: 3 calls, not 9.
+/// assert_eq!((calls.get(), done.completion.summary.dispatched), (3, 1));
+/// assert_eq!(done.completion.disposition, Disposition::Failed);
+/// # Ok(()) }
+/// ```
+impl<E: relent_core::Classify<HZ>> relent_core::Classify<HZ> for Error<E> {
+    fn classify(&self) -> Verdict<HZ> {
+        let Self::Ended { completion, retry_in, .. } = self else {
+            return Verdict::NotRetryable;
+        };
+        let ended = Ended {
+            disposition: completion.disposition,
+            problem: completion.problem,
+            dispatched: completion.summary.dispatched,
+            retry_in: *retry_in,
+        };
+        ended.verdict(|| completion.last_failure.as_ref().map_or(Verdict::NotRetryable, |e| e.classify()))
+    }
+}
+
+/// How an inner operation ended, as much of it as an outer one's verdict needs: the one rule
+/// behind `Error`'s and `HttpError`'s `Classify`.
+pub(crate) struct Ended {
+    pub(crate) disposition: Disposition,
+    pub(crate) problem: Option<relent_core::Problem>,
+    pub(crate) dispatched: u8,
+    pub(crate) retry_in: Option<std::time::Duration>,
+}
+
+impl Ended {
+    /// The outer operation's verdict; `single` is the last failure's own, asked for only when the
+    /// inner operation's policy allowed it one attempt (it spent its attempts on the first).
+    pub(crate) fn verdict(&self, single: impl FnOnce() -> Verdict<HZ>) -> Verdict<HZ> {
+        match self.disposition {
+            Disposition::Deferred | Disposition::Rejected => match self.retry_in {
+                Some(wait) => Verdict::RetryableAfter(crate::clock::ticks(wait)),
+                None => Verdict::NotRetryable,
+            },
+            Disposition::Failed
+                if self.problem == Some(relent_core::Problem::AttemptsExhausted) && self.dispatched == 1 =>
+            {
+                single()
+            }
+            Disposition::Failed | Disposition::Succeeded => Verdict::NotRetryable,
         }
     }
 }
@@ -169,9 +277,26 @@ pub struct Detailed<T, E> {
     pub value: Option<T>,
     /// How the operation went.
     pub completion: Completion<HZ, AttemptError<E>>,
+    /// For a deferred or rejected operation, how long after its end to try again, where known
+    /// (as [`Error::retry_in`]).
+    pub retry_in: Option<std::time::Duration>,
 }
 
 impl<T, E> Detailed<T, E> {
+    /// The value and the completion, with the wait until `not_before` counted from `now`, read
+    /// (on the dependency's clock) only when there is a `not_before`: at or after the operation's
+    /// end, so that the wait, taken from when the caller gets it, never ends sooner.
+    pub(crate) fn new(
+        value: Option<T>,
+        completion: Completion<HZ, AttemptError<E>>,
+        now: impl FnOnce() -> Instant,
+    ) -> Self {
+        let retry_in = completion
+            .not_before
+            .map(|at| std_duration(Duration::from_ticks(at.as_ticks().saturating_sub(now().as_ticks()))));
+        Self { value, completion, retry_in }
+    }
+
     /// The value, or the completion as an [`Error`].
     pub fn into_result(self, dependency: Arc<str>) -> Result<T, Error<E>> {
         self.into_result_with(|| dependency)
@@ -181,7 +306,11 @@ impl<T, E> Detailed<T, E> {
     pub(crate) fn into_result_with(self, dependency: impl FnOnce() -> Arc<str>) -> Result<T, Error<E>> {
         match (self.value, self.completion.disposition) {
             (Some(v), Disposition::Succeeded) => Ok(v),
-            (_, _) => Err(Error::Ended { dependency: dependency(), completion: self.completion }),
+            (_, _) => Err(Error::Ended {
+                dependency: dependency(),
+                completion: self.completion,
+                retry_in: self.retry_in,
+            }),
         }
     }
 }

@@ -251,7 +251,7 @@ where
             };
         }
         let completion = running.op.take_completion().expect("the core has a completion once poll says Done");
-        finish(Ok(Detailed { value, completion }), inner)
+        finish(Ok(Detailed::new(value, completion, || inner.clock.now())), inner)
     }
 }
 

@@ -123,6 +123,10 @@ pub struct RetryReport {
     pub elapsed: std::time::Duration,
     /// The far side's last stated wait.
     pub retry_after: Option<std::time::Duration>,
+    /// For a deferred or rejected request, how long after its end to try again, where that is
+    /// known (as [`Error::retry_in`](crate::Error::retry_in)): the 429 whose Retry-After was too
+    /// long to wait, the cooldown it started, the open circuit's break, the next rate-limit unit.
+    pub retry_in: Option<std::time::Duration>,
     /// Set when the request was only ever going to get one attempt, and why.
     pub single_attempt: Option<SingleAttempt>,
     /// The replay-safety statement the layer made for the request (seed 003: every operation
@@ -141,6 +145,7 @@ pub struct RetryReport {
 impl RetryReport {
     fn new<E>(
         completion: &Completion<HZ, E>,
+        retry_in: Option<std::time::Duration>,
         single_attempt: Option<SingleAttempt>,
         replay_safety: ReplaySafety<HZ>,
         deadline: Duration,
@@ -153,6 +158,7 @@ impl RetryReport {
             waited: std_duration(completion.summary.waited),
             elapsed: std_duration(completion.summary.elapsed),
             retry_after: completion.retry_after.map(std_duration),
+            retry_in,
             single_attempt,
             replay_safety,
             deadline: std_duration(deadline),
@@ -273,6 +279,33 @@ impl<E: std::error::Error + 'static> std::error::Error for HttpError<E> {
             Self::Start(e) => e.source(),
             Self::TimedOut { .. } | Self::Refused { .. } | Self::BodyNotReplayable { .. } => None,
         }
+    }
+}
+
+/// A request run inside another operation's attempt, returned as that attempt's failure: as
+/// [`Error`](crate::Error)'s verdict, seed 000's rule that exactly one layer retries. A request the
+/// layer could retry was retried here, so the outer operation does not retry it again; one the
+/// layer gave a single attempt (a keyless POST, a policy of one attempt) is the outer's to retry,
+/// when the layer's classifier called its failure retryable (after the far side's Retry-After, if
+/// it stated one); a deferral or a refusal with a known end is retryable after
+/// [`RetryReport::retry_in`]. A response comes back as `Ok` whatever its status: the attempt that
+/// gets one decides what its status means, and the report in its extensions says what the layer
+/// did with it.
+impl<E> Classify<HZ> for HttpError<E> {
+    fn classify(&self) -> Verdict<HZ> {
+        let Some(report) = self.report() else {
+            return Verdict::NotRetryable;
+        };
+        let ended = crate::error::Ended {
+            disposition: report.disposition,
+            problem: report.problem,
+            dispatched: report.dispatched,
+            retry_in: report.retry_in,
+        };
+        ended.verdict(|| match report.retry_after {
+            Some(wait) => Verdict::RetryableAfter(ticks(wait)),
+            None => Verdict::Retryable,
+        })
     }
 }
 
@@ -510,8 +543,8 @@ where
                 }
             })
             .await;
-        let Detailed { value, completion } = detailed.map_err(HttpError::Start)?;
-        let report = RetryReport::new(&completion, single, safety, deadline);
+        let Detailed { value, completion, retry_in, .. } = detailed.map_err(HttpError::Start)?;
+        let report = RetryReport::new(&completion, retry_in, single, safety, deadline);
         let with_report = |mut response: Response<RB>| {
             response.extensions_mut().insert(report);
             response

@@ -182,6 +182,7 @@ async fn a_retry_after_beyond_the_maximum_delay_comes_back_deferred_with_its_res
     assert_eq!(report.disposition, Disposition::Deferred);
     assert_eq!(report.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
     assert_eq!(report.retry_after, Some(Std::from_secs(60)));
+    assert_eq!(report.retry_in, Some(Std::from_secs(60)), "try again when the far side said");
     assert_eq!(report.replay_safety, ReplaySafety::replayable_read(DAY));
     assert_eq!(report.deadline, Std::from_secs(10), "the layer's, with no RequestDeadline");
     assert_eq!(provider.attempts("/slow-down").len(), 1);
@@ -215,12 +216,14 @@ async fn an_open_circuit_fails_fast_in_call_without_touching_the_inner_service()
     let first = svc.ready().await.unwrap().call(request(Method::GET, "/down", None)).await.unwrap();
     assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR, "the 500 goes back as a response");
     // poll_ready does not hold the caller back; call refuses at once.
+    tokio::time::advance(ms(12_000)).await;
     let err = svc.ready().await.unwrap().call(request(Method::GET, "/down", None)).await.unwrap_err();
     let report = err.report().unwrap();
     assert_eq!(
         (report.disposition, report.problem, report.dispatched),
         (Disposition::Rejected, Some(Problem::CircuitOpen), 0)
     );
+    assert_eq!(report.retry_in, Some(ms(18_000)), "what is left of the 30 s break");
     assert_eq!(provider.attempts("/down").len(), 1, "no second request reached the provider");
 }
 

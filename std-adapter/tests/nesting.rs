@@ -1,0 +1,238 @@
+//! An operation inside another's attempt: `Error` and `HttpError` classify themselves by seed 000's
+//! rule that exactly one layer retries, and hand a known wait up. On tokio's paused clock, every
+//! call's time is exact.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration as Std;
+
+use http::{Method, Request, Response};
+use relent_tokio::core::{
+    BreakerConfig, Classify, Context, DependencyConfig, Disposition, Jitter, ReplaySafety, RetryBudget,
+    RetryPolicy, Verdict,
+};
+use relent_tokio::{Dependency, Duration, Error, HZ, HttpError, RetryLayer};
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ledger {
+    Down,
+    Busy(u64),
+    Invalid,
+}
+
+impl Classify<HZ> for Ledger {
+    fn classify(&self) -> Verdict<HZ> {
+        match self {
+            Self::Down => Verdict::Retryable,
+            Self::Busy(s) => Verdict::RetryableAfter(Duration::from_secs(*s)),
+            Self::Invalid => Verdict::NotRetryable,
+        }
+    }
+}
+
+const fn policy(attempts: u8, max_delay_s: u64) -> RetryPolicy<HZ> {
+    match RetryPolicy::exponential(attempts, Duration::from_millis(100), Duration::from_secs(max_delay_s))
+        .jitter(Jitter::None)
+        .attempt_timeout(Duration::from_secs(3))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    }
+}
+
+/// The ledger client's own retries: 3 attempts, 100 ms then 200 ms apart, waits of at most 1 s.
+const CLIENT: RetryPolicy<HZ> = policy(3, 1);
+/// A client that leaves retrying to its caller.
+const ONCE: RetryPolicy<HZ> = policy(1, 1);
+/// The checkout around it: 3 attempts, waits of at most 10 s.
+const CHECKOUT: RetryPolicy<HZ> = policy(3, 10);
+
+fn dependency(name: &str) -> Dependency {
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 20).unwrap());
+    Dependency::with_seed(name, config, 3).unwrap()
+}
+
+fn read() -> Context<HZ> {
+    Context::new(Duration::from_secs(30), ReplaySafety::replayable_read(Duration::from_secs(3_600)))
+}
+
+/// The ledger's far side: answers from a script, and notes when each call came.
+#[derive(Clone)]
+struct Far {
+    t0: Instant,
+    script: Arc<Mutex<Vec<Result<u32, Ledger>>>>,
+    calls: Arc<Mutex<Vec<Std>>>,
+}
+
+impl Far {
+    fn new(script: &[Result<u32, Ledger>]) -> Self {
+        let mut script = script.to_vec();
+        script.reverse();
+        Self { t0: Instant::now(), script: Arc::new(Mutex::new(script)), calls: Arc::default() }
+    }
+
+    async fn call(&self) -> Result<u32, Ledger> {
+        self.calls.lock().unwrap().push(self.t0.elapsed());
+        let mut script = self.script.lock().unwrap();
+        if script.len() > 1 { script.pop().unwrap() } else { script[0] }
+    }
+
+    fn calls(&self) -> Vec<Std> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+fn ms(v: u64) -> Std {
+    Std::from_millis(v)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inner_operation_that_retried_is_not_retried_again_by_the_outer_one() {
+    let (ledger, checkout) = (dependency("ledger"), dependency("checkout"));
+    let far = Far::new(&[Err(Ledger::Down)]);
+    let done = checkout
+        .execute_detailed(&CHECKOUT, read(), |_| ledger.execute(&CLIENT, read(), |_| far.call()))
+        .await
+        .unwrap();
+    // The ledger client's three calls, and no more: not 3 x 3.
+    assert_eq!(far.calls(), [ms(0), ms(100), ms(300)]);
+    let c = &done.completion;
+    assert_eq!((c.disposition, c.problem, c.summary.dispatched), (Disposition::Failed, None, 1));
+    let Some(relent_tokio::AttemptError::Failed(inner)) = &c.last_failure else { panic!("{c:?}") };
+    assert_eq!(inner.code(), "attempts_exhausted", "the inner error is kept as it was");
+    assert_eq!(inner.classify(), Verdict::NotRetryable);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inner_operation_of_one_attempt_leaves_the_retrying_to_the_outer_one() {
+    let (ledger, checkout) = (dependency("ledger"), dependency("checkout"));
+    let far = Far::new(&[Err(Ledger::Down), Err(Ledger::Down), Ok(7)]);
+    let value = checkout.execute(&CHECKOUT, read(), |_| ledger.execute(&ONCE, read(), |_| far.call())).await;
+    assert_eq!(value.unwrap(), 7);
+    // The checkout's backoff: 100 ms, then 200 ms.
+    assert_eq!(far.calls(), [ms(0), ms(100), ms(300)]);
+
+    // The inner failure's own verdict comes through: a Retry-After the outer waits exactly, and a
+    // failure that is not retryable, not retried.
+    let far = Far::new(&[Err(Ledger::Busy(4)), Err(Ledger::Invalid)]);
+    let error = checkout
+        .execute(&CHECKOUT, read(), |_| ledger.execute(&ONCE, read(), |_| far.call()))
+        .await
+        .unwrap_err();
+    assert_eq!(far.calls(), [ms(0), ms(4_000)]);
+    let completion = error.completion().unwrap();
+    assert_eq!((completion.problem, completion.summary.dispatched), (None, 2));
+    assert_eq!(error.into_last_failure().unwrap().into_last_failure(), Some(Ledger::Invalid));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_the_inner_operation_could_not_honour_is_handed_up_and_waited_by_the_patient_outer_one() {
+    let (ledger, checkout) = (dependency("ledger"), dependency("checkout"));
+    // "Busy, retry in 5 s": more than the client's 1 s, within the checkout's 10 s.
+    let far = Far::new(&[Err(Ledger::Busy(5)), Ok(7)]);
+    let done = checkout
+        .execute_detailed(&CHECKOUT, read(), |_| ledger.execute(&CLIENT, read(), |_| far.call()))
+        .await
+        .unwrap();
+    assert_eq!(done.value, Some(7));
+    assert_eq!(far.calls(), [ms(0), ms(5_000)], "no sooner than the far side asked, and no later");
+    assert_eq!(done.completion.summary.waited, Duration::from_secs(5));
+    assert_eq!(done.completion.retry_after, Some(Duration::from_secs(5)));
+
+    // An outer operation with no more patience defers in turn, with the same wait.
+    let far = Far::new(&[Err(Ledger::Busy(5)), Ok(7)]);
+    let error = checkout.execute(&CLIENT, read(), |_| ledger.execute(&CLIENT, read(), |_| far.call())).await;
+    let error = error.unwrap_err();
+    assert_eq!(error.code(), "retry_after_exceeds_maximum_delay");
+    assert_eq!(error.retry_in(), Some(ms(5_000)));
+    assert_eq!(error.completion().unwrap().disposition, Disposition::Deferred);
+    assert_eq!(far.calls(), [ms(0)], "one call: the retry is the caller's, in 5 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_circuit_inside_is_waited_out_or_deferred_with_what_is_left_of_its_break() {
+    let config = DependencyConfig::new(Duration::from_secs(10))
+        .budget(RetryBudget::ratio(10, 20).unwrap())
+        .breaker(BreakerConfig::consecutive_failures(1, Duration::from_secs(8)));
+    let ledger = Dependency::with_seed("ledger", config, 3).unwrap();
+    let checkout = dependency("checkout");
+    let far = Far::new(&[Err(Ledger::Invalid), Ok(7)]);
+    let _ = ledger.execute(&CLIENT, read(), |_| far.call()).await;
+    tokio::time::advance(ms(1_500)).await;
+
+    let inner = ledger.execute(&CLIENT, read(), |_| far.call()).await.unwrap_err();
+    assert_eq!((inner.code(), inner.retry_in()), ("circuit_open", Some(ms(6_500))));
+    assert_eq!(inner.classify(), Verdict::RetryableAfter(Duration::from_millis(6_500)));
+
+    // The checkout waits for the circuit's probe, 6.5 s on, and gets its answer.
+    let value =
+        checkout.execute(&CHECKOUT, read(), |_| ledger.execute(&CLIENT, read(), |_| far.call())).await;
+    assert_eq!(value.unwrap(), 7);
+    assert_eq!(far.calls(), [ms(0), ms(8_000)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inner_operation_refused_for_good_is_not_retried() {
+    let ledger = dependency("ledger");
+    // An inner operation that never started: its policy and context cannot run together.
+    let unsafe_call = Context::new(Duration::from_secs(30), ReplaySafety::Unsafe);
+    let never = ledger.execute(&CLIENT, unsafe_call, |_| async { Ok::<u32, Ledger>(7) }).await.unwrap_err();
+    assert!(matches!(never, Error::Start(_)));
+    assert_eq!(never.classify(), Verdict::NotRetryable);
+
+    // A retry budget that refused (the dependency is in trouble) is the inner layer's last word.
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 0).unwrap());
+    let starved = Dependency::with_seed("starved", config, 3).unwrap();
+    let far = Far::new(&[Err(Ledger::Down)]);
+    let spent = starved.execute(&CLIENT, read(), |_| far.call()).await.unwrap_err();
+    assert_eq!((spent.code(), spent.completion().unwrap().summary.dispatched), ("retry_budget_exhausted", 1));
+    assert_eq!(spent.classify(), Verdict::NotRetryable);
+}
+
+/// The HTTP client's layer inside a handler's operation.
+#[tokio::test(start_paused = true)]
+async fn a_layered_http_request_is_retried_by_the_layer_or_by_the_outer_operation_never_both() {
+    let calls: Arc<Mutex<Vec<(Method, Std)>>> = Arc::default();
+    let t0 = Instant::now();
+    let seen = calls.clone();
+    // A far side that refuses every connection.
+    let refusing = tower::service_fn(move |req: Request<String>| {
+        seen.lock().unwrap().push((req.method().clone(), t0.elapsed()));
+        async { Err::<Response<String>, _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)) }
+    });
+    let layer = RetryLayer::new(dependency("payrail"), CLIENT, Std::from_secs(10));
+    let client = layer.layer(refusing);
+    let checkout = dependency("checkout");
+    let send = |method: Method| {
+        let client = client.clone();
+        move |_| {
+            let mut client = client.clone();
+            let request =
+                Request::builder().method(method.clone()).uri("/quote").body(String::new()).unwrap();
+            async move { client.ready().await.unwrap().call(request).await }
+        }
+    };
+
+    // A GET: the layer retries it, the checkout does not.
+    let error: Error<HttpError<std::io::Error>> =
+        checkout.execute(&CHECKOUT, read(), send(Method::GET)).await.unwrap_err();
+    let gets: Vec<Std> = calls.lock().unwrap().drain(..).map(|(_, t)| t).collect();
+    assert_eq!(gets, [ms(0), ms(100), ms(300)]);
+    assert_eq!(error.completion().unwrap().summary.dispatched, 1);
+
+    // A keyless POST gets one attempt from the layer; the refused connection never arrived, and
+    // the checkout, whose own statement makes it replayable, retries it.
+    let start = t0.elapsed();
+    let mutation = Context::new(
+        Duration::from_secs(30),
+        ReplaySafety::provider_idempotent_mutation(Duration::from_secs(60)),
+    );
+    let error = checkout.execute(&CHECKOUT, mutation, send(Method::POST)).await.unwrap_err();
+    let posts: Vec<Std> = calls.lock().unwrap().drain(..).map(|(_, t)| t - start).collect();
+    assert_eq!(posts, [ms(0), ms(100), ms(300)]);
+    assert_eq!((error.code(), error.completion().unwrap().summary.dispatched), ("attempts_exhausted", 3));
+    let Some(HttpError::Transport { report, .. }) = error.into_last_failure() else { panic!() };
+    assert_eq!(report.single_attempt, Some(relent_tokio::SingleAttempt::NotIdempotent));
+}
