@@ -116,13 +116,14 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Start(e) => write!(f, "operation not started: {e}"),
-            Self::Ended { dependency, completion, .. } => {
+            Self::Ended { dependency, completion, retry_in } => {
                 let outcome = Outcome {
                     dependency,
                     disposition: completion.disposition,
                     problem: completion.problem,
                     dispatched: completion.summary.dispatched,
                     retry_after: completion.retry_after.map(crate::clock::std_duration),
+                    retry_in: *retry_in,
                 };
                 write!(f, "{outcome}")?;
                 match &completion.last_failure {
@@ -232,13 +233,14 @@ impl Ended {
 
 /// "payrail: failed (attempts_exhausted) after 3 attempt(s); the far side asked to wait 30s": how
 /// an operation ended, as `Error` and the tower layer's `HttpError` both begin their messages (the
-/// problem code and the wait only when there is one).
+/// problem code and the waits only when there are: "; try again in 18s" after a refusal).
 pub(crate) struct Outcome<'a> {
     pub(crate) dependency: &'a str,
     pub(crate) disposition: Disposition,
     pub(crate) problem: Option<relent_core::Problem>,
     pub(crate) dispatched: u8,
     pub(crate) retry_after: Option<std::time::Duration>,
+    pub(crate) retry_in: Option<std::time::Duration>,
 }
 
 impl fmt::Display for Outcome<'_> {
@@ -250,6 +252,10 @@ impl fmt::Display for Outcome<'_> {
         write!(f, " after {} attempt(s)", self.dispatched)?;
         if let Some(wait) = self.retry_after {
             write!(f, "; the far side asked to wait {wait:?}")?;
+        }
+        // An open circuit's break, a cooldown, a rate limit: said unless it is the wait just said.
+        if let Some(wait) = self.retry_in.filter(|w| Some(*w) != self.retry_after) {
+            write!(f, "; try again in {wait:?}")?;
         }
         Ok(())
     }

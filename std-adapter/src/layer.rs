@@ -244,6 +244,7 @@ impl RetryReport {
             problem: self.problem,
             dispatched: self.dispatched,
             retry_after: self.retry_after,
+            retry_in: self.retry_in,
         }
     }
 }

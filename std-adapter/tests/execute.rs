@@ -369,7 +369,7 @@ async fn an_open_circuit_refuses_without_calling_the_operation() {
         .await
         .unwrap_err();
     assert_eq!(calls.load(Ordering::Relaxed), 0);
-    assert_eq!(chain(&err), ["payrail: rejected (circuit_open) after 0 attempt(s)"]);
+    assert_eq!(chain(&err), ["payrail: rejected (circuit_open) after 0 attempt(s); try again in 30s"]);
     let completion = err.completion().unwrap();
     assert_eq!(
         (completion.disposition, completion.problem),

@@ -426,7 +426,7 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     );
     // The timeout and the three refusals opened the circuit.
     let refused = send(Method::GET, "/down").await.unwrap_err();
-    assert_eq!(chain(&refused), ["payrail: rejected (circuit_open) after 0 attempt(s)"]);
+    assert_eq!(chain(&refused), ["payrail: rejected (circuit_open) after 0 attempt(s); try again in 30s"]);
     assert_eq!(refused.dependency(), Some("payrail"));
     assert!(provider.attempts("/down").is_empty());
 
