@@ -159,6 +159,11 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
 /// - A refusal with no end in sight (a full bulkhead), and an operation that never started: not
 ///   retryable.
 ///
+/// The rule needs the inner operation to end on its own: give it a deadline inside the outer
+/// attempt's timeout. An outer attempt that times out first drops the inner operation mid-retry
+/// ([`AttemptError::TimedOut`](relent_core::AttemptError::TimedOut), which is retryable), and the
+/// outer operation starts it again.
+///
 /// ```
 /// use relent_tokio::core::{Classify, Context, DependencyConfig, Disposition, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
 /// use relent_tokio::{Dependency, Duration, Error, HZ};

@@ -236,3 +236,53 @@ async fn a_layered_http_request_is_retried_by_the_layer_or_by_the_outer_operatio
     let Some(HttpError::Transport { report, .. }) = error.into_last_failure() else { panic!() };
     assert_eq!(report.single_attempt, Some(relent_tokio::SingleAttempt::NotIdempotent));
 }
+
+/// The rule needs the inner operation's own end: an outer attempt that times out first drops the
+/// inner operation, and a timed-out attempt is retryable. Against a far side that hangs, an inner
+/// deadline within the outer attempt's timeout makes 3 calls; none makes 9.
+#[tokio::test(start_paused = true)]
+async fn an_inner_deadline_within_the_outer_attempt_lets_the_inner_operation_end_on_its_own() {
+    const INNER: RetryPolicy<HZ> =
+        match RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1))
+            .jitter(Jitter::None)
+            .attempt_timeout(Duration::from_secs(1))
+            .build()
+        {
+            Ok(p) => p,
+            Err(e) => panic!("{}", e.message()),
+        };
+    let (ledger, checkout) = (dependency("ledger"), dependency("checkout"));
+    let calls: Arc<Mutex<Vec<Std>>> = Arc::default();
+    let hangs = |t0: Instant| {
+        let calls = calls.clone();
+        move |_| {
+            calls.lock().unwrap().push(t0.elapsed());
+            std::future::pending::<Result<u32, Ledger>>()
+        }
+    };
+    // The checkout's attempts time out after 3 s.
+    let ms_ = |v| Duration::from_millis(v);
+    let inner = |deadline| Context::new(deadline, ReplaySafety::replayable_read(Duration::from_secs(3_600)));
+
+    // The inner deadline, 2.5 s, ends inside the checkout's 3 s attempt: the client's third
+    // attempt is cut to fit, it fails on its own, and the checkout does not retry it.
+    let t0 = Instant::now();
+    let error = checkout
+        .execute(&CHECKOUT, read(), |_| ledger.execute(&INNER, inner(ms_(2_500)), hangs(t0)))
+        .await
+        .unwrap_err();
+    assert_eq!(*calls.lock().unwrap(), [ms(0), ms(1_100), ms(2_300)]);
+    assert_eq!(error.completion().unwrap().summary.dispatched, 1);
+    assert_eq!(t0.elapsed(), ms(2_500));
+
+    // Without it, each checkout attempt drops the client mid-retry at 3 s, and retries it.
+    calls.lock().unwrap().clear();
+    let t0 = Instant::now();
+    let error = checkout
+        .execute(&CHECKOUT, read(), |_| ledger.execute(&INNER, inner(Duration::from_secs(30)), hangs(t0)))
+        .await
+        .unwrap_err();
+    let expected = [0, 1_100, 2_300, 3_100, 4_200, 5_400, 6_300, 7_400, 8_600].map(ms);
+    assert_eq!(*calls.lock().unwrap(), expected);
+    assert_eq!(error.code(), "attempts_exhausted");
+}
