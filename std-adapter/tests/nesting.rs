@@ -31,10 +31,11 @@ impl Classify<HZ> for Ledger {
     }
 }
 
-const fn policy(attempts: u8, max_delay_s: u64) -> RetryPolicy<HZ> {
+/// `attempts` from 100 ms, doubling, waits of at most `max_delay_s`, each attempt `timeout_s`.
+const fn policy(attempts: u8, max_delay_s: u64, timeout_s: u64) -> RetryPolicy<HZ> {
     match RetryPolicy::exponential(attempts, Duration::from_millis(100), Duration::from_secs(max_delay_s))
         .jitter(Jitter::None)
-        .attempt_timeout(Duration::from_secs(3))
+        .attempt_timeout(Duration::from_secs(timeout_s))
         .build()
     {
         Ok(p) => p,
@@ -43,11 +44,11 @@ const fn policy(attempts: u8, max_delay_s: u64) -> RetryPolicy<HZ> {
 }
 
 /// The ledger client's own retries: 3 attempts, 100 ms then 200 ms apart, waits of at most 1 s.
-const CLIENT: RetryPolicy<HZ> = policy(3, 1);
+const CLIENT: RetryPolicy<HZ> = policy(3, 1, 3);
 /// A client that leaves retrying to its caller.
-const ONCE: RetryPolicy<HZ> = policy(1, 1);
+const ONCE: RetryPolicy<HZ> = policy(1, 1, 3);
 /// The checkout around it: 3 attempts, waits of at most 10 s.
-const CHECKOUT: RetryPolicy<HZ> = policy(3, 10);
+const CHECKOUT: RetryPolicy<HZ> = policy(3, 10, 3);
 
 fn dependency(name: &str) -> Dependency {
     let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 20).unwrap());
@@ -242,15 +243,8 @@ async fn a_layered_http_request_is_retried_by_the_layer_or_by_the_outer_operatio
 /// deadline within the outer attempt's timeout makes 3 calls; none makes 9.
 #[tokio::test(start_paused = true)]
 async fn an_inner_deadline_within_the_outer_attempt_lets_the_inner_operation_end_on_its_own() {
-    const INNER: RetryPolicy<HZ> =
-        match RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1))
-            .jitter(Jitter::None)
-            .attempt_timeout(Duration::from_secs(1))
-            .build()
-        {
-            Ok(p) => p,
-            Err(e) => panic!("{}", e.message()),
-        };
+    // The client's attempts time out after 1 s.
+    const INNER: RetryPolicy<HZ> = policy(3, 1, 1);
     let (ledger, checkout) = (dependency("ledger"), dependency("checkout"));
     let calls: Arc<Mutex<Vec<Std>>> = Arc::default();
     let hangs = |t0: Instant| {
