@@ -159,15 +159,25 @@ impl Observer<HZ> for Trace<'_> {
                     "relent: retry scheduled"
                 )
             }
-            Event::Refused { attempt, problem, .. } => {
-                tracing::warn!(
+            // Waits as spans from the event, which a reader can use; instants are on the
+            // dependency's own clock (microseconds since it was made), kept for ordering.
+            Event::Refused { attempt, problem, at, retry_at, .. } => match retry_at {
+                Some(t) => tracing::warn!(
+                    dependency,
+                    operation,
+                    attempt,
+                    code = problem.as_str(),
+                    retry_in_us = t.as_ticks().saturating_sub(at.as_ticks()),
+                    "relent: attempt refused"
+                ),
+                None => tracing::warn!(
                     dependency,
                     operation,
                     attempt,
                     code = problem.as_str(),
                     "relent: attempt refused"
-                )
-            }
+                ),
+            },
             Event::WaitingForRateLimit { attempt, until, .. } => {
                 tracing::debug!(
                     dependency,
@@ -189,11 +199,12 @@ impl Observer<HZ> for Trace<'_> {
             Event::CircuitChanged { state, .. } => {
                 tracing::warn!(dependency, operation, state = state.as_str(), "relent: circuit changed")
             }
-            Event::CooldownExtended { until, .. } => {
+            Event::CooldownExtended { at, until, .. } => {
                 tracing::warn!(
                     dependency,
                     operation,
                     until_us = until.as_ticks(),
+                    for_us = until.as_ticks().saturating_sub(at.as_ticks()),
                     "relent: cooldown extended"
                 )
             }

@@ -236,10 +236,10 @@ async fn each_protection(max: Level) {
                 "DEBUG relent: attempt failed dependency=\"payrail\" operation=5 attempt=1 then=\"attempts_exhausted\"",
                 "WARN relent: circuit changed dependency=\"payrail\" operation=5 state=\"open\"",
                 // payrail's clock starts when it is made, at 10.6 s: the Retry-After of 1 s ends at 1 s.
-                "WARN relent: cooldown extended dependency=\"payrail\" operation=5 until_us=1000000",
+                "WARN relent: cooldown extended dependency=\"payrail\" operation=5 until_us=1000000 for_us=1000000",
                 "INFO relent: operation ended dependency=\"payrail\" operation=5 dispatched=1 disposition=\"failed\" code=\"attempts_exhausted\"",
                 // The cooldown is checked before the circuit, and defers rather than rejects.
-                "WARN relent: attempt refused dependency=\"payrail\" operation=6 attempt=1 code=\"cooldown_active\"",
+                "WARN relent: attempt refused dependency=\"payrail\" operation=6 attempt=1 code=\"cooldown_active\" retry_in_us=1000000",
                 "INFO relent: operation ended dependency=\"payrail\" operation=6 dispatched=0 disposition=\"deferred\" code=\"cooldown_active\"",
             ]
         )
@@ -307,9 +307,9 @@ async fn no_event_is_logged_while_the_dependency_is_locked() {
             "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=3 attempt=1 timeout_us=3000000",
             "DEBUG relent: attempt failed dependency=\"payrail\" operation=3 attempt=1 then=\"attempts_exhausted\"",
             "WARN relent: circuit changed dependency=\"payrail\" operation=3 state=\"open\"",
-            "WARN relent: cooldown extended dependency=\"payrail\" operation=3 until_us=2000000",
+            "WARN relent: cooldown extended dependency=\"payrail\" operation=3 until_us=2000000 for_us=1000000",
             "INFO relent: operation ended dependency=\"payrail\" operation=3 dispatched=1 disposition=\"failed\" code=\"attempts_exhausted\"",
-            "WARN relent: attempt refused dependency=\"payrail\" operation=4 attempt=1 code=\"cooldown_active\"",
+            "WARN relent: attempt refused dependency=\"payrail\" operation=4 attempt=1 code=\"cooldown_active\" retry_in_us=1000000",
             "INFO relent: operation ended dependency=\"payrail\" operation=4 dispatched=0 disposition=\"deferred\" code=\"cooldown_active\"",
         ]
     );
@@ -368,4 +368,36 @@ async fn a_subscriber_that_panics_at_the_first_dispatch_loses_no_bulkhead_slot()
         "DEBUG relent: operation succeeded dependency=\"payrail\" operation=2 dispatched=1",
     ];
     assert!(lines.ends_with(&ends.map(String::from)), "{lines:#?}");
+}
+
+/// A refusal logs when to try again if that is known (above: the cooldown's end), and nothing in
+/// its place when it is not: a full bulkhead frees a slot when a call ends, not at an instant.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_with_no_known_end_logs_no_wait() {
+    let dependency =
+        Dependency::with_seed("payrail", DependencyConfig::new(Duration::from_secs(10)).bulkhead(1), 7)
+            .unwrap();
+    let read = |id| {
+        Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600))).id(id)
+    };
+    let (captured, _guard) = capture(Level::WARN);
+    // The first call holds the one slot until the second has been refused.
+    let gate = tokio::sync::Notify::new();
+    let first = dependency.execute(&ONCE, read(1), |_| async {
+        gate.notified().await;
+        Ok::<_, Busy>(())
+    });
+    let second = async {
+        tokio::task::yield_now().await;
+        let refused = dependency.execute(&ONCE, read(2), |_| async { Ok::<_, Busy>(()) }).await;
+        gate.notify_one();
+        refused
+    };
+    let (first, second) = tokio::join!(first, second);
+    first.unwrap();
+    assert_eq!(second.unwrap_err().code(), "bulkhead_full");
+    assert_eq!(
+        captured.lines(),
+        ["WARN relent: attempt refused dependency=\"payrail\" operation=2 attempt=1 code=\"bulkhead_full\""]
+    );
 }
