@@ -280,3 +280,94 @@ async fn an_inner_deadline_within_the_outer_attempt_lets_the_inner_operation_end
     assert_eq!(*calls.lock().unwrap(), expected);
     assert_eq!(error.code(), "attempts_exhausted");
 }
+
+/// The rule's other ends: a refusal with no end in sight, a layer that could not start the request,
+/// and a wait the layer's own classifier put on a single attempt's transport error.
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_or_a_request_that_never_started_is_not_retried_and_a_stated_wait_is_waited() {
+    // A full bulkhead: retry_in is unknown, and the outer operation does not retry.
+    let config = DependencyConfig::new(Duration::from_secs(10))
+        .budget(RetryBudget::ratio(10, 20).unwrap())
+        .bulkhead(1);
+    let ledger = Dependency::with_seed("ledger", config, 3).unwrap();
+    let gate = tokio::sync::Notify::new();
+    let holds = ledger.execute(&CLIENT, read(), |_| async {
+        gate.notified().await;
+        Ok::<u32, Ledger>(7)
+    });
+    let refused = async {
+        tokio::task::yield_now().await;
+        let refused = ledger.execute(&CLIENT, read(), |_| async { Ok::<u32, Ledger>(7) }).await;
+        gate.notify_one();
+        refused.unwrap_err()
+    };
+    let (held, refused) = tokio::join!(holds, refused);
+    assert_eq!(held.unwrap(), 7);
+    assert_eq!((refused.code(), refused.retry_in()), ("bulkhead_full", None));
+    assert_eq!(refused.classify(), Verdict::NotRetryable);
+    let never =
+        ledger.execute(&CLIENT, Context::new(Duration::from_secs(1), ReplaySafety::Unsafe), |_| async {
+            Ok::<u32, Ledger>(7)
+        });
+    assert_eq!(never.await.unwrap_err().retry_in(), None);
+
+    // A layer whose dependency has no budget cannot start a request under a retrying policy.
+    let calls = Arc::new(Mutex::new(0));
+    let counted = calls.clone();
+    let fine = tower::service_fn(move |_req: Request<String>| {
+        *counted.lock().unwrap() += 1;
+        async { Ok::<_, std::io::Error>(Response::new(String::new())) }
+    });
+    let unbudgeted =
+        Dependency::with_seed("payrail", DependencyConfig::new(Duration::from_secs(10)), 3).unwrap();
+    let mut client = RetryLayer::new(unbudgeted, CLIENT, Std::from_secs(10)).layer(fine);
+    let request = Request::get("/quote").body(String::new()).unwrap();
+    let not_started = client.ready().await.unwrap().call(request).await.unwrap_err();
+    assert!(matches!(not_started, HttpError::Start(_)));
+    assert_eq!(not_started.classify(), Verdict::NotRetryable);
+    assert_eq!(*calls.lock().unwrap(), 0);
+}
+
+/// A classifier that says how long a transport error asks to wait.
+#[derive(Clone)]
+struct WaitOnReset;
+
+impl relent_tokio::http::HttpClassifier<String, std::io::Error> for WaitOnReset {
+    fn response(&self, _response: &Response<String>) -> relent_tokio::http::Exchange {
+        relent_tokio::http::Exchange::Success
+    }
+    fn error(&self, _error: &std::io::Error) -> Verdict<HZ> {
+        Verdict::RetryableAfter(Duration::from_secs(2))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_single_attempts_stated_wait_is_the_outer_operations_to_wait() {
+    let calls: Arc<Mutex<Vec<Std>>> = Arc::default();
+    let t0 = Instant::now();
+    let seen = calls.clone();
+    let resets = tower::service_fn(move |_req: Request<String>| {
+        seen.lock().unwrap().push(t0.elapsed());
+        async { Err::<Response<String>, _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) }
+    });
+    let layer = RetryLayer::new(dependency("payrail"), CLIENT, Std::from_secs(10)).classifier(WaitOnReset);
+    let client = layer.layer(resets);
+    let checkout = dependency("checkout");
+    let mutation = Context::new(
+        Duration::from_secs(30),
+        ReplaySafety::provider_idempotent_mutation(Duration::from_secs(60)),
+    );
+    // A keyless POST: one attempt at the layer, and the checkout waits the 2 s before each retry.
+    let error = checkout
+        .execute(&CHECKOUT, mutation, |_| {
+            let mut client = client.clone();
+            async move {
+                let request = Request::post("/orders").body(String::new()).unwrap();
+                client.ready().await.unwrap().call(request).await
+            }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(*calls.lock().unwrap(), [ms(0), ms(2_000), ms(4_000)]);
+    assert_eq!(error.code(), "attempts_exhausted");
+}
