@@ -160,7 +160,8 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
 ///   retryable.
 ///
 /// The rule needs the inner operation to end on its own: give it a deadline inside the outer
-/// attempt's timeout. An outer attempt that times out first drops the inner operation mid-retry
+/// attempt's timeout, with a margin (a deadline counts from its operation's start, a few
+/// microseconds after the attempt's). An outer attempt that times out first drops the inner operation mid-retry
 /// ([`AttemptError::TimedOut`](relent_core::AttemptError::TimedOut), which is retryable), and the
 /// outer operation starts it again.
 ///
