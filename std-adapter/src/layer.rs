@@ -283,30 +283,52 @@ impl<E: std::error::Error + 'static> std::error::Error for HttpError<E> {
     }
 }
 
-/// A request run inside another operation's attempt, returned as that attempt's failure: as
+/// What an operation whose attempt sent this request should do about it: as
 /// [`Error`](crate::Error)'s verdict, seed 000's rule that exactly one layer retries. A request the
 /// layer could retry was retried here, so the outer operation does not retry it again; one the
 /// layer gave a single attempt (a keyless POST, a policy of one attempt) is the outer's to retry,
 /// when the layer's classifier called its failure retryable (after the far side's Retry-After, if
 /// it stated one); a deferral or a refusal with a known end is retryable after
-/// [`RetryReport::retry_in`]. A response comes back as `Ok` whatever its status: the attempt that
-/// gets one decides what its status means, and the report in its extensions says what the layer
-/// did with it.
-impl<E> Classify<HZ> for HttpError<E> {
+/// [`RetryReport::retry_in`]; a request that succeeded is not retryable.
+///
+/// A response comes back as `Ok` whatever its status, with this report in its extensions: an
+/// attempt that turns a status into an error of its own classifies that error by the report, and
+/// a 503 the layer already retried is not retried again.
+///
+/// ```
+/// use relent_tokio::core::{Classify, Verdict};
+/// use relent_tokio::{HZ, RetryReport};
+///
+/// /// An outer operation's error for a response it cannot use.
+/// #[derive(Debug)]
+/// struct Status(http::StatusCode, RetryReport);
+///
+/// impl Classify<HZ> for Status {
+///     fn classify(&self) -> Verdict<HZ> {
+///         self.1.classify()
+///     }
+/// }
+/// ```
+impl Classify<HZ> for RetryReport {
     fn classify(&self) -> Verdict<HZ> {
-        let Some(report) = self.report() else {
-            return Verdict::NotRetryable;
-        };
         let ended = crate::error::Ended {
-            disposition: report.disposition,
-            problem: report.problem,
-            dispatched: report.dispatched,
-            retry_in: report.retry_in,
+            disposition: self.disposition,
+            problem: self.problem,
+            dispatched: self.dispatched,
+            retry_in: self.retry_in,
         };
-        ended.verdict(|| match report.retry_after {
+        ended.verdict(|| match self.retry_after {
             Some(wait) => Verdict::RetryableAfter(ticks(wait)),
             None => Verdict::Retryable,
         })
+    }
+}
+
+/// A request run inside another operation's attempt, returned as that attempt's failure: its
+/// report's verdict ([`RetryReport`]'s `Classify`), and not retryable when it never started.
+impl<E> Classify<HZ> for HttpError<E> {
+    fn classify(&self) -> Verdict<HZ> {
+        self.report().map_or(Verdict::NotRetryable, Classify::classify)
     }
 }
 

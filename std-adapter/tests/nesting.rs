@@ -371,3 +371,66 @@ async fn a_single_attempts_stated_wait_is_the_outer_operations_to_wait() {
     assert_eq!(*calls.lock().unwrap(), [ms(0), ms(2_000), ms(4_000)]);
     assert_eq!(error.code(), "attempts_exhausted");
 }
+
+/// An outer operation's error for a response it cannot use, classified by the layer's report.
+#[derive(Debug)]
+struct Status(http::StatusCode, relent_tokio::RetryReport);
+
+impl Classify<HZ> for Status {
+    fn classify(&self) -> Verdict<HZ> {
+        self.1.classify()
+    }
+}
+
+/// A response comes back as `Ok` whatever its status: an outer operation that turns a 503 into an
+/// error of its own classifies it by the report, so a 503 the layer retried is not retried again,
+/// and one it sent once (a keyless POST) is retried by the outer operation, after its Retry-After.
+#[tokio::test(start_paused = true)]
+async fn a_response_the_caller_cannot_use_is_classified_by_its_report() {
+    let calls: Arc<Mutex<Vec<(Method, Std)>>> = Arc::default();
+    let t0 = Instant::now();
+    let seen = calls.clone();
+    let busy = tower::service_fn(move |req: Request<String>| {
+        seen.lock().unwrap().push((req.method().clone(), t0.elapsed()));
+        let response =
+            Response::builder().status(503).header("retry-after", "1").body(String::new()).unwrap();
+        async { Ok::<_, std::io::Error>(response) }
+    });
+    let client = RetryLayer::new(dependency("payrail"), CLIENT, Std::from_secs(10)).layer(busy);
+    let checkout = dependency("checkout");
+    let send = |method: Method| {
+        let client = client.clone();
+        move |_| {
+            let mut client = client.clone();
+            let request =
+                Request::builder().method(method.clone()).uri("/quote").body(String::new()).unwrap();
+            async move {
+                let response = client.ready().await.unwrap().call(request).await.unwrap();
+                let report = *response.extensions().get::<relent_tokio::RetryReport>().unwrap();
+                match response.status() {
+                    s if s.is_success() => Ok(()),
+                    s => Err(Status(s, report)),
+                }
+            }
+        }
+    };
+    let mutation = Context::new(
+        Duration::from_secs(30),
+        ReplaySafety::provider_idempotent_mutation(Duration::from_secs(60)),
+    );
+
+    // A GET: the layer waits out each Retry-After and retries; the checkout does not.
+    let error = checkout.execute(&CHECKOUT, read(), send(Method::GET)).await.unwrap_err();
+    let gets: Vec<Std> = calls.lock().unwrap().drain(..).map(|(_, t)| t).collect();
+    assert_eq!(gets, [ms(0), ms(1_000), ms(2_000)]);
+    assert_eq!(error.completion().unwrap().summary.dispatched, 1);
+    let Some(Status(status, report)) = error.into_last_failure() else { panic!("the 503 is kept") };
+    assert_eq!((status, report.dispatched), (http::StatusCode::SERVICE_UNAVAILABLE, 3));
+
+    // A keyless POST: sent once by the layer, retried by the checkout a second later each time.
+    let start = t0.elapsed();
+    let error = checkout.execute(&CHECKOUT, mutation, send(Method::POST)).await.unwrap_err();
+    let posts: Vec<Std> = calls.lock().unwrap().drain(..).map(|(_, t)| t - start).collect();
+    assert_eq!(posts, [ms(0), ms(1_000), ms(2_000)]);
+    assert_eq!((error.code(), error.completion().unwrap().summary.dispatched), ("attempts_exhausted", 3));
+}
