@@ -59,6 +59,11 @@ fn read() -> Context<HZ> {
     Context::new(Duration::from_secs(30), ReplaySafety::replayable_read(Duration::from_secs(3_600)))
 }
 
+/// A mutation the provider deduplicates: the outer operation's statement that it may be repeated.
+fn mutation() -> Context<HZ> {
+    Context::new(Duration::from_secs(30), ReplaySafety::provider_idempotent_mutation(Duration::from_secs(60)))
+}
+
 /// The ledger's far side: answers from a script, and notes when each call came.
 #[derive(Clone)]
 struct Far {
@@ -83,6 +88,49 @@ impl Far {
     fn calls(&self) -> Vec<Std> {
         self.calls.lock().unwrap().clone()
     }
+}
+
+/// When a far side behind the layer got each request.
+type Seen = Arc<Mutex<Vec<Std>>>;
+
+/// A far side behind the layer that answers every request with `answer()` and notes it in the
+/// returned list.
+fn far_side(
+    answer: fn() -> Result<Response<String>, std::io::Error>,
+) -> (
+    impl Service<Request<String>, Response = Response<String>, Error = std::io::Error, Future: Send>
+    + Clone
+    + Send
+    + 'static,
+    Seen,
+) {
+    let t0 = Instant::now();
+    let seen: Seen = Arc::default();
+    let noted = seen.clone();
+    let service = tower::service_fn(move |_req: Request<String>| {
+        noted.lock().unwrap().push(t0.elapsed());
+        std::future::ready(answer())
+    });
+    (service, seen)
+}
+
+/// The times of the requests seen since the last call, from the first of them.
+fn take(seen: &Seen) -> Vec<Std> {
+    let times: Vec<Std> = seen.lock().unwrap().drain(..).collect();
+    times.iter().map(|t| *t - times[0]).collect()
+}
+
+/// Sends a `method` request through `client`, as one attempt of an outer operation does.
+async fn send<S>(client: &S, method: Method) -> Result<Response<String>, HttpError<std::io::Error>>
+where
+    S: Service<Request<String>, Response = Response<String>, Error = HttpError<std::io::Error>> + Clone,
+{
+    let request = Request::builder().method(method).uri("/quote").body(String::new()).unwrap();
+    client.clone().oneshot(request).await
+}
+
+fn refused() -> std::io::Error {
+    std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
 }
 
 fn ms(v: u64) -> Std {
@@ -195,44 +243,20 @@ async fn an_inner_operation_refused_for_good_is_not_retried() {
 /// The HTTP client's layer inside a handler's operation.
 #[tokio::test(start_paused = true)]
 async fn a_layered_http_request_is_retried_by_the_layer_or_by_the_outer_operation_never_both() {
-    let calls: Arc<Mutex<Vec<(Method, Std)>>> = Arc::default();
-    let t0 = Instant::now();
-    let seen = calls.clone();
     // A far side that refuses every connection.
-    let refusing = tower::service_fn(move |req: Request<String>| {
-        seen.lock().unwrap().push((req.method().clone(), t0.elapsed()));
-        async { Err::<Response<String>, _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)) }
-    });
-    let layer = RetryLayer::new(dependency("payrail"), CLIENT, Std::from_secs(10));
-    let client = layer.layer(refusing);
+    let (refusing, seen) = far_side(|| Err(refused()));
+    let client = RetryLayer::new(dependency("payrail"), CLIENT, Std::from_secs(10)).layer(refusing);
     let checkout = dependency("checkout");
-    let send = |method: Method| {
-        let client = client.clone();
-        move |_| {
-            let mut client = client.clone();
-            let request =
-                Request::builder().method(method.clone()).uri("/quote").body(String::new()).unwrap();
-            async move { client.ready().await.unwrap().call(request).await }
-        }
-    };
 
     // A GET: the layer retries it, the checkout does not.
-    let error: Error<HttpError<std::io::Error>> =
-        checkout.execute(&CHECKOUT, read(), send(Method::GET)).await.unwrap_err();
-    let gets: Vec<Std> = calls.lock().unwrap().drain(..).map(|(_, t)| t).collect();
-    assert_eq!(gets, [ms(0), ms(100), ms(300)]);
+    let error = checkout.execute(&CHECKOUT, read(), |_| send(&client, Method::GET)).await.unwrap_err();
+    assert_eq!(take(&seen), [ms(0), ms(100), ms(300)]);
     assert_eq!(error.completion().unwrap().summary.dispatched, 1);
 
     // A keyless POST gets one attempt from the layer; the refused connection never arrived, and
     // the checkout, whose own statement makes it replayable, retries it.
-    let start = t0.elapsed();
-    let mutation = Context::new(
-        Duration::from_secs(30),
-        ReplaySafety::provider_idempotent_mutation(Duration::from_secs(60)),
-    );
-    let error = checkout.execute(&CHECKOUT, mutation, send(Method::POST)).await.unwrap_err();
-    let posts: Vec<Std> = calls.lock().unwrap().drain(..).map(|(_, t)| t - start).collect();
-    assert_eq!(posts, [ms(0), ms(100), ms(300)]);
+    let error = checkout.execute(&CHECKOUT, mutation(), |_| send(&client, Method::POST)).await.unwrap_err();
+    assert_eq!(take(&seen), [ms(0), ms(100), ms(300)]);
     assert_eq!((error.code(), error.completion().unwrap().summary.dispatched), ("attempts_exhausted", 3));
     let Some(HttpError::Transport { report, .. }) = error.into_last_failure() else { panic!() };
     assert_eq!(report.single_attempt, Some(relent_tokio::SingleAttempt::NotIdempotent));
@@ -343,32 +367,13 @@ impl relent_tokio::http::HttpClassifier<String, std::io::Error> for WaitOnReset 
 
 #[tokio::test(start_paused = true)]
 async fn a_single_attempts_stated_wait_is_the_outer_operations_to_wait() {
-    let calls: Arc<Mutex<Vec<Std>>> = Arc::default();
-    let t0 = Instant::now();
-    let seen = calls.clone();
-    let resets = tower::service_fn(move |_req: Request<String>| {
-        seen.lock().unwrap().push(t0.elapsed());
-        async { Err::<Response<String>, _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) }
-    });
+    let (resets, seen) = far_side(|| Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
     let layer = RetryLayer::new(dependency("payrail"), CLIENT, Std::from_secs(10)).classifier(WaitOnReset);
     let client = layer.layer(resets);
     let checkout = dependency("checkout");
-    let mutation = Context::new(
-        Duration::from_secs(30),
-        ReplaySafety::provider_idempotent_mutation(Duration::from_secs(60)),
-    );
     // A keyless POST: one attempt at the layer, and the checkout waits the 2 s before each retry.
-    let error = checkout
-        .execute(&CHECKOUT, mutation, |_| {
-            let mut client = client.clone();
-            async move {
-                let request = Request::post("/orders").body(String::new()).unwrap();
-                client.ready().await.unwrap().call(request).await
-            }
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(*calls.lock().unwrap(), [ms(0), ms(2_000), ms(4_000)]);
+    let error = checkout.execute(&CHECKOUT, mutation(), |_| send(&client, Method::POST)).await.unwrap_err();
+    assert_eq!(take(&seen), [ms(0), ms(2_000), ms(4_000)]);
     assert_eq!(error.code(), "attempts_exhausted");
 }
 
@@ -387,25 +392,18 @@ impl Classify<HZ> for Status {
 /// and one it sent once (a keyless POST) is retried by the outer operation, after its Retry-After.
 #[tokio::test(start_paused = true)]
 async fn a_response_the_caller_cannot_use_is_classified_by_its_report() {
-    let calls: Arc<Mutex<Vec<(Method, Std)>>> = Arc::default();
-    let t0 = Instant::now();
-    let seen = calls.clone();
-    let busy = tower::service_fn(move |req: Request<String>| {
-        seen.lock().unwrap().push((req.method().clone(), t0.elapsed()));
-        let response =
-            Response::builder().status(503).header("retry-after", "1").body(String::new()).unwrap();
-        async { Ok::<_, std::io::Error>(response) }
+    let (busy, seen) = far_side(|| {
+        Ok(Response::builder().status(503).header("retry-after", "1").body(String::new()).unwrap())
     });
     let client = RetryLayer::new(dependency("payrail"), CLIENT, Std::from_secs(10)).layer(busy);
     let checkout = dependency("checkout");
-    let send = |method: Method| {
-        let client = client.clone();
+    // The outer attempt: a response it cannot use is an error of its own, with the report.
+    let usable = |method: Method| {
+        let client = &client;
         move |_| {
-            let mut client = client.clone();
-            let request =
-                Request::builder().method(method.clone()).uri("/quote").body(String::new()).unwrap();
+            let method = method.clone();
             async move {
-                let response = client.ready().await.unwrap().call(request).await.unwrap();
+                let response = send(client, method).await.unwrap();
                 let report = *response.extensions().get::<relent_tokio::RetryReport>().unwrap();
                 match response.status() {
                     s if s.is_success() => Ok(()),
@@ -414,23 +412,16 @@ async fn a_response_the_caller_cannot_use_is_classified_by_its_report() {
             }
         }
     };
-    let mutation = Context::new(
-        Duration::from_secs(30),
-        ReplaySafety::provider_idempotent_mutation(Duration::from_secs(60)),
-    );
 
     // A GET: the layer waits out each Retry-After and retries; the checkout does not.
-    let error = checkout.execute(&CHECKOUT, read(), send(Method::GET)).await.unwrap_err();
-    let gets: Vec<Std> = calls.lock().unwrap().drain(..).map(|(_, t)| t).collect();
-    assert_eq!(gets, [ms(0), ms(1_000), ms(2_000)]);
+    let error = checkout.execute(&CHECKOUT, read(), usable(Method::GET)).await.unwrap_err();
+    assert_eq!(take(&seen), [ms(0), ms(1_000), ms(2_000)]);
     assert_eq!(error.completion().unwrap().summary.dispatched, 1);
     let Some(Status(status, report)) = error.into_last_failure() else { panic!("the 503 is kept") };
     assert_eq!((status, report.dispatched), (http::StatusCode::SERVICE_UNAVAILABLE, 3));
 
     // A keyless POST: sent once by the layer, retried by the checkout a second later each time.
-    let start = t0.elapsed();
-    let error = checkout.execute(&CHECKOUT, mutation, send(Method::POST)).await.unwrap_err();
-    let posts: Vec<Std> = calls.lock().unwrap().drain(..).map(|(_, t)| t - start).collect();
-    assert_eq!(posts, [ms(0), ms(1_000), ms(2_000)]);
+    let error = checkout.execute(&CHECKOUT, mutation(), usable(Method::POST)).await.unwrap_err();
+    assert_eq!(take(&seen), [ms(0), ms(1_000), ms(2_000)]);
     assert_eq!((error.code(), error.completion().unwrap().summary.dispatched), ("attempts_exhausted", 3));
 }
