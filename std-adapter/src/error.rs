@@ -122,16 +122,14 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                     disposition: completion.disposition,
                     problem: completion.problem,
                     dispatched: completion.summary.dispatched,
-                    retry_after: completion.retry_after.map(crate::clock::std_duration),
+                    retry_after: completion.retry_after.map(std_duration),
                     retry_in: *retry_in,
                 };
                 write!(f, "{outcome}")?;
                 match &completion.last_failure {
-                    Some(relent_core::AttemptError::TimedOut { after }) => write!(
-                        f,
-                        "; last failure: attempt timed out after {:?}",
-                        crate::clock::std_duration(*after)
-                    )?,
+                    Some(relent_core::AttemptError::TimedOut { after }) => {
+                        write!(f, "; last failure: attempt timed out after {:?}", std_duration(*after))?
+                    }
                     Some(relent_core::AttemptError::Failed(e)) => write!(f, "; last failure: {e}")?,
                     None => {}
                 }
@@ -161,9 +159,9 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
 ///
 /// The rule needs the inner operation to end on its own: give it a deadline inside the outer
 /// attempt's timeout, with a margin (a deadline counts from its operation's start, a few
-/// microseconds after the attempt's). An outer attempt that times out first drops the inner operation mid-retry
-/// ([`AttemptError::TimedOut`](relent_core::AttemptError::TimedOut), which is retryable), and the
-/// outer operation starts it again.
+/// microseconds after the attempt's). An outer attempt that times out first drops the inner
+/// operation mid-retry ([`AttemptError::TimedOut`](relent_core::AttemptError::TimedOut), which is
+/// retryable), and the outer operation starts it again.
 ///
 /// ```
 /// use relent_tokio::core::{Classify, Context, DependencyConfig, Disposition, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
@@ -210,7 +208,7 @@ impl<E: relent_core::Classify<HZ>> relent_core::Classify<HZ> for Error<E> {
 }
 
 /// How an inner operation ended, as much of it as an outer one's verdict needs: the one rule
-/// behind `Error`'s and `HttpError`'s `Classify`.
+/// behind the `Classify` of `Error` and of `RetryReport` (and so of `HttpError`).
 pub(crate) struct Ended {
     pub(crate) disposition: Disposition,
     pub(crate) problem: Option<relent_core::Problem>,

@@ -160,7 +160,9 @@ impl Observer<HZ> for Trace<'_> {
                 )
             }
             // Waits as spans from the event, which a reader can use; instants are on the
-            // dependency's own clock (microseconds since it was made), kept for ordering.
+            // dependency's own clock (microseconds since it was made), kept for ordering. Two
+            // calls, not an `Option` field: tracing-core records `Option` values only from 0.1.21,
+            // and the oldest tracing this crate accepts (0.1.18) asks for tracing-core 0.1.12.
             Event::Refused { attempt, problem, at, retry_at, .. } => match retry_at {
                 Some(t) => tracing::warn!(
                     dependency,
