@@ -103,6 +103,18 @@ impl<const HZ: u64> Context<HZ> {
         self.deadline
     }
 
+    /// The same context with its deadline cut to `at_most` when that is sooner, and as it is
+    /// otherwise: for an operation that must also end by a limit of its caller's (an adapter cuts
+    /// an operation started inside another's attempt to what is left of that attempt). Everything
+    /// else the context states is kept.
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub const fn deadline_within(mut self, at_most: Duration<HZ>) -> Self {
+        if at_most.as_ticks() < self.deadline.as_ticks() {
+            self.deadline = at_most;
+        }
+        self
+    }
+
     /// The replay-safety statement.
     pub const fn safety(&self) -> ReplaySafety<HZ> {
         self.safety
@@ -341,6 +353,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         unset
     }
 
+    /// When the operation started: the instant given to [`Operation::start`] (moved by
+    /// [`Operation::rebase`]).
+    pub const fn started(&self) -> Instant<HZ> {
+        self.started
+    }
     /// The overall deadline.
     pub const fn deadline(&self) -> Instant<HZ> {
         self.deadline
@@ -1052,9 +1069,28 @@ mod tests {
         let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(1_000)).unwrap();
         let mut op =
             Operation::<HZ, Verdict<HZ>>::start(&POLICY, &config, context, I::from_ticks(1_000)).unwrap();
-        assert_eq!((op.deadline(), op.dispatched(), op.id()), (I::from_ticks(9_000), 0, OperationId(9)));
+        assert_eq!(
+            (op.started(), op.deadline(), op.dispatched(), op.id()),
+            (I::from_ticks(1_000), I::from_ticks(9_000), 0, OperationId(9))
+        );
         let Action::Dispatch(_) = op.poll(I::from_ticks(1_000), &mut dep, &mut ()) else { panic!() };
         assert_eq!(op.dispatched(), 1);
+    }
+
+    /// A sooner limit cuts the deadline and keeps the rest of the statement; a later or equal one
+    /// changes nothing.
+    #[test]
+    fn a_deadline_within_a_sooner_limit_is_cut_to_it_and_keeps_the_rest() {
+        let safety = ReplaySafety::provider_idempotent_mutation(D::from_secs(60));
+        let context = Context::new(D::from_secs(8), safety).airtime(D::from_millis(50)).id(9);
+        assert_eq!(context.deadline_within(D::from_secs(8)), context);
+        assert_eq!(context.deadline_within(D::from_secs(9)), context);
+        let cut = context.deadline_within(D::from_millis(2_500));
+        assert_eq!(
+            (cut.deadline(), cut.safety(), cut.attempt_airtime(), cut.operation_id()),
+            (D::from_millis(2_500), safety, D::from_millis(50), OperationId(9))
+        );
+        assert_eq!(context.deadline_within(D::from_ticks(0)).deadline(), D::from_ticks(0));
     }
 
     #[test]

@@ -59,6 +59,13 @@ impl Clock {
         Instant::from_ticks(ticks(t.saturating_duration_since(self.anchor)).as_ticks())
     }
 
+    /// A tokio instant in ticks since the anchor, rounded down to the microsecond (0 before the
+    /// anchor): for a limit not to pass, where [`Clock::at`] rounds up.
+    pub(crate) fn floor(&self, t: tokio::time::Instant) -> Instant {
+        let since = t.saturating_duration_since(self.anchor);
+        Instant::from_ticks(u64::try_from(since.as_micros()).unwrap_or(u64::MAX))
+    }
+
     /// A tick as a tokio instant. Ticks too far away for tokio's clock map to a point 30 years
     /// out, which no timer reaches. Clamped in ticks, before the conversion: this runs for each
     /// attempt's `AttemptInfo` and each wait.
@@ -89,6 +96,20 @@ mod tests {
         assert_eq!(now.as_ticks(), 1_500_000);
         assert_eq!(clock.instant(now), tokio::time::Instant::now());
         assert!(clock.instant(Instant::from_ticks(u64::MAX)) > tokio::time::Instant::now());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_rounds_down_to_the_microsecond_where_an_instant_rounds_up() {
+        let clock = Clock::starting_now();
+        let anchor = tokio::time::Instant::now();
+        let t = anchor + std::time::Duration::from_nanos(2_500_999);
+        assert_eq!((clock.floor(t).as_ticks(), clock.at(t).as_ticks()), (2_500, 2_501));
+        let exact = anchor + std::time::Duration::from_micros(2_500);
+        assert_eq!((clock.floor(exact).as_ticks(), clock.at(exact).as_ticks()), (2_500, 2_500));
+        assert_eq!(
+            clock.floor(anchor.checked_sub(std::time::Duration::from_secs(1)).unwrap_or(anchor)).as_ticks(),
+            0
+        );
     }
 
     #[tokio::test(start_paused = true)]

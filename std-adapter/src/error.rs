@@ -290,6 +290,11 @@ pub struct Detailed<T, E> {
     /// For a deferred or rejected operation, how long after its end to try again, where known
     /// (as [`Error::retry_in`]).
     pub retry_in: Option<std::time::Duration>,
+    /// The deadline the operation ran under, from its start: its context's, or less when it
+    /// started inside an attempt that expired sooner (see [`attempt_expiry`]).
+    ///
+    /// [`attempt_expiry`]: crate::attempt_expiry
+    pub deadline: std::time::Duration,
 }
 
 impl<T, E> Detailed<T, E> {
@@ -299,12 +304,13 @@ impl<T, E> Detailed<T, E> {
     pub(crate) fn new(
         value: Option<T>,
         completion: Completion<HZ, AttemptError<E>>,
+        deadline: Duration,
         now: impl FnOnce() -> Instant,
     ) -> Self {
         let retry_in = completion
             .not_before
             .map(|at| std_duration(Duration::from_ticks(at.as_ticks().saturating_sub(now().as_ticks()))));
-        Self { value, completion, retry_in }
+        Self { value, completion, retry_in, deadline: std_duration(deadline) }
     }
 
     /// The value, or the completion as an [`Error`].

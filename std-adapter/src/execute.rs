@@ -13,6 +13,7 @@ use std::pin::pin;
 
 use relent_core::{Action, Attempt, Classify, Context, Operation, OperationId, RetryPolicy};
 
+use crate::bound;
 use crate::clock::{Clock, Duration, HZ, Instant, std_duration};
 use crate::dependency::{Dependency, Inner};
 use crate::error::{AttemptError, Detailed, Error};
@@ -159,11 +160,18 @@ impl Dependency {
         Fut: Future<Output = Result<T, E>>,
         E: Classify<HZ>,
     {
-        run(&self.inner, policy, context, operation, |ran, inner| match ran {
-            // The name is cloned only for an error: the success path touches no reference count.
-            Ok(detailed) => detailed.into_result_with(|| inner.name.clone()),
-            Err(e) => Err(Error::Start(e)),
-        })
+        run(
+            &self.inner,
+            policy,
+            context,
+            || None,
+            operation,
+            |ran, inner| match ran {
+                // The name is cloned only for an error: the success path touches no reference count.
+                Ok(detailed) => detailed.into_result_with(|| inner.name.clone()),
+                Err(e) => Err(Error::Start(e)),
+            },
+        )
     }
 
     /// As [`Dependency::execute`], returning the value with the whole completion (disposition,
@@ -181,11 +189,31 @@ impl Dependency {
         Fut: Future<Output = Result<T, E>>,
         E: Classify<HZ>,
     {
-        run(&self.inner, policy, context, operation, |ran, _| ran)
+        run(&self.inner, policy, context, || None, operation, |ran, _| ran)
+    }
+
+    /// As [`Dependency::execute_detailed`], ending by `until` too when that is sooner than the
+    /// context's deadline, counted on the same clock read as the operation's start.
+    pub(crate) fn execute_until<T, E, F, Fut>(
+        &self,
+        policy: &RetryPolicy<HZ>,
+        context: Context<HZ>,
+        until: Option<tokio::time::Instant>,
+        operation: F,
+    ) -> impl Future<Output = Result<Detailed<T, E>, relent_core::StartError>>
+    where
+        F: FnMut(AttemptInfo) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify<HZ>,
+    {
+        run(&self.inner, policy, context, move || until, operation, |ran, _| ran)
     }
 }
 
-/// The loop, and `finish` applied to its outcome. An `async` block rather than an `async fn` (an
+/// The loop, and `finish` applied to its outcome. The operation ends by what `until` gives and by
+/// the expiry of the attempt it runs in, if it runs in one, when either is sooner than its
+/// context's deadline (see `bound`); `until` is a closure so that the entry points without one hold
+/// nothing for it. An `async` block rather than an `async fn` (an
 /// `async fn` copies each argument into a local of its own, so its future holds it twice), and one
 /// for both entry points (awaiting one future from another would hold both): the future holds the
 /// arguments, the operation and the attempt's own future once each, and not the attempt in flight
@@ -195,6 +223,7 @@ fn run<T, E, F, Fut, Out, Fin>(
     inner: &Inner,
     policy: &RetryPolicy<HZ>,
     context: Context<HZ>,
+    until: impl FnOnce() -> Option<tokio::time::Instant>,
     mut operation: F,
     finish: Fin,
 ) -> impl Future<Output = Out>
@@ -206,6 +235,7 @@ where
 {
     async move {
         let started = inner.clock.now();
+        let context = bound::cut(context, until(), &inner.clock, started);
         let op = match Operation::start(policy, &inner.config, context, started) {
             Ok(op) => op,
             Err(e) => return finish(Err(e), inner),
@@ -233,11 +263,12 @@ where
                     let result = {
                         let info = AttemptInfo::of(attempt, running.op.id(), inner.clock);
                         // In ticks: converted to tokio's clock only if the attempt is pending and
-                        // its timer is armed. (A field read, not a borrow of `info` or of the
+                        // its timer is armed, or if an operation started inside it reads it as its
+                        // bound (see `bound`). (A field read, not a borrow of `info` or of the
                         // attempt, which the future would then hold across the await.)
                         let expires = info.expires;
                         let call = pin!(operation(info));
-                        timer::race(call, timer.as_mut(), move || inner.clock.instant(expires)).await
+                        timer::race(call, timer.as_mut(), &inner.clock, expires).await
                     };
                     report(inner, &mut running.op, result, &mut value)
                 }
@@ -251,7 +282,9 @@ where
             };
         }
         let completion = running.op.take_completion().expect("the core has a completion once poll says Done");
-        finish(Ok(Detailed::new(value, completion, || inner.clock.now())), inner)
+        let op = &running.op;
+        let deadline = Duration::from_ticks(op.deadline().as_ticks().saturating_sub(op.started().as_ticks()));
+        finish(Ok(Detailed::new(value, completion, deadline, || inner.clock.now())), inner)
     }
 }
 

@@ -42,7 +42,7 @@ use relent_core::{
 };
 use tower::{Layer, Service, ServiceExt};
 
-use crate::clock::{Duration, FAR, HZ, std_duration, ticks};
+use crate::clock::{FAR, HZ, std_duration, ticks};
 use crate::dependency::Dependency;
 use crate::error::{AttemptError, Detailed, Outcome};
 use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_idempotent, is_replayable};
@@ -64,7 +64,8 @@ pub enum SingleAttempt {
 /// deadline counted from the call, and the last attempt's timeout is cut to fit, as for any
 /// deadline. A request whose deadline has already passed is not sent: the call fails with
 /// [`HttpError::Refused`] and the problem `deadline_exceeded`. Without one, the layer's deadline
-/// alone applies. It rides along in every attempt's request, where the inner service can read it
+/// alone applies, or, for a request sent from inside an attempt of relent-tokio's, the sooner of it
+/// and that attempt's expiry ([`attempt_expiry`](crate::attempt_expiry)). It rides along in every attempt's request, where the inner service can read it
 /// too (to send the time left on in a header, say).
 ///
 /// ```
@@ -137,7 +138,8 @@ pub struct RetryReport {
     /// repeated and should not have been, or the other way round.
     pub replay_safety: ReplaySafety<HZ>,
     /// The deadline the request ran under, from its start: the layer's, or what was left of the
-    /// request's [`RequestDeadline`] when that was sooner. What to look at when a request ended
+    /// request's [`RequestDeadline`], or of the attempt it was sent from (see
+    /// [`attempt_expiry`](crate::attempt_expiry)), when that was sooner. What to look at when a request ended
     /// with `deadline_exceeded` or `retry_delay_exceeds_deadline` sooner than the layer's deadline.
     pub deadline: std::time::Duration,
 }
@@ -148,7 +150,7 @@ impl RetryReport {
         retry_in: Option<std::time::Duration>,
         single_attempt: Option<SingleAttempt>,
         replay_safety: ReplaySafety<HZ>,
-        deadline: Duration,
+        deadline: std::time::Duration,
     ) -> Self {
         Self {
             operation: completion.operation.0,
@@ -161,7 +163,7 @@ impl RetryReport {
             retry_in,
             single_attempt,
             replay_safety,
-            deadline: std_duration(deadline),
+            deadline,
         }
     }
 }
@@ -482,20 +484,6 @@ fn prepare<B: ReplayBody, C>(shared: &RetryLayer<C>, request: Request<B>) -> Pre
     Prepared { parts, body, copy, single, policy, safety, until }
 }
 
-/// The deadline a request runs under from now: the layer's, or what is left of the request's own
-/// when that is sooner.
-fn deadline<C>(shared: &RetryLayer<C>, until: Option<RequestDeadline>) -> Duration {
-    let layers = ticks(shared.deadline);
-    match until {
-        None => layers,
-        // The caller's deadline is a limit not to pass: its part of a microsecond is dropped.
-        Some(d) => {
-            let left = d.remaining_at(tokio::time::Instant::now());
-            layers.min(Duration::from_ticks(u64::try_from(left.as_micros()).unwrap_or(u64::MAX)))
-        }
-    }
-}
-
 /// The request's whole run through the pipeline, and its response or error with the report. A
 /// function returning an `async` block, not an `async fn`: an `async fn` keeps its arguments in
 /// locals of its own, so its future would hold `shared` and the request twice (as `execute`'s
@@ -514,8 +502,9 @@ where
     let Prepared { parts, body, mut copy, single, policy, safety, until } = prepare(&shared, request);
     let (mut parts, mut body, mut inner) = (Some(parts), Some(body), Some(inner));
     async move {
-        let deadline = deadline(&shared, until);
-        let context = Context::new(deadline, safety);
+        // The layer's deadline, cut (on the operation's first clock read) to the request's own
+        // and to the expiry of the attempt the request is sent from, when either is sooner.
+        let context = Context::new(ticks(shared.deadline), safety);
         let classifier = &shared.classifier;
         let last = policy.max_attempts();
         // The attempts borrow the request's parts and body and the inner service, which this
@@ -524,7 +513,7 @@ where
         let (parts, body, copy, inner) = (&mut parts, &mut body, &mut copy, &mut inner);
         let detailed = shared
             .dependency
-            .execute_detailed(&policy, context, move |info| {
+            .execute_until(&policy, context, until.map(RequestDeadline::instant), move |info| {
                 // An attempt that a retry may follow sends copies of the request's parts and body
                 // (the first, the body's copy made in `prepare`) through a clone of the inner
                 // service; the last one the policy allows (the only one, for a request that gets a
@@ -566,7 +555,7 @@ where
                 }
             })
             .await;
-        let Detailed { value, completion, retry_in, .. } = detailed.map_err(HttpError::Start)?;
+        let Detailed { value, completion, retry_in, deadline, .. } = detailed.map_err(HttpError::Start)?;
         let report = RetryReport::new(&completion, retry_in, single, safety, deadline);
         let with_report = |mut response: Response<RB>| {
             response.extensions_mut().insert(report);

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs, missing_debug_implementations)]
 
+mod bound;
 mod clock;
 mod dependency;
 mod error;
@@ -11,6 +12,7 @@ mod layer;
 mod timer;
 mod trace;
 
+pub use bound::attempt_expiry;
 pub use clock::{Duration, HZ, Instant, std_duration, ticks};
 pub use dependency::{AIRTIME_LOG, BUCKETS, Dependency, State};
 pub use error::{AttemptError, Detailed, Error};

@@ -20,6 +20,9 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
+use crate::bound;
+use crate::clock::{Clock, Instant as Ticks};
+
 /// An operation's timer: nothing until the first wait, one `Sleep` after.
 pub(crate) type Timer = Option<Sleep>;
 
@@ -45,20 +48,24 @@ fn poll_timer(
     }
 }
 
-/// Races `attempt` against the timer set to the instant `expires` gives, asked only if the attempt
-/// is pending at its first poll: `Some(output)` if the attempt finished first, `None` if its
-/// timeout expired first. Both are borrowed, pinned where the caller holds them, so the operation's
-/// future holds the attempt's future once.
+/// Races `attempt` against the timer set to its expiry (`expires` on `clock`), converted to tokio's
+/// clock only if the attempt is pending at its first poll: `Some(output)` if the attempt finished
+/// first, `None` if its timeout expired first. Both are borrowed, pinned where the caller holds
+/// them, so the operation's future holds the attempt's future once. The attempt is polled with its
+/// expiry as the bound of the operations started inside it (see `bound`): one expiry serves both.
 pub(crate) fn race<'a, F: Future>(
     mut attempt: Pin<&'a mut F>,
     mut timer: Pin<&'a mut Timer>,
-    expires: impl FnOnce() -> Instant + 'a,
+    clock: &'a Clock,
+    expires: Ticks,
 ) -> impl Future<Output = Option<F::Output>> + 'a {
-    let mut arm = Some(expires);
+    let mut armed = false;
     std::future::poll_fn(move |cx| {
-        if let Poll::Ready(output) = attempt.as_mut().poll(cx) {
+        if let Poll::Ready(output) = bound::poll_within(clock, expires, attempt.as_mut(), cx) {
             return Poll::Ready(Some(output));
         }
+        let mut arm = (!armed).then_some(|| clock.instant(expires));
+        armed = true;
         let expired = if !tokio::task::coop::has_budget_remaining() {
             // The budget is used up (by the attempt, most likely): poll the timer outside it, as
             // tokio's timeout does, so the attempt cannot starve its own timeout. Unlike tokio's,
@@ -89,28 +96,32 @@ mod tests {
 
     use super::*;
 
+    /// `d` after `clock`'s anchor, in ticks.
+    fn tick(d: Duration) -> Ticks {
+        Ticks::from_ticks(u64::try_from(d.as_micros()).unwrap())
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn an_attempt_ready_at_its_first_poll_arms_no_timer_and_converts_no_expiry() {
+    async fn an_attempt_ready_at_its_first_poll_arms_no_timer() {
+        let clock = Clock::starting_now();
         let mut timer = pin!(None);
         let attempt = pin!(std::future::ready(7));
-        let expires =
-            || -> Instant { panic!("the expiry of an attempt ready at its first poll was computed") };
-        assert_eq!(race(attempt, timer.as_mut(), expires).await, Some(7));
+        assert_eq!(race(attempt, timer.as_mut(), &clock, tick(Duration::from_secs(1))).await, Some(7));
         assert!(timer.is_none(), "a timer was created for an attempt that never waited");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_pending_attempt_times_out_exactly_at_its_expiry() {
-        let start = Instant::now();
+        let (clock, start) = (Clock::starting_now(), Instant::now());
         let mut timer = pin!(None);
         let attempt = pin!(std::future::pending::<u8>());
-        assert_eq!(race(attempt, timer.as_mut(), || start + Duration::from_millis(2_500)).await, None);
+        assert_eq!(race(attempt, timer.as_mut(), &clock, tick(Duration::from_millis(2_500))).await, None);
         assert_eq!(Instant::now() - start, Duration::from_millis(2_500));
     }
 
     #[tokio::test(start_paused = true)]
     async fn one_timer_serves_an_attempt_a_backoff_and_the_next_attempt() {
-        let start = Instant::now();
+        let (clock, start) = (Clock::starting_now(), Instant::now());
         let mut timer = pin!(None);
         // An attempt that answers after 1 s, under a 3 s timeout: it wins, and the timer it armed
         // (for 3 s) stays behind.
@@ -118,14 +129,14 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(1)).await;
             "answered"
         });
-        assert_eq!(race(slow, timer.as_mut(), || start + Duration::from_secs(3)).await, Some("answered"));
+        assert_eq!(race(slow, timer.as_mut(), &clock, tick(Duration::from_secs(3))).await, Some("answered"));
         assert!(timer.is_some());
         // A backoff on the same timer ends at its own instant, not at the old 3 s.
         wait_until(timer.as_mut(), start + Duration::from_millis(1_200)).await;
         assert_eq!(Instant::now() - start, Duration::from_millis(1_200));
         // And the next attempt's timeout at its own expiry, earlier than the first one's.
         let hung = pin!(std::future::pending::<&str>());
-        assert_eq!(race(hung, timer.as_mut(), || start + Duration::from_millis(2_000)).await, None);
+        assert_eq!(race(hung, timer.as_mut(), &clock, tick(Duration::from_millis(2_000))).await, None);
         assert_eq!(Instant::now() - start, Duration::from_millis(2_000));
         // A wait for an instant already past ends at once.
         wait_until(timer.as_mut(), start).await;
@@ -141,16 +152,17 @@ mod tests {
                 tokio::task::consume_budget().await;
             }
         });
-        let start = Instant::now();
+        let clock = Clock::starting_now();
         let mut timer = pin!(None);
-        let expires = start + Duration::from_millis(500);
+        let expires = tick(Duration::from_millis(500));
         let mover = tokio::spawn(async {
             // The runtime is never idle while the attempt spins, so paused time does not advance by
             // itself: move it past the expiry, and past the guard's 60 s, which fires instead if
             // the attempt's timeout does not.
             tokio::time::advance(Duration::from_secs(61)).await;
         });
-        let raced = tokio::time::timeout(Duration::from_secs(60), race(greedy, timer.as_mut(), || expires));
+        let raced =
+            tokio::time::timeout(Duration::from_secs(60), race(greedy, timer.as_mut(), &clock, expires));
         assert_eq!(raced.await, Ok(None), "the attempt's timeout never fired");
         mover.await.unwrap();
     }

@@ -10,7 +10,7 @@ use relent_tokio::core::{
     BreakerConfig, Classify, Context, DependencyConfig, Disposition, Jitter, ReplaySafety, RetryBudget,
     RetryPolicy, Verdict,
 };
-use relent_tokio::{Dependency, Duration, Error, HZ, HttpError, RetryLayer};
+use relent_tokio::{AttemptError, Dependency, Duration, Error, HZ, HttpError, RetryLayer};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
@@ -263,12 +263,14 @@ async fn a_layered_http_request_is_retried_by_the_layer_or_by_the_outer_operatio
 }
 
 /// The rule needs the inner operation's own end: an outer attempt that times out first drops the
-/// inner operation, and a timed-out attempt is retryable. Against a far side that hangs, an inner
-/// deadline within the outer attempt's timeout makes 3 calls; none makes 9.
+/// inner operation mid-retry, and a timed-out attempt is retryable (9 calls to a far side that
+/// hangs, where the rule allows 3). An operation started inside an attempt ends by that attempt's
+/// expiry on its own, whatever deadline its context asks for: 3 calls, and the outer operation ends
+/// with the inner one, at the outer attempt's expiry exactly.
 #[tokio::test(start_paused = true)]
-async fn an_inner_deadline_within_the_outer_attempt_lets_the_inner_operation_end_on_its_own() {
-    // The client's attempts time out after 1 s.
-    const INNER: RetryPolicy<HZ> = policy(3, 1, 1);
+async fn an_operation_inside_an_attempt_ends_by_the_attempts_expiry_on_its_own() {
+    // The client's 4 attempts time out after 1 s; the checkout's after 3 s.
+    const INNER: RetryPolicy<HZ> = policy(4, 1, 1);
     let (ledger, checkout) = (dependency("ledger"), dependency("checkout"));
     let calls: Arc<Mutex<Vec<Std>>> = Arc::default();
     let hangs = |t0: Instant| {
@@ -278,31 +280,158 @@ async fn an_inner_deadline_within_the_outer_attempt_lets_the_inner_operation_end
             std::future::pending::<Result<u32, Ledger>>()
         }
     };
-    // The checkout's attempts time out after 3 s.
-    let ms_ = |v| Duration::from_millis(v);
     let inner = |deadline| Context::new(deadline, ReplaySafety::replayable_read(Duration::from_secs(3_600)));
 
-    // The inner deadline, 2.5 s, ends inside the checkout's 3 s attempt: the client's third
-    // attempt is cut to fit, it fails on its own, and the checkout does not retry it.
-    let t0 = Instant::now();
-    let error = checkout
-        .execute(&CHECKOUT, read(), |_| ledger.execute(&INNER, inner(ms_(2_500)), hangs(t0)))
-        .await
-        .unwrap_err();
-    assert_eq!(*calls.lock().unwrap(), [ms(0), ms(1_100), ms(2_300)]);
-    assert_eq!(error.completion().unwrap().summary.dispatched, 1);
-    assert_eq!(t0.elapsed(), ms(2_500));
+    // An inner deadline of 2.5 s, inside the checkout's 3 s attempt; one of 3 s exactly, the
+    // attempt's timeout, with no margin; and one of 30 s, cut to the attempt's 3 s.
+    for (deadline, ends) in [(2_500, 2_500), (3_000, 3_000), (30_000, 3_000)] {
+        calls.lock().unwrap().clear();
+        let t0 = Instant::now();
+        let detailed = checkout
+            .execute_detailed(&CHECKOUT, read(), |_| {
+                let client =
+                    ledger.execute_detailed(&INNER, inner(Duration::from_millis(deadline)), hangs(t0));
+                async { Ok::<_, Ledger>(client.await.unwrap()) }
+            })
+            .await
+            .unwrap();
+        // The client's third attempt is cut to fit, and the client ends on its own, with no time
+        // for its fourth.
+        assert_eq!(*calls.lock().unwrap(), [ms(0), ms(1_100), ms(2_300)], "inner deadline {deadline} ms");
+        assert_eq!(t0.elapsed(), ms(ends), "inner deadline {deadline} ms");
+        let client = detailed.value.unwrap();
+        assert_eq!(client.deadline, ms(ends), "the deadline the client ran under");
+        assert_eq!(
+            (client.completion.code(), client.completion.summary.dispatched),
+            ("retry_delay_exceeds_deadline", 3)
+        );
+        // The checkout's attempt succeeded: it returned the client's completion as its value.
+        assert_eq!(detailed.completion.summary.dispatched, 1);
+    }
 
-    // Without it, each checkout attempt drops the client mid-retry at 3 s, and retries it.
+    // Through `execute`, the client's error ends the checkout, which does not retry it.
     calls.lock().unwrap().clear();
     let t0 = Instant::now();
     let error = checkout
         .execute(&CHECKOUT, read(), |_| ledger.execute(&INNER, inner(Duration::from_secs(30)), hangs(t0)))
         .await
         .unwrap_err();
-    let expected = [0, 1_100, 2_300, 3_100, 4_200, 5_400, 6_300, 7_400, 8_600].map(ms);
-    assert_eq!(*calls.lock().unwrap(), expected);
-    assert_eq!(error.code(), "attempts_exhausted");
+    assert_eq!(*calls.lock().unwrap(), [ms(0), ms(1_100), ms(2_300)]);
+    let c = error.completion().unwrap();
+    assert_eq!((c.disposition, c.problem, c.summary.dispatched), (Disposition::Failed, None, 1));
+    let Some(AttemptError::Failed(client)) = &c.last_failure else { panic!("{c:?}") };
+    assert_eq!(client.code(), "retry_delay_exceeds_deadline");
+    assert_eq!(t0.elapsed(), ms(3_000));
+}
+
+/// The bound is converted between two dependencies' clocks, anchored a fraction of a microsecond
+/// apart, rounded down: the inner operation never outlasts the outer attempt.
+#[tokio::test(start_paused = true)]
+async fn an_inner_dependency_on_another_anchor_still_ends_by_the_outer_attempts_expiry() {
+    const INNER: RetryPolicy<HZ> = policy(4, 1, 1);
+    let ledger = dependency("ledger");
+    tokio::time::advance(Std::from_nanos(1_234_567)).await;
+    let checkout = dependency("checkout");
+    let t0 = Instant::now();
+    let detailed = checkout
+        .execute_detailed(&CHECKOUT, read(), |_| {
+            let client =
+                ledger.execute_detailed(&INNER, read(), |_| std::future::pending::<Result<u32, Ledger>>());
+            async { Ok::<_, Ledger>(client.await.unwrap()) }
+        })
+        .await
+        .unwrap();
+    let client = detailed.value.unwrap();
+    // The checkout's attempt expires 3 s after its start, at 3,001,234.567 µs on the ledger's
+    // clock, rounded down to 3,001,234; the client starts at 1,234.567 µs, rounded up to 1,235 (a
+    // start, like any reading of the clock, rounds up): 2,999,999 µs left.
+    assert_eq!(client.deadline, Std::from_micros(2_999_999));
+    assert_eq!(
+        (client.completion.code(), client.completion.summary.dispatched),
+        ("retry_delay_exceeds_deadline", 3)
+    );
+    assert_eq!(detailed.completion.summary.dispatched, 1, "the checkout did not time out first");
+    // Both timers fire together, at the first millisecond of tokio's timer (its resolution) at or
+    // after 3 s, neither instant being a whole millisecond of it.
+    assert!(t0.elapsed() > ms(3_000) && t0.elapsed() <= ms(3_001), "{:?}", t0.elapsed());
+}
+
+/// `attempt_expiry` gives the expiry of the innermost attempt the code runs in, and the outer one's
+/// again after the inner operation is done; none outside, and none in a task spawned from an
+/// attempt, which the attempt's timeout does not drop.
+#[tokio::test(start_paused = true)]
+async fn attempt_expiry_is_the_innermost_attempts_and_is_put_back_after_it() {
+    use relent_tokio::attempt_expiry;
+    let (ledger, checkout) = (dependency("ledger"), dependency("checkout"));
+    let t0 = Instant::now();
+    assert_eq!(attempt_expiry(), None);
+    let seen = checkout
+        .execute(&CHECKOUT, read(), |outer| {
+            let (ledger, outer) = (&ledger, outer.expires());
+            async move {
+                let before = attempt_expiry();
+                tokio::time::sleep(ms(500)).await;
+                let inner = ledger
+                    .execute(&policy(3, 1, 1), read(), |attempt| async move {
+                        Ok::<_, Ledger>((attempt_expiry(), attempt.expires()))
+                    })
+                    .await
+                    .unwrap();
+                let spawned = tokio::spawn(async { attempt_expiry() }).await.unwrap();
+                Ok::<_, Error<Ledger>>((before, outer, inner, attempt_expiry(), spawned))
+            }
+        })
+        .await
+        .unwrap();
+    let (before, outer, (inner_seen, inner), after, spawned) = seen;
+    assert_eq!((before, outer), (Some(t0 + ms(3_000)), t0 + ms(3_000)));
+    assert_eq!(
+        (inner_seen, inner),
+        (Some(t0 + ms(1_500)), t0 + ms(1_500)),
+        "the client's 1 s attempt at 0.5 s"
+    );
+    assert_eq!(after, Some(t0 + ms(3_000)), "the outer attempt's, put back");
+    assert_eq!(spawned, None);
+    assert_eq!(attempt_expiry(), None);
+}
+
+/// A layered request sent from an attempt ends by that attempt's expiry too, and its report says
+/// so; a `RequestDeadline` of the attempt's expiry, exactly, is the same limit, with no margin.
+#[tokio::test(start_paused = true)]
+async fn a_layered_request_from_an_attempt_ends_by_its_expiry_and_reports_that_deadline() {
+    let (hanging, seen) = far_side(|| Err(refused()));
+    // A layer whose attempts hang for good: the far side never answers.
+    let hanging = tower::service_fn(move |req: Request<String>| {
+        let mut far = hanging.clone();
+        async move {
+            let _ = far.call(req).await;
+            std::future::pending::<Result<Response<String>, std::io::Error>>().await
+        }
+    });
+    let policy = policy(4, 1, 1);
+    let client = RetryLayer::new(dependency("payrail"), policy, Std::from_secs(10)).layer(hanging);
+    let checkout = dependency("checkout");
+    for exact in [false, true] {
+        let t0 = Instant::now();
+        let error = checkout
+            .execute(&CHECKOUT, read(), |attempt| {
+                let mut request = Request::get("/quote").body(String::new()).unwrap();
+                if exact {
+                    request.extensions_mut().insert(relent_tokio::RequestDeadline::at(attempt.expires()));
+                }
+                client.clone().oneshot(request)
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(take(&seen), [ms(0), ms(1_100), ms(2_300)], "with a RequestDeadline: {exact}");
+        assert_eq!(t0.elapsed(), ms(3_000));
+        assert_eq!(error.completion().unwrap().summary.dispatched, 1, "the checkout did not retry");
+        let Some(HttpError::TimedOut { report, .. }) = error.into_last_failure() else { panic!() };
+        assert_eq!(
+            (report.deadline, report.problem.map(|p| p.as_str())),
+            (ms(3_000), Some("retry_delay_exceeds_deadline"))
+        );
+    }
 }
 
 /// The rule's other ends: a refusal with no end in sight, a layer that could not start the request,
