@@ -60,6 +60,7 @@ thread_local! {
 struct Restore(Option<Expiry>);
 
 impl Drop for Restore {
+    #[inline(always)]
     fn drop(&mut self) {
         EXPIRY.set(self.0);
     }

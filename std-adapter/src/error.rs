@@ -157,11 +157,11 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
 /// - A refusal with no end in sight (a full bulkhead), and an operation that never started: not
 ///   retryable.
 ///
-/// The rule needs the inner operation to end on its own: give it a deadline inside the outer
-/// attempt's timeout, with a margin (a deadline counts from its operation's start, a few
-/// microseconds after the attempt's). An outer attempt that times out first drops the inner
-/// operation mid-retry ([`AttemptError::TimedOut`](relent_core::AttemptError::TimedOut), which is
-/// retryable), and the outer operation starts it again.
+/// The rule needs the inner operation to end on its own: an outer attempt that timed out first
+/// would drop it mid-retry ([`AttemptError::TimedOut`](relent_core::AttemptError::TimedOut), which
+/// is retryable), and the outer operation would start it again. So an operation started inside an
+/// attempt ends by that attempt's expiry, whatever its own deadline (see
+/// [`attempt_expiry`](crate::attempt_expiry)).
 ///
 /// ```
 /// use relent_tokio::core::{Classify, Context, DependencyConfig, Disposition, ReplaySafety, RetryBudget, RetryPolicy, Verdict};

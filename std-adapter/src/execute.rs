@@ -94,11 +94,22 @@ struct Running<'a, E> {
 }
 
 impl<E> Drop for Running<'_, E> {
+    /// The check inlined, where an operation that ended pays only for it; the abandonment out of
+    /// line.
+    #[inline(always)]
     fn drop(&mut self) {
         if !self.op.is_done() {
-            let (op, inner) = (&mut self.op, self.inner);
-            inner.step(|locked, events| op.abandon(inner.clock.now(), &mut locked.state, events));
+            self.abandon();
         }
+    }
+}
+
+impl<E> Running<'_, E> {
+    #[cold]
+    #[inline(never)]
+    fn abandon(&mut self) {
+        let (op, inner) = (&mut self.op, self.inner);
+        inner.step(|locked, events| op.abandon(inner.clock.now(), &mut locked.state, events));
     }
 }
 
