@@ -202,23 +202,6 @@ impl Dependency {
     {
         run(&self.inner, policy, context, || None, operation, |ran, _| ran)
     }
-
-    /// As [`Dependency::execute_detailed`], ending by `until` too when that is sooner than the
-    /// context's deadline, counted on the same clock read as the operation's start.
-    pub(crate) fn execute_until<T, E, F, Fut>(
-        &self,
-        policy: &RetryPolicy<HZ>,
-        context: Context<HZ>,
-        until: Option<tokio::time::Instant>,
-        operation: F,
-    ) -> impl Future<Output = Result<Detailed<T, E>, relent_core::StartError>>
-    where
-        F: FnMut(AttemptInfo) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: Classify<HZ>,
-    {
-        run(&self.inner, policy, context, move || until, operation, |ran, _| ran)
-    }
 }
 
 /// The loop, and `finish` applied to its outcome. The operation ends by what `until` gives and by
@@ -230,7 +213,7 @@ impl Dependency {
 /// arguments, the operation and the attempt's own future once each, and not the attempt in flight
 /// (the operation gives it back when it is reported).
 #[allow(clippy::manual_async_fn)]
-fn run<T, E, F, Fut, Out, Fin>(
+pub(crate) fn run<T, E, F, Fut, Out, Fin>(
     inner: &Inner,
     policy: &RetryPolicy<HZ>,
     context: Context<HZ>,

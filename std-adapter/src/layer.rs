@@ -45,6 +45,7 @@ use tower::{Layer, Service, ServiceExt};
 use crate::clock::{FAR, HZ, std_duration, ticks};
 use crate::dependency::Dependency;
 use crate::error::{AttemptError, Detailed, Outcome};
+use crate::execute;
 use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_idempotent, is_replayable};
 
 /// Why a request got a single attempt.
@@ -511,9 +512,13 @@ where
         // future holds once; moved into the closure, they would take their room twice, here and
         // in `execute`'s future. (The service mutably, so that it need only be `Send`.)
         let (parts, body, copy, inner) = (&mut parts, &mut body, &mut copy, &mut inner);
-        let detailed = shared
-            .dependency
-            .execute_until(&policy, context, until.map(RequestDeadline::instant), move |info| {
+        let until = until.map(RequestDeadline::instant);
+        let detailed = execute::run(
+            &shared.dependency.inner,
+            &policy,
+            context,
+            move || until,
+            move |info| {
                 // An attempt that a retry may follow sends copies of the request's parts and body
                 // (the first, the body's copy made in `prepare`) through a clone of the inner
                 // service; the last one the policy allows (the only one, for a request that gets a
@@ -553,8 +558,10 @@ where
                         }
                     }
                 }
-            })
-            .await;
+            },
+            |ran, _| ran,
+        )
+        .await;
         let Detailed { value, completion, retry_in, deadline, .. } = detailed.map_err(HttpError::Start)?;
         let report = RetryReport::new(&completion, retry_in, single, safety, deadline);
         let with_report = |mut response: Response<RB>| {
