@@ -9,18 +9,17 @@
 //! which is retryable: the retries multiply (three attempts of three, 9 calls to a far side that
 //! hangs, where the rule allows 3).
 //!
-//! So each attempt's future is polled with the attempt's expiry in a thread-local, as a tokio
-//! task-local is (and for the same reason below), and an operation
-//! that starts inside it (`execute`, `execute_detailed`, a `RetryLayer` request) cuts its deadline
-//! to that instant, on the same clock read as its start: it ends by that instant on its own, with
-//! a completion that says so, and its caller's `Classify` impls do not retry it again. The cut is
-//! exact to the microsecond, rounded down, so the inner deadline is never after the outer expiry
-//! and no margin is needed. A `RequestDeadline` is applied here too, on the same clock read, for
-//! the same reason.
+//! So each attempt's future is polled with the attempt's expiry in a thread-local (as tokio's
+//! task-locals are: set for the poll, put back after it), and an operation that starts inside it
+//! (`execute`, `execute_detailed`, a `RetryLayer` request) cuts its deadline to that instant, on
+//! the same clock read as its start. It ends by that instant on its own, with a completion that
+//! says so, and its caller's `Classify` impls do not retry it again. The cut is exact to the
+//! microsecond, rounded down, so the inner deadline is never after the outer expiry and no margin
+//! is needed. A request's `RequestDeadline` is applied on that clock read too, for the same reason.
 //!
-//! What it does not reach: a task spawned from the attempt (`tokio::spawn`) is not
-//! dropped with the attempt either, so it keeps its own deadlines; and the attempt's closure body,
-//! which runs before the attempt's future is first polled (read `AttemptInfo::expires` there).
+//! What it does not reach: a task spawned from the attempt (`tokio::spawn`), which the attempt's
+//! timeout does not drop either, so it keeps its own deadlines; and the attempt's closure body,
+//! which runs before the attempt's future is first polled (`AttemptInfo::expires` is there).
 //!
 //! The attempt's expiry is kept as the core's ticks and its dependency's clock, both already in the
 //! operation's future, and converted to tokio's clock only when an operation inside reads it.

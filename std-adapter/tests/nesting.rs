@@ -554,3 +554,73 @@ async fn a_response_the_caller_cannot_use_is_classified_by_its_report() {
     assert_eq!(take(&seen), [ms(0), ms(1_000), ms(2_000)]);
     assert_eq!((error.code(), error.completion().unwrap().summary.dispatched), ("attempts_exhausted", 3));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 96, ..Default::default() })]
+
+    /// Whatever the two dependencies' anchors (either made first, up to 5 ms apart, to the
+    /// nanosecond), the outer attempt's timeout, the inner deadline and the inner policy, against a
+    /// far side that hangs: the inner operation ends on its own, by the outer attempt's expiry, so
+    /// the outer attempt returns and is never timed out and retried. The inner deadline is its
+    /// context's when that is sooner, and otherwise the outer attempt's time left, to the
+    /// microsecond below.
+    #[test]
+    fn an_inner_operation_never_outlasts_the_attempt_it_runs_in(
+        inner_first in proptest::bool::ANY,
+        offset_ns in 0u64..5_000_000,
+        outer_timeout_us in 1_000u64..5_000_000,
+        inner_deadline_us in 1u64..10_000_000,
+        inner_attempts in 1u8..5,
+        inner_timeout_us in 1_000u64..3_000_000,
+    ) {
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        runtime.block_on(async {
+            let (ledger, checkout) = if inner_first {
+                let ledger = dependency("ledger");
+                tokio::time::advance(Std::from_nanos(offset_ns)).await;
+                (ledger, dependency("checkout"))
+            } else {
+                let checkout = dependency("checkout");
+                tokio::time::advance(Std::from_nanos(offset_ns)).await;
+                (dependency("ledger"), checkout)
+            };
+            let timeouts = |attempts, timeout_us| {
+                RetryPolicy::exponential(attempts, Duration::from_millis(100), Duration::from_secs(1))
+                    .jitter(Jitter::None)
+                    .attempt_timeout(Duration::from_micros(timeout_us))
+                    .build()
+                    .unwrap()
+            };
+            let (outer, inner) = (timeouts(3, outer_timeout_us), timeouts(inner_attempts, inner_timeout_us));
+            let context = Context::new(
+                Duration::from_micros(inner_deadline_us),
+                ReplaySafety::replayable_read(Duration::from_secs(3_600)),
+            );
+            let done = checkout
+                .execute_detailed(&outer, read(), |_| {
+                    let client = ledger.execute_detailed(&inner, context, |_| {
+                        std::future::pending::<Result<u32, Ledger>>()
+                    });
+                    async { Ok::<_, Ledger>(client.await.unwrap()) }
+                })
+                .await
+                .unwrap();
+            assert_eq!(done.completion.summary.dispatched, 1, "the outer attempt timed out: {done:?}");
+            let client = done.value.unwrap();
+            let asked = Std::from_micros(inner_deadline_us);
+            let left = Std::from_micros(outer_timeout_us);
+            if asked < left {
+                assert_eq!(client.deadline, asked);
+            } else {
+                assert!(client.deadline <= left && client.deadline + Std::from_micros(1) >= left,
+                    "{:?} against {left:?} left", client.deadline);
+            }
+            // Ended by its deadline, late only by tokio's timer: it fires on whole milliseconds, and
+            // the paused clock, moving to a timer, counts from its own reading rounded down to a
+            // millisecond (a 693.811 ms deadline, 0.189 ms into a millisecond, fired at 695 ms).
+            let elapsed = relent_tokio::std_duration(client.completion.summary.elapsed);
+            assert!(elapsed <= client.deadline + Std::from_millis(2), "{elapsed:?}, {:?}", client.deadline);
+        });
+    }
+}
