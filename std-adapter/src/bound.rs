@@ -116,13 +116,14 @@ pub fn attempt_expiry() -> Option<tokio::time::Instant> {
 }
 
 /// `context` cut to end by the enclosing attempt's expiry and by `until` (a request's own
-/// deadline), whichever is sooner, for an operation starting at `now` on `clock`. Each limit is
-/// counted to the microsecond below it, so the operation never outlasts it. Inlined for the usual
-/// case, with neither limit, which reads the thread-local and changes nothing.
+/// deadline), whichever is sooner, for an operation of `dependency` starting at `now` on `clock`.
+/// Each limit is counted to the microsecond below it, so the operation never outlasts it. Inlined
+/// for the usual case, with neither limit, which reads the thread-local and changes nothing.
 #[inline(always)]
 pub(crate) fn cut(
     context: Context<HZ>,
     until: Option<tokio::time::Instant>,
+    dependency: &str,
     clock: &Clock,
     now: Instant,
 ) -> Context<HZ> {
@@ -130,24 +131,34 @@ pub(crate) fn cut(
     if enclosing.is_none() && until.is_none() {
         return context;
     }
-    cut_to(context, enclosing, until, clock, now)
+    cut_to(context, enclosing, until, dependency, clock, now)
 }
 
-/// `cut` with a limit, out of line.
+/// `cut` with a limit, out of line. A deadline it shortens is logged at DEBUG, with what was asked
+/// and what cut it: the answer to "why did this end so soon?".
 #[inline(never)]
 fn cut_to(
     context: Context<HZ>,
     enclosing: Option<Expiry>,
     until: Option<tokio::time::Instant>,
+    dependency: &str,
     clock: &Clock,
     now: Instant,
 ) -> Context<HZ> {
-    let limit = match (enclosing, until) {
+    let (limit, by) = match (enclosing, until) {
         (None, None) => return context,
         // The attempt's own dependency: the same ticks, no conversion.
-        (Some(e), None) if e.clock == *clock => e.at,
-        (Some(e), until) => clock.floor(until.map_or(e.instant(), |u| u.min(e.instant()))),
-        (None, Some(u)) => clock.floor(u),
+        (Some(e), None) if e.clock == *clock => (e.at, "attempt"),
+        (Some(e), None) => (clock.floor(e.instant()), "attempt"),
+        (None, Some(u)) => (clock.floor(u), "request_deadline"),
+        (Some(e), Some(u)) => {
+            let expires = e.instant();
+            if u < expires { (clock.floor(u), "request_deadline") } else { (clock.floor(expires), "attempt") }
+        }
     };
-    context.deadline_within(Duration::from_ticks(limit.as_ticks().saturating_sub(now.as_ticks())))
+    let cut = context.deadline_within(Duration::from_ticks(limit.as_ticks().saturating_sub(now.as_ticks())));
+    if cut.deadline() < context.deadline() {
+        crate::trace::deadline_cut(dependency, cut.deadline(), context.deadline(), by);
+    }
+    cut
 }

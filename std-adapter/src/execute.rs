@@ -229,7 +229,7 @@ where
 {
     async move {
         let started = inner.clock.now();
-        let context = bound::cut(context, until(), &inner.clock, started);
+        let context = bound::cut(context, until(), &inner.name, &inner.clock, started);
         let op = match Operation::start(policy, &inner.config, context, started) {
             Ok(op) => op,
             Err(e) => return finish(Err(e), inner),

@@ -20,7 +20,7 @@ use relent_core::{AfterFailure, DelaySource, Disposition, Event, MAX_EVENTS_PER_
 use tracing::Level;
 use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
-use crate::clock::HZ;
+use crate::clock::{Duration, HZ};
 
 /// The most events one step under the lock makes: a report and the poll after it, two calls into
 /// the core.
@@ -229,6 +229,19 @@ impl Observer<HZ> for Trace<'_> {
             _ => tracing::debug!(dependency, operation, event = ?event, "relent: event"),
         }
     }
+}
+
+/// An operation's deadline cut to `deadline` from the `asked` of its context, `by` the attempt it
+/// runs in or by the request's own deadline (see `bound`): logged before the operation takes the
+/// dependency's lock.
+pub(crate) fn deadline_cut(dependency: &str, deadline: Duration, asked: Duration, by: &'static str) {
+    tracing::debug!(
+        dependency,
+        deadline_us = deadline.as_ticks(),
+        asked_us = asked.as_ticks(),
+        by,
+        "relent: deadline cut"
+    );
 }
 
 #[cfg(test)]

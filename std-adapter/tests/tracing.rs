@@ -401,3 +401,43 @@ async fn a_refusal_with_no_known_end_logs_no_wait() {
         ["WARN relent: attempt refused dependency=\"payrail\" operation=2 attempt=1 code=\"bulkhead_full\""]
     );
 }
+
+/// An operation whose deadline is cut, by the attempt it runs in or by a request's own deadline,
+/// says so at DEBUG, with what it asked for: why it ended sooner than its context said. One whose
+/// deadline is already the sooner logs nothing.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_cut_by_the_enclosing_attempt_or_the_request_is_logged_with_what_was_asked() {
+    use tower::{Layer, ServiceExt};
+    let (captured, _guard) = capture(Level::DEBUG);
+    let budget =
+        || DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 10).unwrap());
+    let checkout = Dependency::with_seed("checkout", budget(), 7).unwrap();
+    let ledger = Dependency::with_seed("ledger", budget(), 7).unwrap();
+    let read =
+        |s| Context::new(Duration::from_secs(s), ReplaySafety::replayable_read(Duration::from_secs(3600)));
+    // The ledger asks for 30 s inside the checkout's 3 s attempt, then for 2 s.
+    for asked in [30, 2] {
+        checkout
+            .execute(&CHECKOUT, read(60), |_| {
+                ledger.execute(&CHECKOUT, read(asked), |_| async { Ok::<_, Busy>(()) })
+            })
+            .await
+            .unwrap();
+    }
+    // A request with 2 s left, through a layer whose own deadline is 10 s.
+    let ok = tower::service_fn(|_: http::Request<String>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    });
+    let layer = relent_tokio::RetryLayer::new(ledger, CHECKOUT, Std::from_secs(10)).layer(ok);
+    let mut request = http::Request::get("/quote").body(String::new()).unwrap();
+    request.extensions_mut().insert(relent_tokio::RequestDeadline::within(Std::from_secs(2)));
+    layer.oneshot(request).await.unwrap();
+    let cuts: Vec<String> = captured.lines().into_iter().filter(|l| l.contains("deadline cut")).collect();
+    assert_eq!(
+        cuts,
+        [
+            "DEBUG relent: deadline cut dependency=\"ledger\" deadline_us=3000000 asked_us=30000000 by=\"attempt\"",
+            "DEBUG relent: deadline cut dependency=\"ledger\" deadline_us=2000000 asked_us=10000000 by=\"request_deadline\"",
+        ]
+    );
+}
