@@ -424,20 +424,46 @@ async fn a_deadline_cut_by_the_enclosing_attempt_or_the_request_is_logged_with_w
             .await
             .unwrap();
     }
-    // A request with 2 s left, through a layer whose own deadline is 10 s.
+    // Requests through a layer whose own deadline is 10 s: one with 2 s left, alone; then inside
+    // the checkout's 3 s attempt, with 2 s left, with 5 s, and with the attempt's own expiry (the
+    // same limit twice: the attempt's is named).
     let ok = tower::service_fn(|_: http::Request<String>| async {
         Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
     });
     let layer = relent_tokio::RetryLayer::new(ledger, CHECKOUT, Std::from_secs(10)).layer(ok);
-    let mut request = http::Request::get("/quote").body(String::new()).unwrap();
-    request.extensions_mut().insert(relent_tokio::RequestDeadline::within(Std::from_secs(2)));
-    layer.oneshot(request).await.unwrap();
+    let request = |until| {
+        let mut request = http::Request::get("/quote").body(String::new()).unwrap();
+        request.extensions_mut().insert(until);
+        request
+    };
+    let within = relent_tokio::RequestDeadline::within;
+    layer.clone().oneshot(request(within(Std::from_secs(2)))).await.unwrap();
+    for left in [Some(2), Some(5), None] {
+        checkout
+            .execute(&CHECKOUT, read(60), |attempt| {
+                let until = left.map_or(relent_tokio::RequestDeadline::at(attempt.expires()), |s| {
+                    within(Std::from_secs(s))
+                });
+                layer.clone().oneshot(request(until))
+            })
+            .await
+            .unwrap();
+    }
     let cuts: Vec<String> = captured.lines().into_iter().filter(|l| l.contains("deadline cut")).collect();
+    let cut = |deadline_s: u64, asked_s: u64, by: &str| {
+        format!(
+            "DEBUG relent: deadline cut dependency=\"ledger\" deadline_us={}000000 asked_us={}000000 by=\"{by}\"",
+            deadline_s, asked_s
+        )
+    };
     assert_eq!(
         cuts,
         [
-            "DEBUG relent: deadline cut dependency=\"ledger\" deadline_us=3000000 asked_us=30000000 by=\"attempt\"",
-            "DEBUG relent: deadline cut dependency=\"ledger\" deadline_us=2000000 asked_us=10000000 by=\"request_deadline\"",
+            cut(3, 30, "attempt"),
+            cut(2, 10, "request_deadline"),
+            cut(2, 10, "request_deadline"),
+            cut(3, 10, "attempt"),
+            cut(3, 10, "attempt"),
         ]
     );
 }
