@@ -207,9 +207,9 @@ impl Dependency {
 /// The loop, and `finish` applied to its outcome. The operation ends by what `until` gives and by
 /// the expiry of the attempt it runs in, if it runs in one, when either is sooner than its
 /// context's deadline (see `bound`); `until` is a closure so that the entry points without one hold
-/// nothing for it. An `async` block rather than an `async fn` (an
-/// `async fn` copies each argument into a local of its own, so its future holds it twice), and one
-/// for both entry points (awaiting one future from another would hold both): the future holds the
+/// nothing for it. An `async` block rather than an `async fn` (an `async fn` copies each argument
+/// into a local of its own, so its future holds it twice), and one for every entry point, the
+/// layer's included (awaiting one future from another would hold both): the future holds the
 /// arguments, the operation and the attempt's own future once each, and not the attempt in flight
 /// (the operation gives it back when it is reported).
 #[allow(clippy::manual_async_fn)]

@@ -66,8 +66,9 @@ pub enum SingleAttempt {
 /// deadline. A request whose deadline has already passed is not sent: the call fails with
 /// [`HttpError::Refused`] and the problem `deadline_exceeded`. Without one, the layer's deadline
 /// alone applies, or, for a request sent from inside an attempt of relent-tokio's, the sooner of it
-/// and that attempt's expiry ([`attempt_expiry`](crate::attempt_expiry)). It rides along in every attempt's request, where the inner service can read it
-/// too (to send the time left on in a header, say).
+/// and that attempt's expiry ([`attempt_expiry`](crate::attempt_expiry)). It rides along in every
+/// attempt's request, where the inner service can read it too (to send the time left on in a
+/// header, say).
 ///
 /// ```
 /// # async fn handler() {
