@@ -17,6 +17,13 @@
 //! microsecond, rounded down, so the inner deadline is never after the outer expiry and no margin
 //! is needed. A request's `RequestDeadline` is applied on that clock read too, for the same reason.
 //!
+//! Ending first needs the inner operation's timer to fire no later than the outer attempt's. Set
+//! to the same instant, they fire in the same pass of tokio's timer driver, but on a
+//! multi-threaded runtime a worker may poll the task between two batches of that pass's wakers,
+//! with the outer timer fired and the inner one not yet. So an operation started inside an attempt
+//! also reads the clock when its attempt or wait and its timer are all pending (`timer::passed`),
+//! and ends by the clock: the outer attempt then finds it done, never waiting.
+//!
 //! What it does not reach: a task spawned from the attempt (`tokio::spawn`), which the attempt's
 //! timeout does not drop either, so it keeps its own deadlines; and the attempt's closure body,
 //! which runs before the attempt's future is first polled (`AttemptInfo::expires` is there).
@@ -116,9 +123,11 @@ pub fn attempt_expiry() -> Option<tokio::time::Instant> {
 }
 
 /// `context` cut to end by the enclosing attempt's expiry and by `until` (a request's own
-/// deadline), whichever is sooner, for an operation of `dependency` starting at `now` on `clock`.
-/// Each limit is counted to the microsecond below it, so the operation never outlasts it. Inlined
-/// for the usual case, with neither limit, which reads the thread-local and changes nothing.
+/// deadline), whichever is sooner, for an operation of `dependency` starting at `now` on `clock`,
+/// and whether the operation runs inside an attempt (its waits then also read the clock: see
+/// `timer::passed`). Each limit is counted to the microsecond below it, so the operation never
+/// outlasts it. Inlined for the usual case, with neither limit, which reads the thread-local and
+/// changes nothing.
 #[inline(always)]
 pub(crate) fn cut(
     context: Context<HZ>,
@@ -126,12 +135,12 @@ pub(crate) fn cut(
     dependency: &str,
     clock: &Clock,
     now: Instant,
-) -> Context<HZ> {
+) -> (Context<HZ>, bool) {
     let enclosing = EXPIRY.get();
     if enclosing.is_none() && until.is_none() {
-        return context;
+        return (context, false);
     }
-    cut_to(context, enclosing, until, dependency, clock, now)
+    (cut_to(context, enclosing, until, dependency, clock, now), enclosing.is_some())
 }
 
 /// `cut` with a limit, out of line. A deadline it shortens is logged at DEBUG, with what was asked

@@ -229,7 +229,7 @@ where
 {
     async move {
         let started = inner.clock.now();
-        let context = bound::cut(context, until(), &inner.name, &inner.clock, started);
+        let (context, bounded) = bound::cut(context, until(), &inner.name, &inner.clock, started);
         let op = match Operation::start(policy, &inner.config, context, started) {
             Ok(op) => op,
             Err(e) => return finish(Err(e), inner),
@@ -262,13 +262,13 @@ where
                         // attempt, which the future would then hold across the await.)
                         let expires = info.expires;
                         let call = pin!(operation(info));
-                        timer::race(call, timer.as_mut(), &inner.clock, expires).await
+                        timer::race(call, timer.as_mut(), &inner.clock, expires, bounded).await
                     };
                     report(inner, &mut running.op, result, &mut value)
                 }
                 // Holding nothing: the lock was released above.
                 Action::Wait { until } => {
-                    timer::wait_until(timer.as_mut(), inner.clock.instant(until)).await;
+                    timer::wait_until(timer.as_mut(), inner.clock.instant(until), bounded).await;
                     let op = &mut running.op;
                     inner.step(|locked, events| op.poll(inner.clock.now(), &mut locked.state, events))
                 }

@@ -53,11 +53,15 @@ fn poll_timer(
 /// first, `None` if its timeout expired first. Both are borrowed, pinned where the caller holds
 /// them, so the operation's future holds the attempt's future once. The attempt is polled with its
 /// expiry as the bound of the operations started inside it (see `bound`): one expiry serves both.
+///
+/// A `bounded` operation (one started inside another's attempt) also reads the clock when its
+/// attempt and its timer are both pending: see [`passed`].
 pub(crate) fn race<'a, F: Future>(
     mut attempt: Pin<&'a mut F>,
     mut timer: Pin<&'a mut Timer>,
     clock: &'a Clock,
     expires: Ticks,
+    bounded: bool,
 ) -> impl Future<Output = Option<F::Output>> + 'a {
     let mut armed = false;
     std::future::poll_fn(move |cx| {
@@ -79,14 +83,37 @@ pub(crate) fn race<'a, F: Future>(
         } else {
             poll_timer(timer.as_mut(), &mut arm, cx)
         };
-        expired.map(|()| None)
+        match expired {
+            Poll::Pending if bounded && passed(|| clock.instant(expires)) => Poll::Ready(None),
+            expired => expired.map(|()| None),
+        }
     })
 }
 
-/// Waits until `at` on the timer.
-pub(crate) fn wait_until(mut timer: Pin<&mut Timer>, at: Instant) -> impl Future<Output = ()> + '_ {
+/// Waits until `at` on the timer; a `bounded` operation's wait also ends when the clock says `at`
+/// has passed (see [`passed`]).
+pub(crate) fn wait_until(
+    mut timer: Pin<&mut Timer>,
+    at: Instant,
+    bounded: bool,
+) -> impl Future<Output = ()> + '_ {
     let mut arm = Some(move || at);
-    std::future::poll_fn(move |cx| poll_timer(timer.as_mut(), &mut arm, cx))
+    std::future::poll_fn(move |cx| match poll_timer(timer.as_mut(), &mut arm, cx) {
+        Poll::Pending if bounded && passed(|| at) => Poll::Ready(()),
+        ready => ready,
+    })
+}
+
+/// Whether tokio's clock has reached `at`, whatever its timer says. For an operation started inside
+/// another's attempt, whose last instant is that attempt's expiry: tokio fires the timers of a
+/// millisecond under its driver's lock, and wakes their tasks 32 at a time with the lock released.
+/// The outer attempt's timer may fire in one batch and the inner operation's, set to the same
+/// instant, in the next; a worker that polls the task in between would see the outer attempt
+/// expired and the inner operation still waiting, and time the outer attempt out, which is
+/// retryable. Read here, the clock ends the inner operation first. Only such operations read it,
+/// and only on a poll that finds both their attempt (or wait) and their timer pending.
+fn passed(at: impl FnOnce() -> Instant) -> bool {
+    Instant::now() >= at()
 }
 
 #[cfg(test)]
@@ -106,7 +133,7 @@ mod tests {
         let clock = Clock::starting_now();
         let mut timer = pin!(None);
         let attempt = pin!(std::future::ready(7));
-        assert_eq!(race(attempt, timer.as_mut(), &clock, tick(Duration::from_secs(1))).await, Some(7));
+        assert_eq!(race(attempt, timer.as_mut(), &clock, tick(Duration::from_secs(1)), false).await, Some(7));
         assert!(timer.is_none(), "a timer was created for an attempt that never waited");
     }
 
@@ -115,8 +142,44 @@ mod tests {
         let (clock, start) = (Clock::starting_now(), Instant::now());
         let mut timer = pin!(None);
         let attempt = pin!(std::future::pending::<u8>());
-        assert_eq!(race(attempt, timer.as_mut(), &clock, tick(Duration::from_millis(2_500))).await, None);
+        assert_eq!(
+            race(attempt, timer.as_mut(), &clock, tick(Duration::from_millis(2_500)), false).await,
+            None
+        );
         assert_eq!(Instant::now() - start, Duration::from_millis(2_500));
+    }
+
+    /// Polls `fut` once, from the task's own poll: no timer is processed in between.
+    async fn poll_once<F: Future>(mut fut: Pin<&mut F>) -> Poll<F::Output> {
+        std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+    }
+
+    /// On the real clock, with the thread blocked past the expiry so that tokio's driver has not
+    /// fired the timer yet: a bounded race and wait end by the clock at their next poll, and
+    /// unbounded ones wait for their timer, as tokio's own timeout does.
+    #[test]
+    fn a_bounded_race_or_wait_ends_by_the_clock_before_its_timer_fires() {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        runtime.block_on(async {
+            for bounded in [false, true] {
+                let (clock, start) = (Clock::starting_now(), Instant::now());
+                let mut timer = pin!(None);
+                let attempt = pin!(std::future::pending::<u8>());
+                let mut raced =
+                    pin!(race(attempt, timer.as_mut(), &clock, tick(Duration::from_millis(5)), bounded));
+                assert!(poll_once(raced.as_mut()).await.is_pending(), "at first");
+                std::thread::sleep(Duration::from_millis(10));
+                let expected = if bounded { Poll::Ready(None) } else { Poll::Pending };
+                assert_eq!(poll_once(raced.as_mut()).await, expected, "race, bounded: {bounded}");
+
+                let mut timer = pin!(None);
+                let mut waited = pin!(wait_until(timer.as_mut(), start + Duration::from_millis(15), bounded));
+                assert!(poll_once(waited.as_mut()).await.is_pending(), "at first");
+                std::thread::sleep(Duration::from_millis(10));
+                let expected = if bounded { Poll::Ready(()) } else { Poll::Pending };
+                assert_eq!(poll_once(waited.as_mut()).await, expected, "wait, bounded: {bounded}");
+            }
+        });
     }
 
     #[tokio::test(start_paused = true)]
@@ -129,17 +192,20 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(1)).await;
             "answered"
         });
-        assert_eq!(race(slow, timer.as_mut(), &clock, tick(Duration::from_secs(3))).await, Some("answered"));
+        assert_eq!(
+            race(slow, timer.as_mut(), &clock, tick(Duration::from_secs(3)), false).await,
+            Some("answered")
+        );
         assert!(timer.is_some());
         // A backoff on the same timer ends at its own instant, not at the old 3 s.
-        wait_until(timer.as_mut(), start + Duration::from_millis(1_200)).await;
+        wait_until(timer.as_mut(), start + Duration::from_millis(1_200), false).await;
         assert_eq!(Instant::now() - start, Duration::from_millis(1_200));
         // And the next attempt's timeout at its own expiry, earlier than the first one's.
         let hung = pin!(std::future::pending::<&str>());
-        assert_eq!(race(hung, timer.as_mut(), &clock, tick(Duration::from_millis(2_000))).await, None);
+        assert_eq!(race(hung, timer.as_mut(), &clock, tick(Duration::from_millis(2_000)), false).await, None);
         assert_eq!(Instant::now() - start, Duration::from_millis(2_000));
         // A wait for an instant already past ends at once.
-        wait_until(timer.as_mut(), start).await;
+        wait_until(timer.as_mut(), start, false).await;
         assert_eq!(Instant::now() - start, Duration::from_millis(2_000));
     }
 
@@ -161,8 +227,10 @@ mod tests {
             // the attempt's timeout does not.
             tokio::time::advance(Duration::from_secs(61)).await;
         });
-        let raced =
-            tokio::time::timeout(Duration::from_secs(60), race(greedy, timer.as_mut(), &clock, expires));
+        let raced = tokio::time::timeout(
+            Duration::from_secs(60),
+            race(greedy, timer.as_mut(), &clock, expires, false),
+        );
         assert_eq!(raced.await, Ok(None), "the attempt's timeout never fired");
         mover.await.unwrap();
     }
