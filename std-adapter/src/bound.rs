@@ -155,6 +155,7 @@ fn cut_to(
     now: Instant,
 ) -> Context<HZ> {
     let (limit, by) = match (enclosing, until) {
+        // Not reached: `cut` returns the context as it is first.
         (None, None) => return context,
         // The attempt's own dependency: the same ticks, no conversion.
         (Some(e), None) if e.clock == *clock => (e.at, "attempt"),

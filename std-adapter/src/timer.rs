@@ -84,7 +84,7 @@ pub(crate) fn race<'a, F: Future>(
             poll_timer(timer.as_mut(), &mut arm, cx)
         };
         match expired {
-            Poll::Pending if bounded && passed(|| clock.instant(expires)) => Poll::Ready(None),
+            Poll::Pending if bounded && passed(clock.instant(expires)) => Poll::Ready(None),
             expired => expired.map(|()| None),
         }
     })
@@ -99,7 +99,7 @@ pub(crate) fn wait_until(
 ) -> impl Future<Output = ()> + '_ {
     let mut arm = Some(move || at);
     std::future::poll_fn(move |cx| match poll_timer(timer.as_mut(), &mut arm, cx) {
-        Poll::Pending if bounded && passed(|| at) => Poll::Ready(()),
+        Poll::Pending if bounded && passed(at) => Poll::Ready(()),
         ready => ready,
     })
 }
@@ -112,8 +112,8 @@ pub(crate) fn wait_until(
 /// expired and the inner operation still waiting, and time the outer attempt out, which is
 /// retryable. Read here, the clock ends the inner operation first. Only such operations read it,
 /// and only on a poll that finds both their attempt (or wait) and their timer pending.
-fn passed(at: impl FnOnce() -> Instant) -> bool {
-    Instant::now() >= at()
+fn passed(at: Instant) -> bool {
+    Instant::now() >= at
 }
 
 #[cfg(test)]
