@@ -77,6 +77,26 @@ pub struct Done<T, E> {
     pub value: Option<T>,
     /// Disposition, problem code, attempts, time waited and used, last failure.
     pub completion: Completion<HZ, AttemptError<E>>,
+    /// The restart of the core's clock the completion's instants were read in (see
+    /// [`Done::retry_at`]); nothing with 64-bit ticks.
+    epoch: Epoch,
+}
+
+impl<T, E> Done<T, E> {
+    /// For a deferred or rejected operation, the earliest instant to try again on embassy-time's
+    /// clock, where known: the completion's `not_before` (a Retry-After or a "busy, retry in N s"
+    /// beyond the policy's patience, the cooldown it started, the duty cycle's next free airtime),
+    /// ready for `embassy_time::Timer::at`.
+    ///
+    /// Right however long the `Done` is kept: with 32-bit ticks the core's clock restarts every
+    /// 2^30 ticks (17.9 minutes at 1 MHz), and `not_before` is on the clock as it was when the
+    /// operation ended, so converting it later with [`to_embassy`](crate::to_embassy), after a
+    /// restart, would be 2^30 ticks late. This converts it through the restart it was read in.
+    /// (relent-tokio gives the same as a wait, `retry_in`, since a tokio instant cannot be kept
+    /// across processes; an embassy instant is the clock since boot, and a firmware task keeps it.)
+    pub fn retry_at(&self) -> Option<embassy_time::Instant> {
+        self.completion.not_before.map(|t| self.epoch.to_embassy(t))
+    }
 }
 
 /// The operation being run: abandoned if the future running it is dropped before it ends.
@@ -317,7 +337,8 @@ where
             };
         }
         match running.op.take_completion() {
-            Some(completion) => Ok(Done { value, completion }),
+            // The operation's epoch is the last step's (`with` moved it on): the completion's.
+            Some(completion) => Ok(Done { value, completion, epoch: running.epoch }),
             // The core's contract: once poll has said Done, the completion is there. No message:
             // on a Cortex-M its formatting cost 36 bytes of flash for a line that cannot print.
             None => unreachable!(),

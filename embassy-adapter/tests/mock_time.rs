@@ -149,6 +149,30 @@ fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
     assert_eq!(scheduled, [1_000_000], "1 s in embassy ticks (1 MHz with the mock driver)");
 }
 
+/// A "busy, retry in 100 s" beyond the policy's 2 s maximum delay defers the operation; `retry_at`
+/// names the instant to try again on embassy's clock, to the tick, ready for `Timer::at`. A success
+/// has none.
+#[test]
+fn a_deferral_says_when_to_try_again_on_embassys_clock() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    MockDriver::get().reset();
+    let link = shared();
+    let mut rng = rng();
+    MockDriver::get().advance(embassy_time::Duration::from_millis(250));
+    let t0 = embassy_time::Instant::now();
+    let busy = run(link.execute(&CHECKOUT, read(10_000), &mut rng, |_| async {
+        embassy_time::Timer::after_millis(40).await;
+        Err::<(), _>(LinkError::Busy(100))
+    }))
+    .unwrap();
+    assert_eq!(busy.completion.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
+    assert_eq!(busy.retry_at(), Some(t0 + embassy_time::Duration::from_millis(100_040)));
+    let ok =
+        run(link.execute(&CHECKOUT, read(10_000), &mut rng, |_| async { Ok::<_, LinkError>(()) })).unwrap();
+    assert!(ok.completion.is_success());
+    assert_eq!(ok.retry_at(), None);
+}
+
 /// The observer runs under the dependency's lock (`execute_with` says so): a call back into the
 /// dependency from it finds the state borrowed.
 #[test]
@@ -338,6 +362,31 @@ mod restarts {
         assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
         assert_eq!(done.completion.summary.elapsed, Duration::from_millis(7_500));
         assert!(relent_embassy::now().as_ticks() < (1 << 31), "the core's clock restarted");
+    }
+
+    /// An operation that starts before a restart (a "busy, retry in 1 s" waited across it) and is
+    /// deferred after it by a "busy, retry in 100 s": `retry_at` names the instant on embassy's
+    /// clock, and still does when the `Done` is kept past the next restart, where converting
+    /// `not_before` then would be 2^30 ticks (17.9 minutes) late.
+    #[test]
+    fn a_deferral_kept_across_a_restart_still_says_when_to_try_again() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let link = shared();
+        let mut rng = rng();
+        let t0 = at(RESTART - 1_000_000);
+        let busy = run(link.execute(&CHECKOUT, read(10_000), &mut rng, |info| async move {
+            Err::<(), _>(LinkError::Busy(if info.number() == 1 { 1 } else { 100 }))
+        }))
+        .unwrap();
+        assert_eq!(busy.completion.summary.dispatched, 2);
+        assert_eq!(busy.completion.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
+        let when = t0 + embassy_time::Duration::from_secs(101);
+        assert_eq!(busy.retry_at(), Some(when));
+        at(RESTART + (1 << 30) + 1_000);
+        assert_eq!(busy.retry_at(), Some(when));
+        let late = busy.completion.not_before.map(relent_embassy::to_embassy);
+        assert_eq!(late, Some(when + embassy_time::Duration::from_ticks(1 << 30)));
     }
 
     /// A network "busy for 100 s" pauses the link with a cooldown that outlives a restart.

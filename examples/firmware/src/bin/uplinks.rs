@@ -137,12 +137,10 @@ async fn main(_spawner: Spawner) {
             Disposition::Rejected => rejected += 1,
             Disposition::Failed => failed += 1,
         }
-        // Both instants on the core's clock, so no conversion to embassy's.
-        #[allow(clippy::useless_conversion)] // A conversion only with 32-bit ticks.
-        let again = c
-            .not_before
-            .and_then(|t| t.checked_duration_since(relent_embassy::now()))
-            .map_or(0, |d| u64::from(d.as_secs()));
+        // On embassy's clock: right however long `done` is kept (the core's clock may restart).
+        let again = done
+            .retry_at()
+            .map_or(0, |t| t.saturating_duration_since(embassy_time::Instant::now()).as_secs());
         hprintln!(
             "uplink {:02} at {:>6} ms: {}{}{} | attempts {} | waited {} ms{}{}",
             n,
