@@ -9,7 +9,6 @@
 # Needs arm-none-eabi-size (Debian: binutils-arm-none-eabi) and qemu-system-arm.
 set -euo pipefail
 cd "$(dirname "$0")"
-target_dir="${CARGO_TARGET_DIR:-target}"
 # Panic messages carry the source path of relent-core and relent-embassy (path dependencies, given
 # to rustc as absolute paths), so the checkout's location changed the flash figures by a few bytes.
 # Mapped to one prefix, they are the same wherever the checkout is. Cargo joins these flags to
@@ -18,19 +17,77 @@ root=$(cd ../.. && pwd)
 export CARGO_TARGET_THUMBV7M_NONE_EABI_RUSTFLAGS="--remap-path-prefix=$root=/relent"
 export CARGO_TARGET_THUMBV6M_NONE_EABI_RUSTFLAGS="--remap-path-prefix=$root=/relent"
 
-measure() { # target binary [cargo flags...] -> "text data bss peak-stack"
+# Every build is made first, one after another (cargo's lock), and its ELF copied aside; then the
+# builds run on their boards, as many at a time as there are cores. With -icount and sleep=off a
+# run's guest time, and so its output and its peak stack, come from the instructions it runs alone,
+# whatever else the machine does. Each run's output is kept in $SIZE_LOGS (a directory of its own
+# otherwise) as NAME.out beside NAME.elf, NAME as `name` gives it; CI checks the example's, as it
+# runs, from there.
+logs="${SIZE_LOGS:-$(mktemp -d)}"
+mkdir -p "$logs"
+name() { # target binary [cargo flags...] -> the run's name: uplinks-nodefault-ticks-u32-thumbv7m-none-eabi
   local target=$1 bin=$2
   shift 2
-  local out
-  out=$(cargo run -q --release --target "$target" --bin "$bin" "$@" 2>&1) || {
-    echo "$bin $* failed on $target:" >&2
-    echo "$out" >&2
-    exit 1
-  }
-  local peak
-  peak=$(sed -nE 's/^RAM: .* peak stack ([0-9]+) bytes.*$/\1/p' <<<"$out" | sort -n | tail -n 1)
-  echo "$(arm-none-eabi-size "$target_dir/$target/release/$bin" | tail -n 1 | awk '{print $1, $2, $3}') $peak"
+  local flags="$*"
+  flags=${flags//--no-default-features/nodefault}
+  flags=${flags//--features /}
+  flags=${flags// /-}
+  echo "$bin${flags:+-$flags}-$target"
 }
+declare -A elf target_of
+order=()
+build() { # target binary [cargo flags...]
+  local target=$1 bin=$2 n
+  n=$(name "$@")
+  shift 2
+  local built
+  built=$(cargo build -q --release --target "$target" --bin "$bin" "$@" --message-format=json |
+    sed -nE 's/.*"executable":"([^"]+)".*/\1/p')
+  test -n "$built"
+  # The next feature set's build replaces it: a copy of its own.
+  elf[$n]="$logs/$n.elf"
+  cp "$built" "${elf[$n]}"
+  target_of[$n]=$target
+  order+=("$n")
+}
+# The runner .cargo/config.toml gives a target, read from there so that the two stay one.
+runner() { sed -nE "/^\[target\.$1\]/,/^\[/ s/^runner = \"(.*)\"$/\1/p" .cargo/config.toml; }
+run() { # name
+  local n=$1 command
+  command=$(runner "${target_of[$n]}")
+  test -n "$command"
+  # shellcheck disable=SC2086 # the runner is a command and its arguments
+  timeout 600 $command "${elf[$n]}" > "$logs/$n.out" 2>&1 || touch "$logs/$n.failed"
+}
+measure() { # target binary [cargo flags...] -> "text data bss peak-stack"
+  local n peak
+  n=$(name "$@")
+  peak=$(sed -nE 's/^RAM: .* peak stack ([0-9]+) bytes.*$/\1/p' "$logs/$n.out" | sort -n | tail -n 1)
+  echo "$(arm-none-eabi-size "${elf[$n]}" | tail -n 1 | awk '{print $1, $2, $3}') $peak"
+}
+
+for target in thumbv7m-none-eabi thumbv6m-none-eabi; do
+  build "$target" baseline
+  build "$target" uplinks --no-default-features
+  build "$target" uplinks --no-default-features --features ticks-u32
+  build "$target" uplinks --no-default-features --features ticks-u32,cooldown
+  build "$target" uplinks --no-default-features --features ticks-u32,cooldown,duty-cycle
+  build "$target" uplinks
+done
+rm -f "$logs"/*.failed
+cores=$(nproc)
+for n in "${order[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$cores" ]; do wait -n || true; done
+  run "$n" &
+done
+wait
+for n in "${order[@]}"; do
+  if [ -e "$logs/$n.failed" ]; then
+    echo "$n failed on ${target_of[$n]}:" >&2
+    cat "$logs/$n.out" >&2
+    exit 1
+  fi
+done
 
 for target in thumbv7m-none-eabi thumbv6m-none-eabi; do
   read -r bt bd bb bs < <(measure "$target" baseline)
