@@ -20,7 +20,6 @@ const STEP: u64 = 1 << 30;
 
 /// The restart of the core's clock that an instant was read in. Empty with 64-bit ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Epoch {
     #[cfg(feature = "ticks-u32")]
     steps: u32,

@@ -69,8 +69,6 @@ impl AttemptInfo {
 }
 
 /// The value, if an attempt succeeded, and how the operation went.
-#[derive(Debug)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct Done<T, E> {
     /// The value of the attempt that succeeded.
@@ -80,6 +78,23 @@ pub struct Done<T, E> {
     /// The restart of the core's clock the completion's instants were read in (see
     /// [`Done::retry_at`]); nothing with 64-bit ticks.
     epoch: Epoch,
+}
+
+/// The value and the completion; the epoch is how `retry_at` reads the completion, not part of it.
+impl<T: core::fmt::Debug, E: core::fmt::Debug> core::fmt::Debug for Done<T, E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Done")
+            .field("value", &self.value)
+            .field("completion", &self.completion)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl<T: defmt::Format, E: defmt::Format> defmt::Format for Done<T, E> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "Done {{ value: {}, completion: {}, .. }}", self.value, self.completion)
+    }
 }
 
 impl<T, E> Done<T, E> {

@@ -151,7 +151,7 @@ fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
 
 /// A "busy, retry in 100 s" beyond the policy's 2 s maximum delay defers the operation; `retry_at`
 /// names the instant to try again on embassy's clock, to the tick, ready for `Timer::at`. A success
-/// has none.
+/// has none. `{:?}` of a `Done` shows its value and completion.
 #[test]
 fn a_deferral_says_when_to_try_again_on_embassys_clock() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -167,6 +167,9 @@ fn a_deferral_says_when_to_try_again_on_embassys_clock() {
     .unwrap();
     assert_eq!(busy.completion.problem, Some(Problem::RetryAfterExceedsMaximumDelay));
     assert_eq!(busy.retry_at(), Some(t0 + embassy_time::Duration::from_millis(100_040)));
+    // `{:?}` shows the value and the completion, not how `retry_at` reads it.
+    let shown = format!("{busy:?}");
+    assert_eq!(shown, format!("Done {{ value: None, completion: {:?}, .. }}", busy.completion));
     let ok =
         run(link.execute(&CHECKOUT, read(10_000), &mut rng, |_| async { Ok::<_, LinkError>(()) })).unwrap();
     assert!(ok.completion.is_success());
