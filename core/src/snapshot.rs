@@ -562,7 +562,7 @@ mod tests {
     /// The snapshot's bytes, fixed for two feature sets: every protection compiled in, and none. CI
     /// runs both with 64-bit and with 32-bit ticks, which must write the same bytes, and the first
     /// under miri on a big-endian target too (`cargo +nightly miri test -p relent-core --lib
-    /// --target s390x-unknown-linux-gnu snapshot::`).
+    /// --target powerpc-unknown-linux-gnu`).
     #[cfg(any(
         all(
             feature = "token-bucket",
