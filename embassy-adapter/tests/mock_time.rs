@@ -227,6 +227,7 @@ fn a_frame_over_the_duty_cycle_waits_on_embassys_timer_or_is_deferred_to_the_tic
     let done = run(radio.execute(&CHECKOUT, frame(10_000), &mut rng, &mut send)).unwrap();
     assert_eq!(done.completion.problem, Some(Problem::DutyCycleExceeded));
     assert_eq!(done.completion.not_before, Some(relent_embassy::Instant::from_ticks(100_400_000)));
+    assert_eq!(done.retry_at(), Some(embassy_time::Instant::from_millis(100_400)));
     // At 99 s the wait is 1.4 s, within the maximum delay: it waits on embassy's timer and goes at
     // exactly 100.4 s.
     run(async { embassy_time::Timer::at(embassy_time::Instant::from_secs(99)).await });
