@@ -104,11 +104,12 @@ impl<T, E> Done<T, E> {
     /// ready for `embassy_time::Timer::at`.
     ///
     /// Right however long the `Done` is kept: with 32-bit ticks the core's clock restarts every
-    /// 2^30 ticks (17.9 minutes at 1 MHz), and `not_before` is on the clock as it was when the
-    /// operation ended, so converting it later with [`to_embassy`](crate::to_embassy), after a
-    /// restart, would be 2^30 ticks late. This converts it through the restart it was read in.
-    /// (relent-tokio gives the same as a wait, `retry_in`, since a tokio instant cannot be kept
-    /// across processes; an embassy instant is the clock since boot, and a firmware task keeps it.)
+    /// 2^30 ticks (17.9 minutes at embassy-time's default 1 MHz), and `not_before` is on the clock
+    /// as it was when the operation ended, so converting it later with
+    /// [`to_embassy`](crate::to_embassy), after a restart, would be 2^30 ticks late. This converts
+    /// it through the restart it was read in. (relent-tokio gives the same as a wait from the
+    /// operation's end, `retry_in`, which a service passes on, in a Retry-After header for one;
+    /// firmware waits for an instant, with `Timer::at`.)
     pub fn retry_at(&self) -> Option<embassy_time::Instant> {
         self.completion.not_before.map(|t| self.epoch.to_embassy(t))
     }
