@@ -100,6 +100,28 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<std::time::Du
     })
 }
 
+/// A wait as a `Retry-After` value for a response of your own: delta-seconds, rounded up, so that
+/// a caller that waits what it says never comes back sooner. What a service answers its own caller
+/// with, in a 503 or a 429, when an operation it ran for that caller was deferred or rejected with
+/// a known end ([`Error::retry_in`](crate::Error::retry_in), [`RetryReport::retry_in`]): seed 003's
+/// "returned to you", passed on one layer up. Delta-seconds rather than a date: no clock of the
+/// caller's needs to agree with this one.
+///
+/// [`RetryReport::retry_in`]: crate::RetryReport::retry_in
+///
+/// ```
+/// use std::time::Duration;
+/// use relent_tokio::http::retry_after_value;
+///
+/// assert_eq!(retry_after_value(Duration::from_secs(18)), "18");
+/// assert_eq!(retry_after_value(Duration::from_millis(17_200)), "18"); // never sooner
+/// assert_eq!(retry_after_value(Duration::ZERO), "0");
+/// ```
+pub fn retry_after_value(wait: std::time::Duration) -> http::HeaderValue {
+    let seconds = wait.as_secs().saturating_add(u64::from(wait.subsec_nanos() > 0));
+    http::HeaderValue::from(seconds)
+}
+
 /// `value` as delta-seconds, already trimmed. More seconds than `u64` holds is "a very long
 /// time", not garbage.
 fn delta_seconds(value: &str) -> Option<std::time::Duration> {
@@ -384,6 +406,28 @@ mod tests {
             headers.insert(header::DATE, at(sent).parse().unwrap());
             headers.insert(header::RETRY_AFTER, wait.to_string().parse().unwrap());
             proptest::prop_assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(wait)));
+        }
+
+        /// A wait passed on as a `Retry-After` reads back, through this module's own parser, as the
+        /// whole seconds at or above it: never sooner, and less than a second later. The one
+        /// exception is past `u64::MAX` seconds, the most the value can say, where a fraction
+        /// saturates down to it.
+        #[test]
+        fn a_wait_passed_on_reads_back_as_the_whole_seconds_at_or_above_it(
+            secs in proptest::prop_oneof![
+                0u64..100_000,
+                proptest::strategy::Just(u64::MAX - 1),
+                proptest::strategy::Just(u64::MAX),
+            ],
+            nanos in proptest::prop_oneof![proptest::strategy::Just(0u32), 1u32..1_000_000_000],
+        ) {
+            let wait = Duration::new(secs, nanos);
+            let mut headers = HeaderMap::new();
+            headers.insert(header::RETRY_AFTER, retry_after_value(wait));
+            let back = retry_after(&headers, std::time::UNIX_EPOCH).unwrap();
+            let expected = if nanos == 0 { secs } else { secs.saturating_add(1) };
+            proptest::prop_assert_eq!(back, Duration::from_secs(expected));
+            proptest::prop_assert!(back >= wait || secs == u64::MAX);
         }
     }
 

@@ -224,6 +224,8 @@ async fn an_open_circuit_fails_fast_in_call_without_touching_the_inner_service()
         (Disposition::Rejected, Some(Problem::CircuitOpen), 0)
     );
     assert_eq!(report.retry_in, Some(ms(18_000)), "what is left of the 30 s break");
+    // What this service tells its own caller, in a 503 of its own.
+    assert_eq!(relent_tokio::http::retry_after_value(report.retry_in.unwrap()), "18");
     assert_eq!(provider.attempts("/down").len(), 1, "no second request reached the provider");
 }
 
