@@ -95,7 +95,8 @@ impl<E> Error<E> {
     /// it started, the circuit's break, the next rate-limit unit or the airtime to wait for.
     /// `None` for an operation that failed, and for a refusal with no end in sight (a full
     /// bulkhead). Waited from the moment the error is returned, it never tries sooner than the
-    /// dependency would allow.
+    /// dependency would allow. To pass it on to a caller of your own, in a 503's `Retry-After`:
+    /// [`http::retry_after_value`](crate::http::retry_after_value).
     pub fn retry_in(&self) -> Option<std::time::Duration> {
         match self {
             Self::Start(_) => None,
