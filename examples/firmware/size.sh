@@ -23,8 +23,14 @@ export CARGO_TARGET_THUMBV6M_NONE_EABI_RUSTFLAGS="--remap-path-prefix=$root=/rel
 # whatever else the machine does. Each run's output is kept in $SIZE_LOGS (a directory of its own
 # otherwise) as NAME.out beside NAME.elf, NAME as `name` gives it; CI checks the example's, as it
 # runs, from there.
-logs="${SIZE_LOGS:-$(mktemp -d)}"
-mkdir -p "$logs"
+if [ -n "${SIZE_LOGS:-}" ]; then
+  logs=$SIZE_LOGS
+  mkdir -p "$logs"
+else
+  # Twelve ELFs and their logs: gone when the script ends, unless asked for.
+  logs=$(mktemp -d)
+  trap 'rm -rf "$logs"' EXIT
+fi
 name() { # target binary [cargo flags...] -> the run's name: uplinks-nodefault-ticks-u32-thumbv7m-none-eabi
   local target=$1 bin=$2
   shift 2
@@ -82,7 +88,8 @@ for n in "${order[@]}"; do
 done
 wait
 for n in "${order[@]}"; do
-  if [ -e "$logs/$n.failed" ]; then
+  # A run that printed no RAM line would read below as a peak stack of 0.
+  if [ -e "$logs/$n.failed" ] || ! grep -q "^RAM: " "$logs/$n.out"; then
     echo "$n failed on ${target_of[$n]}:" >&2
     cat "$logs/$n.out" >&2
     exit 1
