@@ -6,6 +6,7 @@
 //! knows nothing of HTTP; the tokio adapter ships helpers that map 429/503 and Retry-After onto a
 //! [`Verdict`].
 
+use crate::completion::{Completion, Disposition, Problem};
 use crate::time::Duration;
 
 /// The caller's judgement of one failed attempt.
@@ -132,6 +133,78 @@ impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Atte
     }
 }
 
+/// How an operation ended, as much of it as an operation that ran it inside one of its own attempts
+/// needs to judge it: the one rule behind the adapters' `Classify` of an operation's end (seed 000,
+/// "Where the Retry Lives": exactly one layer retries; three layers of three attempts are 27 calls).
+///
+/// [`Ended::verdict`] says:
+/// - An inner operation that could retry was the retrying layer. Whether it spent its attempts,
+///   its budget refused a retry (the SRE book's "overloaded; don't retry"), its deadline or replay
+///   statement ran out, or its failure was not retryable: not retryable.
+/// - One whose policy allowed a single attempt, spent on the first, left the retrying to its
+///   caller: the verdict on that attempt's failure (`single`).
+/// - One deferred or rejected with a known wait (a Retry-After it could not wait, a cooldown, an
+///   open circuit, a rate limit, airtime): retryable after that wait, so that an outer operation
+///   with more patience waits for it, and one with less defers in turn, with the same wait.
+/// - A refusal with no end in sight (a full bulkhead), and a success: not retryable.
+///
+/// ```
+/// use relent_core::{Disposition, Duration, Ended, Problem, Verdict};
+///
+/// let busy = Ended::<1_000> {
+///     disposition: Disposition::Deferred,
+///     problem: Some(Problem::RetryAfterExceedsMaximumDelay),
+///     dispatched: 1,
+///     retry_in: Some(Duration::<1_000>::from_secs(30)),
+/// };
+/// assert_eq!(busy.verdict(|| Verdict::Retryable), Verdict::RetryableAfter(Duration::<1_000>::from_secs(30)));
+/// let spent = Ended::<1_000> { disposition: Disposition::Failed, problem: Some(Problem::AttemptsExhausted), dispatched: 3, retry_in: None };
+/// assert_eq!(spent.verdict(|| Verdict::Retryable), Verdict::NotRetryable);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Ended<const HZ: u64> {
+    /// How it ended.
+    pub disposition: Disposition,
+    /// Why, where there is a problem code.
+    pub problem: Option<Problem>,
+    /// The attempts it dispatched.
+    pub dispatched: u8,
+    /// For a deferred or rejected operation, the wait from now until it may be tried again, where
+    /// known (the completion's `not_before`, less now).
+    pub retry_in: Option<Duration<HZ>>,
+}
+
+impl<const HZ: u64> Ended<HZ> {
+    /// `completion`'s end, with the wait its `not_before` leaves from now (`retry_in`).
+    pub const fn of<E>(completion: &Completion<HZ, E>, retry_in: Option<Duration<HZ>>) -> Self {
+        Self {
+            disposition: completion.disposition,
+            problem: completion.problem,
+            dispatched: completion.summary.dispatched,
+            retry_in,
+        }
+    }
+
+    /// The verdict of the operation that ran this one in an attempt (the rule above). `single` is
+    /// the verdict on the last failure itself, asked for only when the inner operation's policy
+    /// allowed it one attempt.
+    pub fn verdict(&self, single: impl FnOnce() -> Verdict<HZ>) -> Verdict<HZ> {
+        match self.disposition {
+            Disposition::Deferred | Disposition::Rejected => match self.retry_in {
+                Some(wait) => Verdict::RetryableAfter(wait),
+                None => Verdict::NotRetryable,
+            },
+            Disposition::Failed
+                if self.problem == Some(Problem::AttemptsExhausted) && self.dispatched == 1 =>
+            {
+                single()
+            }
+            Disposition::Failed | Disposition::Succeeded => Verdict::NotRetryable,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -194,5 +267,71 @@ mod tests {
         let failed = AttemptError::<1_000, _>::Failed(Unreachable(Refused));
         assert_eq!(failed.to_string(), "host unreachable");
         assert_eq!(failed.source().map(ToString::to_string).as_deref(), Some("connection refused"));
+    }
+
+    /// Every disposition, with and without a wait, one attempt and three: the outer verdict.
+    #[test]
+    fn an_inner_operations_end_is_retried_by_its_caller_only_when_it_left_the_retrying_to_it() {
+        type D = Duration<1_000>;
+        let end = |disposition, problem, dispatched, retry_in| Ended::<1_000> {
+            disposition,
+            problem,
+            dispatched,
+            retry_in,
+        };
+        let wait = Some(D::from_secs(30));
+        let single = || Verdict::RetryableAfter(D::from_millis(5));
+        let verdicts = [
+            // The inner operation retried: its caller does not.
+            (end(Disposition::Failed, Some(Problem::AttemptsExhausted), 3, None), Verdict::NotRetryable),
+            (end(Disposition::Failed, Some(Problem::RetryBudgetExhausted), 2, None), Verdict::NotRetryable),
+            (end(Disposition::Failed, Some(Problem::DeadlineExceeded), 1, None), Verdict::NotRetryable),
+            (end(Disposition::Failed, None, 1, None), Verdict::NotRetryable),
+            // A policy of one attempt: the caller retries by the failure's own verdict.
+            (end(Disposition::Failed, Some(Problem::AttemptsExhausted), 1, None), single()),
+            // Deferred or rejected: the wait is handed up, or nothing when there is none.
+            (
+                end(Disposition::Deferred, Some(Problem::RetryAfterExceedsDeadline), 1, wait),
+                Verdict::RetryableAfter(D::from_secs(30)),
+            ),
+            (
+                end(Disposition::Rejected, Some(Problem::CircuitOpen), 0, wait),
+                Verdict::RetryableAfter(D::from_secs(30)),
+            ),
+            (end(Disposition::Rejected, Some(Problem::BulkheadFull), 0, None), Verdict::NotRetryable),
+            (end(Disposition::Succeeded, None, 1, None), Verdict::NotRetryable),
+        ];
+        for (ended, verdict) in verdicts {
+            assert_eq!(ended.verdict(single), verdict, "{ended:?}");
+        }
+    }
+
+    #[test]
+    fn an_end_is_read_from_the_completion_with_the_wait_given() {
+        let completion = Completion::<1_000, Refused> {
+            operation: crate::OperationId(7),
+            disposition: Disposition::Rejected,
+            problem: Some(Problem::CooldownActive),
+            summary: crate::Summary {
+                dispatched: 0,
+                retries: 0,
+                waited: Duration::from_ticks(0),
+                elapsed: Duration::from_ticks(0),
+            },
+            last_failure: None,
+            retry_after: None,
+            not_before: Some(crate::Instant::from_ticks(9_000)),
+        };
+        let wait = Some(Duration::<1_000>::from_ticks(4_000));
+        let ended = Ended::of(&completion, wait);
+        assert_eq!(
+            ended,
+            Ended {
+                disposition: Disposition::Rejected,
+                problem: Some(Problem::CooldownActive),
+                dispatched: 0,
+                retry_in: wait
+            }
+        );
     }
 }

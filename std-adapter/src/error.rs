@@ -143,7 +143,8 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
 /// An operation run inside another's attempt: seed 000's rule that exactly one layer retries an
 /// operation ("Where the Retry Lives": 3 attempts at each of three layers are 27 calls from one
 /// click). An outer operation whose attempt runs an inner `execute` and returns its `Error` as the
-/// attempt's failure gets this verdict:
+/// attempt's failure gets this verdict ([`relent_core::Ended`]'s rule, which relent-embassy's
+/// `Error` follows too):
 ///
 /// - An inner operation whose policy allows one attempt did not retry, so the outer is the layer
 ///   that does: its last failure's own verdict, as the inner classified it.
@@ -198,41 +199,8 @@ impl<E: relent_core::Classify<HZ>> relent_core::Classify<HZ> for Error<E> {
         let Self::Ended { completion, retry_in, .. } = self else {
             return Verdict::NotRetryable;
         };
-        let ended = Ended {
-            disposition: completion.disposition,
-            problem: completion.problem,
-            dispatched: completion.summary.dispatched,
-            retry_in: *retry_in,
-        };
+        let ended = relent_core::Ended::of(completion, retry_in.map(crate::clock::ticks));
         ended.verdict(|| completion.last_failure.as_ref().map_or(Verdict::NotRetryable, |e| e.classify()))
-    }
-}
-
-/// How an inner operation ended, as much of it as an outer one's verdict needs: the one rule
-/// behind the `Classify` of `Error` and of `RetryReport` (and so of `HttpError`).
-pub(crate) struct Ended {
-    pub(crate) disposition: Disposition,
-    pub(crate) problem: Option<relent_core::Problem>,
-    pub(crate) dispatched: u8,
-    pub(crate) retry_in: Option<std::time::Duration>,
-}
-
-impl Ended {
-    /// The outer operation's verdict; `single` is the last failure's own, asked for only when the
-    /// inner operation's policy allowed it one attempt (it spent its attempts on the first).
-    pub(crate) fn verdict(&self, single: impl FnOnce() -> Verdict<HZ>) -> Verdict<HZ> {
-        match self.disposition {
-            Disposition::Deferred | Disposition::Rejected => match self.retry_in {
-                Some(wait) => Verdict::RetryableAfter(crate::clock::ticks(wait)),
-                None => Verdict::NotRetryable,
-            },
-            Disposition::Failed
-                if self.problem == Some(relent_core::Problem::AttemptsExhausted) && self.dispatched == 1 =>
-            {
-                single()
-            }
-            Disposition::Failed | Disposition::Succeeded => Verdict::NotRetryable,
-        }
     }
 }
 

@@ -315,11 +315,11 @@ impl<E: std::error::Error + 'static> std::error::Error for HttpError<E> {
 /// ```
 impl Classify<HZ> for RetryReport {
     fn classify(&self) -> Verdict<HZ> {
-        let ended = crate::error::Ended {
+        let ended = relent_core::Ended {
             disposition: self.disposition,
             problem: self.problem,
             dispatched: self.dispatched,
-            retry_in: self.retry_in,
+            retry_in: self.retry_in.map(ticks),
         };
         ended.verdict(|| match self.retry_after {
             Some(wait) => Verdict::RetryableAfter(ticks(wait)),
