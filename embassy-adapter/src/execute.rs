@@ -21,7 +21,7 @@ use relent_core::{
 use crate::epoch::Epoch;
 use crate::log::{Both, Log};
 use crate::shared::SharedDependency;
-use crate::{AttemptError, HZ, Instant};
+use crate::{AttemptError, Duration, HZ, Instant};
 
 /// What an attempt is told, so it can set its own radio or modem timeouts: its number, its timeout,
 /// the instant that timeout expires and the operation's deadline, on embassy-time's clock.
@@ -66,6 +66,63 @@ impl AttemptInfo {
     pub fn deadline(&self) -> embassy_time::Instant {
         self.deadline
     }
+
+    /// `context`, for an operation started inside this attempt: that operation ends by this
+    /// attempt's expiry whatever deadline `context` gives it. Pass it to `execute` in the
+    /// attempt's future, as the `context`:
+    /// `modem.execute(&AT, attempt.bound(command), rng, |_| ..).await?.into_result()`.
+    ///
+    /// Why (seed 000, "Where the Retry Lives", and "Retries and the Deadline"): an inner operation
+    /// still running when this attempt times out is dropped mid-retry, with no completion of its
+    /// own, and the outer operation sees a timeout, which is retryable: three attempts of three,
+    /// 9 calls to a far side that hangs. Bounded, it ends on its own (its last attempt cut to fit,
+    /// `Problem::DeadlineExceeded` or the attempts spent), and its [`Error`](crate::Error) tells the
+    /// outer operation not to retry it again.
+    ///
+    /// The cut is made on the clock read that starts the inner operation, to the tick, so its
+    /// deadline is never after this attempt's expiry and needs no margin. Embassy's
+    /// `with_deadline` polls the attempt before its timer, so at that instant the inner operation's
+    /// timer fires and it ends before this attempt's timer drops it.
+    pub fn bound(&self, context: Context<HZ>) -> Bounded {
+        Bounded { context, ends_by: Some(self.expires) }
+    }
+}
+
+/// An operation's context, and the instant it must end by, if any: what `execute` takes. A
+/// [`Context`] converts into one with no such instant; [`AttemptInfo::bound`] makes one that ends
+/// by an attempt's expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Bounded {
+    context: Context<HZ>,
+    ends_by: Option<embassy_time::Instant>,
+}
+
+impl From<Context<HZ>> for Bounded {
+    fn from(context: Context<HZ>) -> Self {
+        Self { context, ends_by: None }
+    }
+}
+
+impl Bounded {
+    /// The context of an operation started at `now`, read in `epoch`: its deadline cut to what is
+    /// left until `ends_by`.
+    #[inline]
+    fn at(self, now: Instant, epoch: Epoch) -> Context<HZ> {
+        match self.ends_by {
+            None => self.context,
+            Some(by) => {
+                self.context.deadline_within(wait_ticks(by.saturating_duration_since(epoch.to_embassy(now))))
+            }
+        }
+    }
+}
+
+/// An embassy duration as the core's; with 32-bit ticks, one too long to fit saturates (a wait
+/// that long defers, a deadline that long is cut by the context's own).
+#[allow(clippy::useless_conversion)] // A conversion only with 32-bit ticks.
+pub(crate) fn wait_ticks(d: embassy_time::Duration) -> Duration {
+    Duration::from_ticks(d.as_ticks().try_into().unwrap_or(relent_core::Ticks::MAX))
 }
 
 /// The value, if an attempt succeeded, and how the operation went.
@@ -168,6 +225,11 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     /// `embassy_time::with_timeout`'s does); the policy and context are checked then too, and a
     /// refusal is the future's output. Nothing is sent until the future is polled.
     ///
+    /// `context` is a [`Context`], or, for an operation started inside another's attempt,
+    /// [`AttemptInfo::bound`]`(context)`, which ends it by that attempt's expiry; its
+    /// [`Done::into_result`] then gives the outer attempt an [`Error`](crate::Error) to return,
+    /// which the outer operation does not retry again if this one could retry.
+    ///
     /// An uplink whose first attempt never hears back (dropped at its 2 s timeout) and whose second
     /// gets no acknowledgement, each followed by its backoff, and whose third goes through; on
     /// embassy-time's mock driver, so the times are exact:
@@ -237,7 +299,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     pub fn execute<'a, T, E, F, Fut, R>(
         &'a self,
         policy: &'a RetryPolicy<HZ>,
-        context: Context<HZ>,
+        context: impl Into<Bounded>,
         rng: &'a mut R,
         operation: F,
     ) -> impl Future<Output = Result<Done<T, E>, StartError>>
@@ -247,7 +309,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
         E: Classify<HZ>,
         R: RngCore + ?Sized,
     {
-        run(self.begin(policy, context, Log), rng, operation)
+        run(self.begin(policy, context.into(), Log), rng, operation)
     }
 
     /// As [`SharedDependency::execute`], also handing every event to `observer`. The observer runs
@@ -260,7 +322,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     pub fn execute_with<'a, T, E, F, Fut, R, O>(
         &'a self,
         policy: &'a RetryPolicy<HZ>,
-        context: Context<HZ>,
+        context: impl Into<Bounded>,
         rng: &'a mut R,
         observer: &'a mut O,
         operation: F,
@@ -272,18 +334,18 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
         R: RngCore + ?Sized,
         O: Observer<HZ> + ?Sized,
     {
-        run(self.begin(policy, context, Both(observer)), rng, operation)
+        run(self.begin(policy, context.into(), Both(observer)), rng, operation)
     }
 
     /// Starts the operation now: what the future of `run` holds from its first poll to its end.
     fn begin<'a, E, B: Observer<HZ>>(
         &'a self,
         policy: &'a RetryPolicy<HZ>,
-        context: Context<HZ>,
+        context: Bounded,
         observer: B,
     ) -> Result<Running<'a, 'c, M, N, L, E, B>, StartError> {
         let (now, epoch) = Epoch::now();
-        let op = Operation::start(policy, self.config(), context, now)?;
+        let op = Operation::start(policy, self.config(), context.at(now, epoch), now)?;
         Ok(Running { op, shared: self, observer, epoch })
     }
 }

@@ -5,11 +5,13 @@
 #![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
 mod epoch;
+mod error;
 mod execute;
 mod log;
 mod shared;
 
-pub use execute::{AttemptInfo, Done};
+pub use error::Error;
+pub use execute::{AttemptInfo, Bounded, Done};
 pub use log::Log;
 pub use shared::SharedDependency;
 

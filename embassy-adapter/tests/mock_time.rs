@@ -327,10 +327,10 @@ fn the_execute_future_holds_the_operation_once_and_not_the_attempt() {
 mod restarts {
     use super::*;
 
-    const RESTART: u64 = 1 << 31;
+    pub(super) const RESTART: u64 = 1 << 31;
 
     /// Moves the mock clock to `ticks` embassy ticks.
-    fn at(ticks: u64) -> embassy_time::Instant {
+    pub(super) fn at(ticks: u64) -> embassy_time::Instant {
         let now = embassy_time::Instant::now().as_ticks();
         MockDriver::get().advance(embassy_time::Duration::from_ticks(ticks - now));
         embassy_time::Instant::now()
@@ -444,4 +444,280 @@ fn a_shared_dependency_prints_its_configuration_even_under_its_lock() {
     let outside = format!("{link:?}");
     assert_eq!(outside, format!("SharedDependency {{ config: {LINK:?}, .. }}"));
     assert_eq!(link.lock(|_, _| format!("{link:?}")), outside);
+}
+
+/// An operation inside another's attempt (a modem driver's own retries inside an uplink's attempt):
+/// `AttemptInfo::bound` ends it by the attempt's expiry, and its `Error` is classified by seed 000's
+/// rule that exactly one layer retries, handing a known wait up.
+mod nesting {
+    use relent_embassy::Error;
+    use relent_embassy::core::Disposition;
+
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Modem {
+        NoAnswer,
+        Busy(u32),
+        Invalid,
+    }
+
+    impl Classify<HZ> for Modem {
+        fn classify(&self) -> Verdict<HZ> {
+            match self {
+                Self::NoAnswer => Verdict::Retryable,
+                Self::Busy(s) => Verdict::retryable_after_secs(*s),
+                Self::Invalid => Verdict::NotRetryable,
+            }
+        }
+    }
+
+    /// `attempts` from 100 ms, doubling, waits of at most `max_delay_ms`, each attempt `timeout_ms`.
+    const fn policy(attempts: u8, max_delay_ms: u32, timeout_ms: u32) -> RetryPolicy<HZ> {
+        let (max_delay, timeout) =
+            (Duration::from_millis(max_delay_ms as _), Duration::from_millis(timeout_ms as _));
+        match RetryPolicy::exponential(attempts, Duration::from_millis(100), max_delay)
+            .jitter(Jitter::None)
+            .attempt_timeout(timeout)
+            .build()
+        {
+            Ok(p) => p,
+            Err(e) => panic!("{}", e.message()),
+        }
+    }
+
+    /// The modem driver's own retries: 3 attempts, 100 ms then 200 ms apart, waits of at most 1 s.
+    const DRIVER: RetryPolicy<HZ> = policy(3, 1_000, 3_000);
+    /// A driver that leaves retrying to its caller.
+    const ONCE: RetryPolicy<HZ> = policy(1, 1_000, 3_000);
+    /// An uplink with patience: 3 attempts of 3 s, waits of at most 10 s.
+    const PATIENT: RetryPolicy<HZ> = policy(3, 10_000, 3_000);
+
+    /// The modem: answers from a script (the last answer repeats), noting when each call came.
+    struct Far {
+        t0: embassy_time::Instant,
+        script: RefCell<Vec<Result<u8, Modem>>>,
+        calls: RefCell<Vec<u64>>,
+    }
+
+    impl Far {
+        fn new(script: &[Result<u8, Modem>]) -> Self {
+            let script = script.iter().rev().copied().collect();
+            Self { t0: embassy_time::Instant::now(), script: RefCell::new(script), calls: RefCell::default() }
+        }
+
+        async fn call(&self) -> Result<u8, Modem> {
+            self.calls.borrow_mut().push(elapsed_ms(self.t0));
+            let mut script = self.script.borrow_mut();
+            if script.len() > 1 { script.pop().unwrap() } else { script[0] }
+        }
+
+        /// Notes the call, and never answers.
+        fn hang(&self) -> core::future::Pending<Result<u8, Modem>> {
+            self.calls.borrow_mut().push(elapsed_ms(self.t0));
+            core::future::pending()
+        }
+
+        fn calls(&self) -> Vec<u64> {
+            self.calls.borrow().clone()
+        }
+    }
+
+    type Link = SharedDependency<'static, CriticalSectionRawMutex, 4>;
+
+    /// An uplink under `outer` (10 s) whose every attempt, after `work_ms` of its own, runs the modem
+    /// driver under `inner`, its `command` bounded by the attempt, and returns the driver's `Error`
+    /// as its failure.
+    fn uplink<F, Fut>(
+        (uplink, modem): &(Link, Link),
+        outer: &RetryPolicy<HZ>,
+        work_ms: u64,
+        inner: &RetryPolicy<HZ>,
+        command: Context<HZ>,
+        call: F,
+    ) -> relent_embassy::Done<u8, Error<Modem>>
+    where
+        F: Fn() -> Fut + Copy,
+        Fut: Future<Output = Result<u8, Modem>>,
+    {
+        run(uplink.execute(outer, read(10_000), &mut rng(), |attempt| async move {
+            if work_ms > 0 {
+                embassy_time::Timer::after_millis(work_ms).await;
+            }
+            modem.execute(inner, attempt.bound(command), &mut rng(), |_| call()).await?.into_result()
+        }))
+        .unwrap()
+    }
+
+    /// Without the bound, the uplink's attempt times out at 3 s and drops the driver mid-retry; a
+    /// timeout is retryable, so the uplink starts the driver again: 9 calls where the rule allows
+    /// 3. With it, the driver ends on its own by the attempt's expiry, whatever deadline it was
+    /// given (2.5 s, exactly the attempt's 3 s, or 30 s): its third attempt is cut to fit, and the
+    /// uplink's one attempt ends with it, to the tick.
+    #[test]
+    fn an_operation_inside_an_attempt_ends_by_the_attempts_expiry_on_its_own() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        // The driver's 4 attempts time out after 1 s; the uplink's after 3 s.
+        const HANGING: RetryPolicy<HZ> = policy(4, 1_000, 1_000);
+        let links = (shared(), shared());
+        let (link, modem) = (&links.0, &links.1);
+
+        let far = &Far::new(&[]);
+        let done = run(link.execute(&CHECKOUT, read(10_000), &mut rng(), |_| async move {
+            Ok::<_, Modem>(modem.execute(&HANGING, read(30_000), &mut rng(), |_| far.hang()).await.unwrap())
+        }))
+        .unwrap();
+        let unbounded = [0, 1_100, 2_300, 3_100, 4_200, 5_400, 6_300, 7_400, 8_600];
+        assert_eq!(far.calls(), unbounded, "three attempts of three");
+        assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
+        assert_eq!(elapsed_ms(far.t0), 9_300);
+
+        for (deadline, ends) in [(2_500, 2_500), (3_000, 3_000), (30_000, 3_000)] {
+            let far = &Far::new(&[]);
+            let done = run(link.execute(&CHECKOUT, read(10_000), &mut rng(), |attempt| async move {
+                let bounded = attempt.bound(read(deadline));
+                Ok::<_, Modem>(modem.execute(&HANGING, bounded, &mut rng(), |_| far.hang()).await.unwrap())
+            }))
+            .unwrap();
+            assert_eq!(far.calls(), [0, 1_100, 2_300], "inner deadline {deadline} ms");
+            assert_eq!(elapsed_ms(far.t0), ends, "inner deadline {deadline} ms");
+            let driver = done.value.unwrap().completion;
+            assert_eq!((driver.code(), driver.summary.dispatched), ("retry_delay_exceeds_deadline", 3));
+            assert_eq!(driver.summary.elapsed, Duration::from_millis(ends.try_into().unwrap()));
+            assert_eq!(done.completion.summary.dispatched, 1, "the uplink's attempt succeeded");
+        }
+
+        // Through `into_result`, the driver's error ends the uplink, which does not retry it.
+        let far = &Far::new(&[]);
+        let done = uplink(&links, &CHECKOUT, 0, &HANGING, read(30_000), || far.hang());
+        assert_eq!(far.calls(), [0, 1_100, 2_300]);
+        assert_eq!(elapsed_ms(far.t0), 3_000);
+        let c = &done.completion;
+        assert_eq!((c.disposition, c.problem, c.summary.dispatched), (Disposition::Failed, None, 1));
+        let Some(AttemptError::Failed(driver)) = &c.last_failure else { panic!("{c:?}") };
+        assert_eq!(driver.code(), "retry_delay_exceeds_deadline");
+        assert_eq!(driver.classify(), Verdict::NotRetryable);
+    }
+
+    /// The bound is the attempt's expiry, not its timeout: an operation started later in the
+    /// attempt (after 1.234 s of the attempt's own work) gets what is left, 1.766 s, to the tick.
+    #[test]
+    fn an_operation_started_late_in_an_attempt_gets_what_is_left_of_it() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let links = (shared(), shared());
+        let far = &Far::new(&[]);
+        let done = uplink(&links, &CHECKOUT, 1_234, &DRIVER, read(30_000), || far.hang());
+        let Some(AttemptError::Failed(Error::Ended { completion, .. })) = &done.completion.last_failure
+        else {
+            panic!("{:?}", done.completion)
+        };
+        // One attempt, cut from 3 s to the 1.766 s left.
+        assert_eq!((far.calls(), completion.summary.dispatched), (vec![1_234], 1));
+        assert_eq!(completion.summary.elapsed, Duration::from_millis(1_766));
+        assert_eq!(
+            completion.last_failure,
+            Some(AttemptError::TimedOut { after: Duration::from_millis(1_766) })
+        );
+        assert_eq!(done.completion.summary.elapsed, Duration::from_millis(3_000));
+    }
+
+    #[test]
+    fn an_inner_operation_that_retried_is_not_retried_again_and_one_of_one_attempt_is() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let links = (shared(), shared());
+
+        // The driver retried: its three calls, and no more.
+        let far = &Far::new(&[Err(Modem::NoAnswer)]);
+        let done = uplink(&links, &PATIENT, 0, &DRIVER, read(10_000), || far.call());
+        assert_eq!(far.calls(), [0, 100, 300]);
+        let c = &done.completion;
+        assert_eq!((c.disposition, c.problem, c.summary.dispatched), (Disposition::Failed, None, 1));
+        let Some(AttemptError::Failed(driver)) = &c.last_failure else { panic!("{c:?}") };
+        assert_eq!((driver.code(), driver.retry_in()), ("attempts_exhausted", None));
+
+        // A driver of one attempt: the uplink retries, by its failure's own verdict.
+        let far = &Far::new(&[Err(Modem::NoAnswer), Err(Modem::NoAnswer), Ok(7)]);
+        let done = uplink(&links, &PATIENT, 0, &ONCE, read(10_000), || far.call());
+        assert_eq!((done.value, far.calls()), (Some(7), vec![0, 100, 300]));
+
+        // Its stated wait is waited exactly, and a failure that is not retryable is not retried.
+        let far = &Far::new(&[Err(Modem::Busy(4)), Err(Modem::Invalid)]);
+        let error =
+            uplink(&links, &PATIENT, 0, &ONCE, read(10_000), || far.call()).into_result().unwrap_err();
+        assert_eq!(far.calls(), [0, 4_000]);
+        let completion = error.completion().unwrap();
+        assert_eq!((completion.problem, completion.summary.dispatched), (None, 2));
+        assert_eq!(error.into_last_failure().unwrap().into_last_failure(), Some(Modem::Invalid));
+    }
+
+    /// "Busy, retry in 5 s" is more than the driver's 1 s: the driver defers, and hands the wait up.
+    /// A patient uplink waits it to the tick; one with no more patience defers in turn, with the
+    /// same wait.
+    #[test]
+    fn a_wait_the_inner_operation_could_not_honour_is_handed_up_and_waited_by_the_patient_outer_one() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let links = (shared(), shared());
+
+        let far = &Far::new(&[Err(Modem::Busy(5)), Ok(7)]);
+        let done = uplink(&links, &PATIENT, 0, &DRIVER, read(10_000), || far.call());
+        assert_eq!(done.value, Some(7));
+        assert_eq!(far.calls(), [0, 5_000], "no sooner than the modem asked, and no later");
+        assert_eq!(done.completion.summary.waited, Duration::from_secs(5));
+        assert_eq!(done.completion.retry_after, Some(Duration::from_secs(5)));
+
+        let far = &Far::new(&[Err(Modem::Busy(5)), Ok(7)]);
+        let t0 = embassy_time::Instant::now();
+        let done = uplink(&links, &DRIVER, 0, &DRIVER, read(10_000), || far.call());
+        assert_eq!(done.retry_at(), Some(t0 + embassy_time::Duration::from_secs(5)));
+        let error = done.into_result().unwrap_err();
+        assert_eq!(error.code(), "retry_after_exceeds_maximum_delay");
+        assert_eq!(error.retry_in(), Some(embassy_time::Duration::from_secs(5)));
+        assert_eq!(error.classify(), Verdict::RetryableAfter(Duration::from_secs(5)));
+        assert_eq!(far.calls(), [0], "one call: the retry is the caller's, in 5 s");
+    }
+
+    /// With 32-bit ticks: an attempt dispatched 1 s before a restart of the core's clock starts an
+    /// operation 1.5 s in, after the restart. The bound, converted on the inner operation's own
+    /// clock read, leaves it the 1.5 s that are left, to the tick.
+    #[cfg(feature = "ticks-u32")]
+    #[test]
+    fn an_operation_started_after_a_restart_still_ends_by_the_attempts_expiry() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let links = (shared(), shared());
+        let t0 = super::restarts::at(super::restarts::RESTART - 1_000_000);
+        let far = &Far::new(&[]);
+        let done = uplink(&links, &CHECKOUT, 1_500, &DRIVER, read(30_000), || far.hang());
+        assert!(relent_embassy::now().as_ticks() < (1 << 31), "the core's clock restarted");
+        assert_eq!(elapsed_ms(t0), 3_000);
+        let Some(AttemptError::Failed(Error::Ended { completion, .. })) = &done.completion.last_failure
+        else {
+            panic!("{:?}", done.completion)
+        };
+        assert_eq!((far.calls(), completion.summary.elapsed), (vec![1_500], Duration::from_millis(1_500)));
+        assert_eq!(done.completion.summary.dispatched, 1);
+    }
+
+    /// An inner operation that never started (its policy and context cannot run together) is an
+    /// `Error::Start` through `?`, and is not retried.
+    #[test]
+    fn an_inner_operation_that_never_started_is_not_retried() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let links = (shared(), shared());
+        let unsafe_command = Context::new(Duration::from_secs(10), ReplaySafety::Unsafe);
+        let far = &Far::new(&[Ok(7)]);
+        let done = uplink(&links, &PATIENT, 0, &DRIVER, unsafe_command, || far.call());
+        assert_eq!(far.calls(), Vec::<u64>::new());
+        let c = &done.completion;
+        assert_eq!((c.disposition, c.summary.dispatched), (Disposition::Failed, 1));
+        let Some(AttemptError::Failed(never)) = &c.last_failure else { panic!("{c:?}") };
+        assert!(matches!(never, Error::Start(_)), "{never:?}");
+        assert_eq!((never.code(), never.classify()), ("unsafe_with_retries", Verdict::NotRetryable));
+        assert!(never.completion().is_none() && never.retry_in().is_none());
+    }
 }
