@@ -9,6 +9,8 @@
 //! The inner operation must end on its own for that, before the outer attempt's timeout drops it
 //! mid-retry: [`AttemptInfo::bound`](crate::AttemptInfo::bound).
 
+use core::fmt;
+
 use relent_core::{Classify, Completion, Ended, StartError, Verdict};
 
 use crate::execute::{Done, wait_ticks};
@@ -80,6 +82,63 @@ impl<E> Error<E> {
         match self {
             Self::Start(_) => None,
             Self::Ended { completion, .. } => completion.last_failure.and_then(AttemptError::into_inner),
+        }
+    }
+}
+
+/// "failed (attempts_exhausted) after 3 attempt(s); last failure: no answer", with the far side's
+/// wait and the wait before trying again when there are ("deferred
+/// (retry_after_exceeds_maximum_delay) after 1 attempt(s); the far side asked to wait 5000 ms; try
+/// again in 5000 ms"), as relent-tokio's `Error` says it, less the dependency's name, which a
+/// firmware dependency does not have. Waits in whole milliseconds, rounded down.
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    #[allow(clippy::useless_conversion)] // A conversion only with 32-bit ticks.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (completion, retry_in) = match self {
+            Self::Start(e) => return write!(f, "operation not started: {e}"),
+            Self::Ended { completion, retry_in } => (completion, retry_in),
+        };
+        write!(f, "{}", completion.disposition)?;
+        if let Some(p) = completion.problem {
+            write!(f, " ({p})")?;
+        }
+        write!(f, " after {} attempt(s)", completion.summary.dispatched)?;
+        if let Some(wait) = completion.retry_after {
+            write!(f, "; the far side asked to wait {} ms", millis(u64::from(wait.as_ticks())))?;
+        }
+        // A cooldown, an open circuit, a rate limit: said unless it is the wait just said.
+        let said = completion.retry_after.map(|w| u64::from(w.as_ticks()));
+        if let Some(wait) = retry_in.filter(|w| Some(w.as_ticks()) != said) {
+            write!(f, "; try again in {} ms", millis(wait.as_ticks()))?;
+        }
+        match &completion.last_failure {
+            Some(AttemptError::TimedOut { after }) => {
+                write!(
+                    f,
+                    "; last failure: attempt timed out after {} ms",
+                    millis(u64::from(after.as_ticks()))
+                )
+            }
+            Some(AttemptError::Failed(e)) => write!(f, "; last failure: {e}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `ticks` of embassy-time's in whole milliseconds, rounded down, at any tick rate and for any
+/// count: embassy's `as_millis` multiplies first, which overflows for a long enough wait at a rate
+/// such as 32,768 Hz (and a far side's wait is the caller's input).
+fn millis(ticks: u64) -> u64 {
+    (ticks / HZ).saturating_mul(1_000).saturating_add((ticks % HZ).saturating_mul(1_000) / HZ)
+}
+
+/// The message already shows the start error or the last failure, so `source` continues the chain
+/// below it, with the last failure's own cause (as relent-tokio's `Error` does).
+impl<E: core::error::Error + 'static> core::error::Error for Error<E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Self::Start(e) => e.source(),
+            Self::Ended { completion, .. } => completion.last_failure.as_ref().and_then(|e| e.source()),
         }
     }
 }

@@ -462,6 +462,16 @@ mod nesting {
         Invalid,
     }
 
+    impl core::fmt::Display for Modem {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            match self {
+                Self::NoAnswer => f.write_str("no answer"),
+                Self::Busy(s) => write!(f, "busy, retry in {s} s"),
+                Self::Invalid => f.write_str("invalid command"),
+            }
+        }
+    }
+
     impl Classify<HZ> for Modem {
         fn classify(&self) -> Verdict<HZ> {
             match self {
@@ -621,6 +631,12 @@ mod nesting {
             Some(AttemptError::TimedOut { after: Duration::from_millis(1_766) })
         );
         assert_eq!(done.completion.summary.elapsed, Duration::from_millis(3_000));
+        let Some(AttemptError::Failed(driver)) = &done.completion.last_failure else { unreachable!() };
+        let timed_out = "attempt timed out after 1766 ms";
+        assert_eq!(
+            driver.to_string(),
+            format!("failed (retry_delay_exceeds_deadline) after 1 attempt(s); last failure: {timed_out}")
+        );
     }
 
     #[test]
@@ -678,6 +694,47 @@ mod nesting {
         assert_eq!(error.retry_in(), Some(embassy_time::Duration::from_secs(5)));
         assert_eq!(error.classify(), Verdict::RetryableAfter(Duration::from_secs(5)));
         assert_eq!(far.calls(), [0], "one call: the retry is the caller's, in 5 s");
+        // The message: the uplink's end, then the driver's, each wait said once.
+        let deferred = "deferred (retry_after_exceeds_maximum_delay) after 1 attempt(s); the far side asked to wait 5000 ms";
+        assert_eq!(
+            error.to_string(),
+            format!("{deferred}; last failure: {deferred}; last failure: busy, retry in 5 s")
+        );
+    }
+
+    /// A "busy, retry in 5 s" puts the modem in cooldown: a driver's operation 1 s later is
+    /// deferred with the 4 s left, which its error says and hands up, and a patient uplink waits
+    /// those 4 s to the tick.
+    #[cfg(feature = "cooldown")]
+    #[test]
+    fn a_cooldown_inside_is_waited_out_with_what_is_left_of_it() {
+        const COOLING: DependencyConfig<HZ> = LINK.cooldown(Duration::from_secs(60));
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let modem =
+            SharedDependency::new(&COOLING, Dependency::new(&COOLING, relent_embassy::now()).unwrap());
+        let links = (shared(), modem);
+        let far = &Far::new(&[Err(Modem::Busy(5)), Ok(7)]);
+        let command = run(links.1.execute(&DRIVER, read(10_000), &mut rng(), |_| far.call())).unwrap();
+        let busy = command.into_result().unwrap_err();
+        let asked = "the far side asked to wait 5000 ms; last failure: busy, retry in 5 s";
+        let deferred = format!("deferred (retry_after_exceeds_maximum_delay) after 1 attempt(s); {asked}");
+        assert_eq!(busy.to_string(), deferred);
+
+        MockDriver::get().advance(embassy_time::Duration::from_secs(1));
+        let command = run(links.1.execute(&DRIVER, read(10_000), &mut rng(), |_| far.call())).unwrap();
+        let cooling = command.into_result().unwrap_err();
+        assert_eq!(cooling.retry_in(), Some(embassy_time::Duration::from_secs(4)));
+        assert_eq!(
+            cooling.to_string(),
+            "deferred (cooldown_active) after 0 attempt(s); try again in 4000 ms"
+        );
+        assert_eq!(cooling.classify(), Verdict::RetryableAfter(Duration::from_secs(4)));
+
+        let done = uplink(&links, &PATIENT, 0, &DRIVER, read(10_000), || far.call());
+        assert_eq!(done.value, Some(7));
+        assert_eq!(far.calls(), [0, 5_000]);
+        assert_eq!(done.completion.summary.waited, Duration::from_secs(4));
     }
 
     /// With 32-bit ticks: an attempt dispatched 1 s before a restart of the core's clock starts an
@@ -719,5 +776,7 @@ mod nesting {
         assert!(matches!(never, Error::Start(_)), "{never:?}");
         assert_eq!((never.code(), never.classify()), ("unsafe_with_retries", Verdict::NotRetryable));
         assert!(never.completion().is_none() && never.retry_in().is_none());
+        let Error::Start(start) = never else { unreachable!() };
+        assert_eq!(never.to_string(), format!("operation not started: {start}"));
     }
 }
