@@ -535,7 +535,7 @@ mod nesting {
 
     type Link = SharedDependency<'static, CriticalSectionRawMutex, 4>;
 
-    /// An uplink under `outer` (10 s) whose every attempt, after `work_ms` of its own, runs the modem
+    /// An uplink under `outer` (30 s) whose every attempt, after `work_ms` of its own, runs the modem
     /// driver under `inner`, its `command` bounded by the attempt, and returns the driver's `Error`
     /// as its failure.
     fn uplink<F, Fut>(
@@ -550,7 +550,7 @@ mod nesting {
         F: Fn() -> Fut + Copy,
         Fut: Future<Output = Result<u8, Modem>>,
     {
-        run(uplink.execute(outer, read(10_000), &mut rng(), |attempt| async move {
+        run(uplink.execute(outer, read(30_000), &mut rng(), |attempt| async move {
             if work_ms > 0 {
                 embassy_time::Timer::after_millis(work_ms).await;
             }
@@ -735,6 +735,61 @@ mod nesting {
         assert_eq!(done.value, Some(7));
         assert_eq!(far.calls(), [0, 5_000]);
         assert_eq!(done.completion.summary.waited, Duration::from_secs(4));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: 64, ..Default::default() })]
+
+        /// Whatever the outer attempt's timeout, the attempt's own work before the inner operation
+        /// starts, the inner deadline and the inner policy, against a modem that hangs: the inner
+        /// operation ends on its own, by the outer attempt's expiry, so the outer attempt returns
+        /// and is never timed out and retried. With 32-bit ticks the operations start within 5 s
+        /// of a restart of the core's clock, before or after it. (Times in whole milliseconds:
+        /// the mock executor moves the clock 1 ms at a time.)
+        #[test]
+        fn an_inner_operation_never_outlasts_the_attempt_it_runs_in(
+            start_ms in 0u64..10_000,
+            outer_timeout_ms in 1u32..5_000,
+            work_permille in 0u32..1_000,
+            inner_deadline_ms in 1u16..10_000,
+            inner_attempts in 1u8..5,
+            inner_timeout_ms in 1u32..3_000,
+        ) {
+            let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            MockDriver::get().reset();
+            let restart = if cfg!(feature = "ticks-u32") { (1 << 31) - 5_000_000 } else { 0 };
+            MockDriver::get().advance(embassy_time::Duration::from_ticks(restart + start_ms * 1_000));
+            let links = (shared(), shared());
+            let timeouts = |attempts, timeout_ms: u32| {
+                RetryPolicy::exponential(attempts, Duration::from_millis(100), Duration::from_secs(1))
+                    .jitter(Jitter::None)
+                    .attempt_timeout(Duration::from_millis(timeout_ms.into()))
+                    .build()
+                    .unwrap()
+            };
+            let (outer, inner) = (timeouts(3, outer_timeout_ms), timeouts(inner_attempts, inner_timeout_ms));
+            let work_ms = u64::from(outer_timeout_ms * work_permille / 1_000);
+            let far = &Far::new(&[]);
+            let done = uplink(&links, &outer, work_ms, &inner, read(inner_deadline_ms), || far.hang());
+
+            let c = &done.completion;
+            // An inner operation that could retry is not retried; one of a single attempt leaves
+            // the retrying to the uplink, whose every attempt it ends in the same way.
+            let attempts = if inner_attempts == 1 { 3 } else { 1 };
+            proptest::prop_assert_eq!(c.summary.dispatched, attempts, "{:?}", c);
+            let Some(AttemptError::Failed(Error::Ended { completion: inner, .. })) = &c.last_failure else {
+                proptest::prop_assert!(false, "the outer attempt timed out: {:?}", c);
+                unreachable!()
+            };
+            let left = u64::from(outer_timeout_ms) - work_ms;
+            let ms = |d: Duration| u64::from(d.as_ticks()) / 1_000; // the mock driver's 1 MHz
+            let elapsed = ms(inner.summary.elapsed);
+            proptest::prop_assert!(elapsed <= left.min(inner_deadline_ms.into()), "{} ms of {} left", elapsed, left);
+            // Each outer attempt ended when its inner operation did, to the tick.
+            let busy = u64::from(attempts) * (work_ms + elapsed);
+            proptest::prop_assert_eq!(ms(c.summary.elapsed), busy + ms(c.summary.waited));
+            proptest::prop_assert_eq!(far.calls().first().copied(), Some(work_ms));
+        }
     }
 
     /// With 32-bit ticks: an attempt dispatched 1 s before a restart of the core's clock starts an
