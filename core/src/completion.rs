@@ -208,6 +208,43 @@ impl<const HZ: u64, E> Completion<HZ, E> {
     }
 }
 
+/// How an operation ended, in words, as the adapters begin their errors' messages: "deferred
+/// (retry_after_exceeds_maximum_delay) after 1 attempt(s); the far side asked to wait 30s", and
+/// "; try again in 18s" after a refusal. The problem code and the waits only when there are; the
+/// wait before trying again only when it is not the far side's wait just said. `W` is a wait in the
+/// adapter's own words (relent-tokio's `5s`, relent-embassy's `5000 ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome<W> {
+    /// How it ended.
+    pub disposition: Disposition,
+    /// Why, where there is a problem code.
+    pub problem: Option<Problem>,
+    /// The attempts it dispatched.
+    pub dispatched: u8,
+    /// The far side's stated wait (a Retry-After), if any.
+    pub retry_after: Option<W>,
+    /// For a deferred or rejected operation, the wait before trying again, where known.
+    pub retry_in: Option<W>,
+}
+
+impl<W: fmt::Display + PartialEq> fmt::Display for Outcome<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.disposition)?;
+        if let Some(p) = self.problem {
+            write!(f, " ({p})")?;
+        }
+        write!(f, " after {} attempt(s)", self.dispatched)?;
+        if let Some(wait) = &self.retry_after {
+            write!(f, "; the far side asked to wait {wait}")?;
+        }
+        // An open circuit's break, a cooldown, a rate limit: said unless it is the wait just said.
+        match &self.retry_in {
+            Some(wait) if self.retry_after.as_ref() != Some(wait) => write!(f, "; try again in {wait}"),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +273,39 @@ mod tests {
             assert_eq!(ended.code(), "attempts_exhausted");
         }
         assert!(!ended(Disposition::Failed, None).is_success(), "a failure not retried");
+    }
+
+    #[test]
+    fn an_outcome_says_the_code_and_each_wait_once() {
+        extern crate std;
+        use std::string::ToString;
+        let outcome = |problem, retry_after, retry_in| Outcome {
+            disposition: Disposition::Deferred,
+            problem,
+            dispatched: 1,
+            retry_after,
+            retry_in,
+        };
+        let code = Some(Problem::RetryAfterExceedsMaximumDelay);
+        assert_eq!(
+            outcome(code, Some("5 s"), Some("5 s")).to_string(),
+            "deferred (retry_after_exceeds_maximum_delay) after 1 attempt(s); the far side asked to wait 5 s"
+        );
+        assert_eq!(
+            outcome(Some(Problem::CooldownActive), None, Some("4 s")).to_string(),
+            "deferred (cooldown_active) after 1 attempt(s); try again in 4 s"
+        );
+        assert_eq!(
+            outcome(code, Some("5 s"), Some("4 s")).to_string(),
+            "deferred (retry_after_exceeds_maximum_delay) after 1 attempt(s); the far side asked to wait 5 s; try again in 4 s"
+        );
+        let failed = Outcome::<&str> {
+            disposition: Disposition::Failed,
+            problem: None,
+            dispatched: 3,
+            retry_after: None,
+            retry_in: None,
+        };
+        assert_eq!(failed.to_string(), "failed after 3 attempt(s)");
     }
 }

@@ -54,7 +54,7 @@ mod window;
 pub use breaker::{BreakerConfig, CircuitState, Trip};
 pub use budget::{BudgetKind, RetryBudget};
 pub use classify::{AttemptError, Classify, Ended, Verdict};
-pub use completion::{Completion, Disposition, Problem, Summary};
+pub use completion::{Completion, Disposition, Outcome, Problem, Summary};
 pub use dependency::{Dependency, DependencyConfig};
 pub use duty::DutyCycle;
 pub use error::{ConfigError, StartError};

@@ -11,7 +11,7 @@
 
 use core::fmt;
 
-use relent_core::{Classify, Completion, Ended, StartError, Verdict};
+use relent_core::{Classify, Completion, Ended, Outcome, StartError, Verdict};
 
 use crate::execute::{Done, wait_ticks};
 use crate::{AttemptError, HZ};
@@ -98,26 +98,17 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Self::Start(e) => return write!(f, "operation not started: {e}"),
             Self::Ended { completion, retry_in } => (completion, retry_in),
         };
-        write!(f, "{}", completion.disposition)?;
-        if let Some(p) = completion.problem {
-            write!(f, " ({p})")?;
-        }
-        write!(f, " after {} attempt(s)", completion.summary.dispatched)?;
-        if let Some(wait) = completion.retry_after {
-            write!(f, "; the far side asked to wait {} ms", millis(u64::from(wait.as_ticks())))?;
-        }
-        // A cooldown, an open circuit, a rate limit: said unless it is the wait just said.
-        let said = completion.retry_after.map(|w| u64::from(w.as_ticks()));
-        if let Some(wait) = retry_in.filter(|w| Some(w.as_ticks()) != said) {
-            write!(f, "; try again in {} ms", millis(wait.as_ticks()))?;
-        }
+        let ended = Outcome {
+            disposition: completion.disposition,
+            problem: completion.problem,
+            dispatched: completion.summary.dispatched,
+            retry_after: completion.retry_after.map(|w| Millis(u64::from(w.as_ticks()))),
+            retry_in: retry_in.map(|w| Millis(w.as_ticks())),
+        };
+        write!(f, "{ended}")?;
         match &completion.last_failure {
             Some(AttemptError::TimedOut { after }) => {
-                write!(
-                    f,
-                    "; last failure: attempt timed out after {} ms",
-                    millis(u64::from(after.as_ticks()))
-                )
+                write!(f, "; last failure: attempt timed out after {}", Millis(u64::from(after.as_ticks())))
             }
             Some(AttemptError::Failed(e)) => write!(f, "; last failure: {e}"),
             None => Ok(()),
@@ -125,11 +116,19 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
     }
 }
 
-/// `ticks` of embassy-time's in whole milliseconds, rounded down, at any tick rate and for any
-/// count: embassy's `as_millis` multiplies first, which overflows for a long enough wait at a rate
-/// such as 32,768 Hz (and a far side's wait is the caller's input).
-fn millis(ticks: u64) -> u64 {
-    (ticks / HZ).saturating_mul(1_000).saturating_add((ticks % HZ).saturating_mul(1_000) / HZ)
+/// A wait of embassy-time's ticks as relent-embassy's messages say it: in whole milliseconds,
+/// rounded down (`5000 ms`), at any tick rate and for any count (embassy's `as_millis` multiplies
+/// first, which overflows for a long enough wait at a rate such as 32,768 Hz, and a far side's
+/// wait is the caller's input).
+#[derive(PartialEq, Eq)]
+struct Millis(u64);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ticks = self.0;
+        let ms = (ticks / HZ).saturating_mul(1_000).saturating_add((ticks % HZ).saturating_mul(1_000) / HZ);
+        write!(f, "{ms} ms")
+    }
 }
 
 /// The message already shows the start error or the last failure, so `source` continues the chain

@@ -118,14 +118,14 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
         match self {
             Self::Start(e) => write!(f, "operation not started: {e}"),
             Self::Ended { dependency, completion, retry_in } => {
-                let outcome = Outcome {
-                    dependency,
+                let ended = relent_core::Outcome {
                     disposition: completion.disposition,
                     problem: completion.problem,
                     dispatched: completion.summary.dispatched,
-                    retry_after: completion.retry_after.map(std_duration),
-                    retry_in: *retry_in,
+                    retry_after: completion.retry_after.map(|w| Wait(std_duration(w))),
+                    retry_in: retry_in.map(Wait),
                 };
+                let outcome = Outcome { dependency, ended };
                 write!(f, "{outcome}")?;
                 match &completion.last_failure {
                     Some(relent_core::AttemptError::TimedOut { after }) => {
@@ -205,32 +205,26 @@ impl<E: relent_core::Classify<HZ>> relent_core::Classify<HZ> for Error<E> {
 }
 
 /// "payrail: failed (attempts_exhausted) after 3 attempt(s); the far side asked to wait 30s": how
-/// an operation ended, as `Error` and the tower layer's `HttpError` both begin their messages (the
-/// problem code and the waits only when there are: "; try again in 18s" after a refusal).
+/// an operation ended, as `Error` and the tower layer's `HttpError` both begin their messages: the
+/// dependency's name, then [`relent_core::Outcome`], whose rule says which codes and waits appear.
 pub(crate) struct Outcome<'a> {
     pub(crate) dependency: &'a str,
-    pub(crate) disposition: Disposition,
-    pub(crate) problem: Option<relent_core::Problem>,
-    pub(crate) dispatched: u8,
-    pub(crate) retry_after: Option<std::time::Duration>,
-    pub(crate) retry_in: Option<std::time::Duration>,
+    pub(crate) ended: relent_core::Outcome<Wait>,
 }
 
 impl fmt::Display for Outcome<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.dependency, self.disposition)?;
-        if let Some(p) = self.problem {
-            write!(f, " ({p})")?;
-        }
-        write!(f, " after {} attempt(s)", self.dispatched)?;
-        if let Some(wait) = self.retry_after {
-            write!(f, "; the far side asked to wait {wait:?}")?;
-        }
-        // An open circuit's break, a cooldown, a rate limit: said unless it is the wait just said.
-        if let Some(wait) = self.retry_in.filter(|w| Some(*w) != self.retry_after) {
-            write!(f, "; try again in {wait:?}")?;
-        }
-        Ok(())
+        write!(f, "{}: {}", self.dependency, self.ended)
+    }
+}
+
+/// A wait as relent-tokio's messages say it: std's `Debug` of a `Duration` (`18s`, `1.5s`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Wait(pub(crate) std::time::Duration);
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
     }
 }
 

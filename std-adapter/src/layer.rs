@@ -44,7 +44,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use crate::clock::{FAR, HZ, std_duration, ticks};
 use crate::dependency::Dependency;
-use crate::error::{AttemptError, Detailed, Outcome};
+use crate::error::{AttemptError, Detailed, Outcome, Wait};
 use crate::execute;
 use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_idempotent, is_replayable};
 
@@ -242,14 +242,14 @@ impl<E> HttpError<E> {
 
 impl RetryReport {
     fn outcome<'a>(&self, dependency: &'a str) -> Outcome<'a> {
-        Outcome {
-            dependency,
+        let ended = relent_core::Outcome {
             disposition: self.disposition,
             problem: self.problem,
             dispatched: self.dispatched,
-            retry_after: self.retry_after,
-            retry_in: self.retry_in,
-        }
+            retry_after: self.retry_after.map(Wait),
+            retry_in: self.retry_in.map(Wait),
+        };
+        Outcome { dependency, ended }
     }
 }
 
