@@ -75,9 +75,9 @@ impl AttemptInfo {
     /// Why (seed 000, "Where the Retry Lives", and "Retries and the Deadline"): an inner operation
     /// still running when this attempt times out is dropped mid-retry, with no completion of its
     /// own, and the outer operation sees a timeout, which is retryable: three attempts of three,
-    /// 9 calls to a far side that hangs. Bounded, it ends on its own (its last attempt cut to fit,
-    /// `Problem::DeadlineExceeded` or the attempts spent), and its [`Error`](crate::Error) tells the
-    /// outer operation not to retry it again.
+    /// 9 calls to a far side that hangs. Bounded, it ends on its own, its last attempt cut to fit
+    /// (with a deadline's problem code, such as `retry_delay_exceeds_deadline`, or its attempts
+    /// spent), and its [`Error`](crate::Error) tells the outer operation not to retry it again.
     ///
     /// The cut is made on the clock read that starts the inner operation, to the tick, so its
     /// deadline is never after this attempt's expiry and needs no margin. Embassy's
