@@ -792,6 +792,49 @@ mod nesting {
         }
     }
 
+    /// A driver's error with a cause.
+    #[derive(Debug)]
+    struct Unreachable(Refused);
+    #[derive(Debug)]
+    struct Refused;
+
+    impl core::fmt::Display for Unreachable {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("host unreachable")
+        }
+    }
+    impl core::fmt::Display for Refused {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("connection refused")
+        }
+    }
+    impl std::error::Error for Refused {}
+    impl std::error::Error for Unreachable {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    impl Classify<HZ> for Unreachable {
+        fn classify(&self) -> Verdict<HZ> {
+            Verdict::NotRetryable
+        }
+    }
+
+    /// The message shows the last failure, so the error's chain goes on below it: a reporter that
+    /// prints the chain (anyhow's `{:#}`) shows each message once.
+    #[test]
+    fn an_errors_source_continues_below_the_last_failure_its_message_shows() {
+        use std::error::Error as _;
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let link = shared();
+        let unreachable = |_| async { Err::<(), _>(Unreachable(Refused)) };
+        let error = run(link.execute(&DRIVER, read(10_000), &mut rng(), unreachable)).unwrap().into_result();
+        let error = error.unwrap_err();
+        assert_eq!(error.to_string(), "failed after 1 attempt(s); last failure: host unreachable");
+        assert_eq!(error.source().map(ToString::to_string).as_deref(), Some("connection refused"));
+    }
+
     /// With 32-bit ticks: an attempt dispatched 1 s before a restart of the core's clock starts an
     /// operation 1.5 s in, after the restart. The bound, converted on the inner operation's own
     /// clock read, leaves it the 1.5 s that are left, to the tick.
