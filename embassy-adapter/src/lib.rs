@@ -8,11 +8,13 @@ mod epoch;
 mod error;
 mod execute;
 mod log;
+mod rng;
 mod shared;
 
 pub use error::Error;
 pub use execute::{AttemptInfo, Bounded, Done};
 pub use log::Log;
+pub use rng::SharedRng;
 pub use shared::SharedDependency;
 
 /// The core, re-exported: policies, configurations, verdicts and completions are its types.
