@@ -84,7 +84,7 @@ impl AttemptInfo {
     /// `with_deadline` polls the attempt before its timer, so at that instant the inner operation's
     /// timer fires and it ends before this attempt's timer drops it.
     pub fn bound(&self, context: Context<HZ>) -> Bounded {
-        Bounded { context, ends_by: Some(self.expires) }
+        Bounded::until(context, self.expires)
     }
 }
 
@@ -105,6 +105,15 @@ impl From<Context<HZ>> for Bounded {
 }
 
 impl Bounded {
+    /// `context`, for an operation that must end by `instant` on embassy-time's clock whatever
+    /// deadline `context` gives it: before the radio's receive window closes, or the device goes to
+    /// sleep. Its deadline is cut to what is left until `instant` when it starts, to the tick; an
+    /// operation started at or after `instant` ends at once, failed with `deadline_exceeded`,
+    /// sending nothing. [`AttemptInfo::bound`] is this with the attempt's expiry.
+    pub const fn until(context: Context<HZ>, instant: embassy_time::Instant) -> Self {
+        Self { context, ends_by: Some(instant) }
+    }
+
     /// The context of an operation started at `now`, read in `epoch`: its deadline cut to what is
     /// left until `ends_by`.
     #[inline]

@@ -835,6 +835,34 @@ mod nesting {
         assert_eq!(error.source().map(ToString::to_string).as_deref(), Some("connection refused"));
     }
 
+    /// An operation bound to a fixed instant (a receive window closing 1.5 s from now) ends by it
+    /// whatever its own deadline; one started at that instant or after it ends at once, sending
+    /// nothing.
+    #[test]
+    fn an_operation_bound_to_an_instant_ends_by_it_and_one_started_after_it_sends_nothing() {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        MockDriver::get().reset();
+        let link = shared();
+        let far = &Far::new(&[]);
+        let closes = embassy_time::Instant::now() + embassy_time::Duration::from_millis(1_500);
+        let window = relent_embassy::Bounded::until(read(10_000), closes);
+        let done = run(link.execute(&CHECKOUT, window, &mut rng(), |_| far.hang())).unwrap();
+        assert_eq!(far.calls(), [0]);
+        assert_eq!(embassy_time::Instant::now(), closes);
+        assert_eq!(
+            done.completion.last_failure,
+            Some(AttemptError::TimedOut { after: Duration::from_millis(1_500) })
+        );
+
+        let late = run(link.execute(&CHECKOUT, window, &mut rng(), |_| far.hang())).unwrap();
+        assert_eq!(far.calls(), [0], "nothing sent");
+        assert_eq!(
+            (late.completion.disposition, late.completion.code()),
+            (Disposition::Failed, "deadline_exceeded")
+        );
+        assert_eq!(late.completion.summary.dispatched, 0);
+    }
+
     /// With 32-bit ticks: an attempt dispatched 1 s before a restart of the core's clock starts an
     /// operation 1.5 s in, after the restart. The bound, converted on the inner operation's own
     /// clock read, leaves it the 1.5 s that are left, to the tick.
