@@ -863,6 +863,34 @@ mod nesting {
         assert_eq!(late.completion.summary.dispatched, 0);
     }
 
+    /// Jitter drawn through a `SharedRng` is drawn inside the dependency's critical section, which
+    /// the draw's own lock nests in (on the host too, with critical-section's std implementation);
+    /// the waits are the generator's own: an operation with full jitter sends at the same instants
+    /// through a `SharedRng` as through the same seeded generator held alone.
+    #[test]
+    fn jitter_drawn_through_a_shared_rng_is_the_generators_own() {
+        use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+        const JITTERED: RetryPolicy<HZ> =
+            match RetryPolicy::exponential(4, Duration::from_millis(400), Duration::from_secs(2)).build() {
+                Ok(p) => p,
+                Err(e) => panic!("{}", e.message()),
+            };
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sends = |rng: &mut dyn rand_core::RngCore| {
+            MockDriver::get().reset();
+            let far = &Far::new(&[Err(Modem::NoAnswer)]);
+            run(shared().execute(&JITTERED, read(10_000), rng, |_| far.call())).unwrap();
+            far.calls()
+        };
+        let alone = sends(&mut rng());
+        let shared_rng = relent_embassy::SharedRng::<CriticalSectionRawMutex, _>::new(rng());
+        let through_it = sends(&mut &shared_rng);
+        assert_eq!(alone.len(), 4);
+        assert_eq!(through_it, alone);
+        // And the draws were jittered: not the un-jittered 0, 400, 1200, 2800 ms.
+        assert_ne!(alone, [0, 400, 1_200, 2_800]);
+    }
+
     /// With 32-bit ticks: an attempt dispatched 1 s before a restart of the core's clock starts an
     /// operation 1.5 s in, after the restart. The bound, converted on the inner operation's own
     /// clock read, leaves it the 1.5 s that are left, to the tick.
