@@ -205,6 +205,17 @@ impl<const HZ: u64> Ended<HZ> {
     }
 }
 
+impl<const HZ: u64, E: Classify<HZ>> Completion<HZ, E> {
+    /// The verdict of an operation that ran this one inside one of its attempts, as the adapters'
+    /// errors give it: [`Ended`]'s rule, where a policy of one attempt leaves the last failure's
+    /// own verdict (none: not retryable). `retry_in` is the wait `not_before` leaves from now, read
+    /// on the adapter's clock.
+    pub fn outer_verdict(&self, retry_in: Option<Duration<HZ>>) -> Verdict<HZ> {
+        Ended::of(self, retry_in)
+            .verdict(|| self.last_failure.as_ref().map_or(Verdict::NotRetryable, E::classify))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -333,5 +344,43 @@ mod tests {
                 retry_in: wait
             }
         );
+    }
+
+    /// A policy of one attempt leaves its failure's verdict to the caller; one that retried, or one
+    /// with no failure kept, is not retried again; a refusal hands its wait up.
+    #[test]
+    fn a_completions_outer_verdict_asks_the_last_failure_only_after_a_single_attempt() {
+        let completion = |disposition, problem, dispatched, last_failure| Completion::<
+            1_000,
+            AttemptError<1_000, Refused>,
+        > {
+            operation: crate::OperationId(7),
+            disposition,
+            problem,
+            summary: crate::Summary {
+                dispatched,
+                retries: dispatched.saturating_sub(1),
+                waited: Duration::from_ticks(0),
+                elapsed: Duration::from_ticks(0),
+            },
+            last_failure,
+            retry_after: None,
+            not_before: None,
+        };
+        let exhausted = Some(Problem::AttemptsExhausted);
+        let single_timeout = completion(Disposition::Failed, exhausted, 1, Some(TIMED_OUT));
+        assert_eq!(single_timeout.outer_verdict(None), Verdict::Retryable);
+        let single_refused =
+            completion(Disposition::Failed, exhausted, 1, Some(AttemptError::Failed(Refused)));
+        assert_eq!(single_refused.outer_verdict(None), Verdict::NotRetryable);
+        assert_eq!(
+            completion(Disposition::Failed, exhausted, 1, None).outer_verdict(None),
+            Verdict::NotRetryable
+        );
+        let retried = completion(Disposition::Failed, exhausted, 3, Some(TIMED_OUT));
+        assert_eq!(retried.outer_verdict(None), Verdict::NotRetryable);
+        let wait = Duration::<1_000>::from_ticks(4_000);
+        let cooling = completion(Disposition::Rejected, Some(Problem::CooldownActive), 0, None);
+        assert_eq!(cooling.outer_verdict(Some(wait)), Verdict::RetryableAfter(wait));
     }
 }

@@ -11,7 +11,7 @@
 
 use core::fmt;
 
-use relent_core::{Classify, Completion, Ended, Outcome, StartError, Verdict};
+use relent_core::{Classify, Completion, Outcome, StartError, Verdict};
 
 use crate::execute::{Done, wait_ticks};
 use crate::{AttemptError, HZ};
@@ -149,8 +149,7 @@ impl<E: Classify<HZ>> Classify<HZ> for Error<E> {
         let Self::Ended { completion, retry_in } = self else {
             return Verdict::NotRetryable;
         };
-        let ended = Ended::of(completion, retry_in.map(wait_ticks));
-        ended.verdict(|| completion.last_failure.as_ref().map_or(Verdict::NotRetryable, Classify::classify))
+        completion.outer_verdict(retry_in.map(wait_ticks))
     }
 }
 

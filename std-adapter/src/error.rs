@@ -199,8 +199,7 @@ impl<E: relent_core::Classify<HZ>> relent_core::Classify<HZ> for Error<E> {
         let Self::Ended { completion, retry_in, .. } = self else {
             return Verdict::NotRetryable;
         };
-        let ended = relent_core::Ended::of(completion, retry_in.map(crate::clock::ticks));
-        ended.verdict(|| completion.last_failure.as_ref().map_or(Verdict::NotRetryable, |e| e.classify()))
+        completion.outer_verdict(retry_in.map(crate::clock::ticks))
     }
 }
 
