@@ -148,6 +148,10 @@ impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Atte
 ///   with more patience waits for it, and one with less defers in turn, with the same wait.
 /// - A refusal with no end in sight (a full bulkhead), and a success: not retryable.
 ///
+/// With a whole [`Completion`] at hand, [`Completion::outer_verdict`] applies it, asking the last
+/// failure's own [`Classify`] for `single`. relent-tokio's `RetryReport` keeps only these fields
+/// of a completion, and builds an `Ended` itself.
+///
 /// ```
 /// use relent_core::{Disposition, Duration, Ended, Problem, Verdict};
 ///
