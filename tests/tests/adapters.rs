@@ -3,7 +3,8 @@
 //! worth retrying, a deadline that cuts the last attempt) run through relent-tokio on tokio's paused
 //! clock and through relent-embassy on embassy-time's mock driver, with full jitter from the same
 //! seeded generator. Each attempt must be dispatched at the same microsecond with the same timeout,
-//! and each operation must end with the same completion, field for field.
+//! and each operation must end with the same completion, field for field. A property test does the
+//! same for any day.
 //!
 //! Both clocks count microseconds from the dependency's creation, and both wake a sleeper on a
 //! millisecond: tokio's timer wheel rounds each deadline up to its next millisecond, and the mock
@@ -17,12 +18,13 @@ use core::future::Future;
 use core::pin::pin;
 use core::task::{Context as TaskContext, Poll, Waker};
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::Wake;
 
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::MockDriver;
+use proptest::prelude::*;
 use relent_core::{
     AttemptError, BreakerConfig, Classify, Completion, Context, Dependency, DependencyConfig, Disposition,
     Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
@@ -80,10 +82,11 @@ impl Answer {
 
 /// An operation: how long after the previous one ended it starts, its deadline, and its attempts'
 /// answers in order.
-struct Step {
+#[derive(Debug, Clone)]
+struct Step<'a> {
     after_ms: u64,
     deadline_ms: u64,
-    answers: &'static [Answer],
+    answers: &'a [Answer],
 }
 
 /// 3 attempts, 100 ms doubling to 2 s with full jitter, 500 ms an attempt, and a Retry-After
@@ -103,7 +106,10 @@ const CONFIG: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
 
 const SEED: u64 = 2_026;
 
-const DAY: &[Step] = &[
+/// The mock driver is one clock for this test binary: one test at a time uses it.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const DAY: &[Step<'static>] = &[
     // A success at once.
     Step { after_ms: 0, deadline_ms: 5_000, answers: &[Answer::Ok(20)] },
     // A refusal, a hang cut at 500 ms, then a success: two jittered backoffs.
@@ -163,7 +169,7 @@ impl Transcript {
     }
 }
 
-fn context(id: u64, step: &Step) -> Context<HZ> {
+fn context(id: u64, step: &Step<'_>) -> Context<HZ> {
     Context::new(D::from_millis(step.deadline_ms), ReplaySafety::replayable_read(D::from_secs(3_600))).id(id)
 }
 
@@ -171,14 +177,14 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap()
 }
 
-fn on_tokio() -> Transcript {
+fn on_tokio(day: &[Step<'_>], seed: u64) -> Transcript {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
     runtime.block_on(async {
         let t0 = tokio::time::Instant::now();
-        let dependency = relent_tokio::Dependency::with_seed("link", CONFIG, SEED).unwrap();
+        let dependency = relent_tokio::Dependency::with_seed("link", CONFIG, seed).unwrap();
         let transcript = RefCell::new(Transcript::default());
-        for (id, step) in (1..).zip(DAY) {
+        for (id, step) in (1..).zip(day) {
             tokio::time::sleep(std::time::Duration::from_millis(step.after_ms)).await;
             let answers = RefCell::new(step.answers.iter().copied().collect::<VecDeque<_>>());
             let done = dependency
@@ -229,15 +235,15 @@ fn run_on_mock_time<F: Future>(fut: F) -> F::Output {
     panic!("the day did not end in 100 000 s of mock time");
 }
 
-fn on_embassy() -> Transcript {
+fn on_embassy(day: &[Step<'_>], seed: u64) -> Transcript {
     MockDriver::get().reset();
     let state = Dependency::new(&CONFIG, relent_embassy::now()).unwrap();
     let link: SharedDependency<'static, CriticalSectionRawMutex, { relent_tokio::BUCKETS }> =
         SharedDependency::new(&CONFIG, state);
-    let mut rng: rand_xoshiro::Xoshiro256PlusPlus = rand_core::SeedableRng::seed_from_u64(SEED);
+    let mut rng: rand_xoshiro::Xoshiro256PlusPlus = rand_core::SeedableRng::seed_from_u64(seed);
     let transcript = RefCell::new(Transcript::default());
     run_on_mock_time(async {
-        for (id, step) in (1..).zip(DAY) {
+        for (id, step) in (1..).zip(day) {
             embassy_time::Timer::after_millis(step.after_ms).await;
             let answers = RefCell::new(step.answers.iter().copied().collect::<VecDeque<_>>());
             let done = link
@@ -261,9 +267,8 @@ fn on_embassy() -> Transcript {
     transcript.into_inner()
 }
 
-#[test]
-fn relent_tokio_and_relent_embassy_make_the_same_attempts_at_the_same_instants_and_end_alike() {
-    let (tokio, embassy) = (on_tokio(), on_embassy());
+/// The attempts, one by one, then the completions: the first difference is the one reported.
+fn assert_alike(tokio: &Transcript, embassy: &Transcript) {
     for (i, (t, e)) in tokio.attempts.iter().zip(&embassy.attempts).enumerate() {
         assert_eq!(t, e, "attempt {i}: (operation, number, at, timeout), tokio then embassy");
     }
@@ -271,6 +276,14 @@ fn relent_tokio_and_relent_embassy_make_the_same_attempts_at_the_same_instants_a
     for (i, (t, e)) in tokio.completions.iter().zip(&embassy.completions).enumerate() {
         assert_eq!(t, e, "operation {}'s completion, tokio then embassy", i + 1);
     }
+    assert_eq!(tokio.completions.len(), embassy.completions.len(), "operations ended");
+}
+
+#[test]
+fn relent_tokio_and_relent_embassy_make_the_same_attempts_at_the_same_instants_and_end_alike() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (tokio, embassy) = (on_tokio(DAY, SEED), on_embassy(DAY, SEED));
+    assert_alike(&tokio, &embassy);
 
     // And the day went as it should, to the microsecond. A backoff wakes on the millisecond after
     // its jittered end, on both clocks; `waited` sums the jittered delays themselves.
@@ -327,4 +340,34 @@ fn relent_tokio_and_relent_embassy_make_the_same_attempts_at_the_same_instants_a
             (failed, Some(Problem::RetryDelayExceedsDeadline), 2, 91_521, 700_000, None),
         ]
     );
+}
+
+fn answer() -> impl Strategy<Value = Answer> {
+    let fault = prop_oneof![Just(Fault::Refused), (0..4u32).prop_map(Fault::Busy), Just(Fault::Invalid)];
+    prop_oneof![
+        (0..600u64).prop_map(Answer::Ok),
+        (0..600u64, fault).prop_map(|(ms, fault)| Answer::Err(ms, fault)),
+        Just(Answer::Hang),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Any day: operations at any spacing, with any deadline, whose attempts answer at any time
+    /// (before their 500 ms timeout, at it, after it, or never), retryably, with a wait, or not at
+    /// all, and any seed. The adapters make the same attempts at the same instants and end every
+    /// operation alike.
+    #[test]
+    fn on_any_day_the_two_adapters_decide_alike(
+        steps in proptest::collection::vec((0..3_000u64, 100..6_000u64, proptest::collection::vec(answer(), 3)), 1..10),
+        seed in any::<u64>(),
+    ) {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let day: Vec<Step<'_>> = steps
+            .iter()
+            .map(|(after_ms, deadline_ms, answers)| Step { after_ms: *after_ms, deadline_ms: *deadline_ms, answers })
+            .collect();
+        assert_alike(&on_tokio(&day, seed), &on_embassy(&day, seed));
+    }
 }
