@@ -104,6 +104,9 @@ const CONFIG: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(10))
     .breaker(BreakerConfig::consecutive_failures(3, D::from_secs(2)))
     .cooldown(D::from_secs(30));
 
+/// The same with a tight budget (10 % and one retry a window), which refuses retries often.
+const TIGHT: DependencyConfig<HZ> = CONFIG.budget(valid(RetryBudget::ratio(10, 1)));
+
 const SEED: u64 = 2_026;
 
 /// The mock driver is one clock for this test binary: one test at a time uses it.
@@ -177,12 +180,12 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap()
 }
 
-fn on_tokio(day: &[Step<'_>], seed: u64) -> Transcript {
+fn on_tokio(config: &'static DependencyConfig<HZ>, day: &[Step<'_>], seed: u64) -> Transcript {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
     runtime.block_on(async {
         let t0 = tokio::time::Instant::now();
-        let dependency = relent_tokio::Dependency::with_seed("link", CONFIG, seed).unwrap();
+        let dependency = relent_tokio::Dependency::with_seed("link", *config, seed).unwrap();
         let transcript = RefCell::new(Transcript::default());
         for (id, step) in (1..).zip(day) {
             tokio::time::sleep(std::time::Duration::from_millis(step.after_ms)).await;
@@ -235,11 +238,11 @@ fn run_on_mock_time<F: Future>(fut: F) -> F::Output {
     panic!("the day did not end in 100 000 s of mock time");
 }
 
-fn on_embassy(day: &[Step<'_>], seed: u64) -> Transcript {
+fn on_embassy(config: &'static DependencyConfig<HZ>, day: &[Step<'_>], seed: u64) -> Transcript {
     MockDriver::get().reset();
-    let state = Dependency::new(&CONFIG, relent_embassy::now()).unwrap();
+    let state = Dependency::new(config, relent_embassy::now()).unwrap();
     let link: SharedDependency<'static, CriticalSectionRawMutex, { relent_tokio::BUCKETS }> =
-        SharedDependency::new(&CONFIG, state);
+        SharedDependency::new(config, state);
     let mut rng: rand_xoshiro::Xoshiro256PlusPlus = rand_core::SeedableRng::seed_from_u64(seed);
     let transcript = RefCell::new(Transcript::default());
     run_on_mock_time(async {
@@ -282,7 +285,7 @@ fn assert_alike(tokio: &Transcript, embassy: &Transcript) {
 #[test]
 fn relent_tokio_and_relent_embassy_make_the_same_attempts_at_the_same_instants_and_end_alike() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (tokio, embassy) = (on_tokio(DAY, SEED), on_embassy(DAY, SEED));
+    let (tokio, embassy) = (on_tokio(&CONFIG, DAY, SEED), on_embassy(&CONFIG, DAY, SEED));
     assert_alike(&tokio, &embassy);
 
     // And the day went as it should, to the microsecond. A backoff wakes on the millisecond after
@@ -356,18 +359,20 @@ proptest! {
 
     /// Any day: operations at any spacing, with any deadline, whose attempts answer at any time
     /// (before their 500 ms timeout, at it, after it, or never), retryably, with a wait, or not at
-    /// all, and any seed. The adapters make the same attempts at the same instants and end every
-    /// operation alike.
+    /// all, any seed, and the budget of the day above or a tight one. The adapters make the same
+    /// attempts at the same instants and end every operation alike.
     #[test]
     fn on_any_day_the_two_adapters_decide_alike(
         steps in proptest::collection::vec((0..3_000u64, 100..6_000u64, proptest::collection::vec(answer(), 3)), 1..10),
         seed in any::<u64>(),
+        tight in any::<bool>(),
     ) {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let day: Vec<Step<'_>> = steps
             .iter()
             .map(|(after_ms, deadline_ms, answers)| Step { after_ms: *after_ms, deadline_ms: *deadline_ms, answers })
             .collect();
-        assert_alike(&on_tokio(&day, seed), &on_embassy(&day, seed));
+        let config = if tight { &TIGHT } else { &CONFIG };
+        assert_alike(&on_tokio(config, &day, seed), &on_embassy(config, &day, seed));
     }
 }
