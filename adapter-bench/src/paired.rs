@@ -66,6 +66,38 @@ pub fn rotate_rounds(rounds: usize, n: usize, mut time: impl FnMut(usize) -> Tim
     per_round
 }
 
+/// As [`rotate`], round after round for `span` after `warm_up` rounds, the rounds kept in blocks
+/// of `block` rounds (one block at least; `block` must not be 0): `blocks[b][i][r]` is contender
+/// `i`'s time per call in round `r` of block `b`.
+/// A run of [`rotate`] lasts milliseconds for a cheap call, and on a shared machine it then
+/// catches one state of the machine; blocks over seconds catch the states as they come and go.
+pub fn rotate_blocks(
+    warm_up: usize,
+    block: usize,
+    span: Std,
+    n: usize,
+    mut time: impl FnMut(usize) -> Timed,
+) -> Vec<Vec<Vec<f64>>> {
+    for round in 0..warm_up {
+        for k in 0..n {
+            time((round + k) % n);
+        }
+    }
+    let started = Instant::now();
+    let mut blocks = Vec::new();
+    while blocks.is_empty() || started.elapsed() < span {
+        let mut per_round = vec![Vec::with_capacity(block); n];
+        for round in 0..block {
+            for k in 0..n {
+                let i = (round + k) % n;
+                per_round[i].push(time(i).per_call_ns());
+            }
+        }
+        blocks.push(per_round);
+    }
+    blocks
+}
+
 /// The median and quartiles of `xs` (not empty): the order statistics at a quarter, a half and
 /// three quarters of the way, rounding down (the lower median for an even count).
 pub fn quartiles(mut xs: Vec<f64>) -> (f64, f64, f64) {
@@ -84,6 +116,62 @@ pub fn ratio_line(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) {
 fn ratio_text(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) -> String {
     let (median, q1, q3) = quartiles((0..rounds).map(ratio).collect());
     format!("{what}: ratio {median:.2} (quartiles {q1:.2} to {q3:.2})")
+}
+
+/// A block of [`rotate_blocks`] is in the fastest state of its run when its baseline's median is
+/// within this factor of the fastest blocks' (the first percentile of the blocks' medians). On the
+/// development machine the states' baselines differ by a fifth or more, and a state's blocks by a
+/// few percent.
+pub const SAME_STATE: f64 = 1.05;
+
+/// The lines of a comparison timed in blocks ([`rotate_blocks`]) of contender 0 (the subject)
+/// against contender 1 (the baseline), named `names`: their medians over all rounds, and the median of the
+/// rounds' ratios with its quartiles; then the same in the blocks of the fastest state seen (see
+/// [`SAME_STATE`]), and in the other blocks, if any. A block's state is read from the baseline
+/// alone, so which blocks count does not depend on the subject's times.
+pub fn state_lines(what: &str, names: [&str; 2], blocks: &[Vec<Vec<f64>>]) -> Vec<String> {
+    let median = |xs: Vec<f64>| quartiles(xs).0;
+    let baseline: Vec<f64> = blocks.iter().map(|b| median(b[1].clone())).collect();
+    let mut sorted = baseline.clone();
+    sorted.sort_by(f64::total_cmp);
+    let fastest = sorted[(sorted.len() - 1) / 100];
+    let summary = |chosen: &[&Vec<Vec<f64>>]| {
+        let side = |i: usize| median(chosen.iter().flat_map(|b| b[i].iter().copied()).collect());
+        let ratios: Vec<f64> =
+            chosen.iter().flat_map(|b| b[0].iter().zip(&b[1]).map(|(s, b)| s / b)).collect();
+        let (m, q1, q3) = quartiles(ratios);
+        (side(0), side(1), format!("ratio {m:.2} (quartiles {q1:.2} to {q3:.2})"))
+    };
+    let share = |n: usize| 100.0 * n as f64 / blocks.len() as f64;
+    let [subject, base] = names;
+    let all: Vec<&Vec<Vec<f64>>> = blocks.iter().collect();
+    let (s, b, ratio) = summary(&all);
+    let rounds = blocks[0][0].len();
+    let mut lines = vec![
+        format!(
+            "{what}: {subject} {s:.1} ns, {base} {b:.1} ns (medians of {} blocks of {rounds} rounds)",
+            blocks.len()
+        ),
+        format!("{what}: {subject} / {base}: {ratio}"),
+    ];
+    let (fast, slow): (Vec<_>, Vec<_>) =
+        blocks.iter().zip(&baseline).partition(|&(_, &m)| m <= fastest * SAME_STATE);
+    let fast: Vec<_> = fast.into_iter().map(|(b, _)| b).collect();
+    let slow: Vec<_> = slow.into_iter().map(|(b, _)| b).collect();
+    let (s, b, ratio) = summary(&fast);
+    lines.push(format!(
+        "{what}, the fastest state ({:.0} % of the blocks: {base} within {:.0} % of its fastest blocks'): {subject} {s:.1} ns, {base} {b:.1} ns, {ratio}",
+        share(fast.len()),
+        (SAME_STATE - 1.0) * 100.0
+    ));
+    if !slow.is_empty() {
+        let (s, b, ratio) = summary(&slow);
+        lines.push(format!(
+            "{what}, the other blocks ({:.0} %): {subject} {s:.1} ns, {base} {b:.1} ns, {ratio}",
+            share(slow.len())
+        ));
+    }
+    lines
 }
 
 /// The adapters on each of `paths`: every contender's overhead over the bare call of the same
@@ -316,6 +404,52 @@ mod tests {
         // The kept rounds are calls 9 to 17: contender 0 was timed at calls 9, 14 and 16 (1 call
         // each), 1 at 10, 12 and 17 (2 calls), 2 at 11, 13 and 15 (4 calls).
         assert_eq!(t, [vec![900.0, 1400.0, 1600.0], vec![500.5, 600.5, 850.5], vec![275.5, 325.5, 375.5]]);
+    }
+
+    #[test]
+    fn rotate_blocks_warms_up_once_then_keeps_whole_blocks_until_the_span_has_passed() {
+        let mut calls = 0;
+        let blocks = rotate_blocks(4, 3, Std::ZERO, 2, |i| {
+            calls += 1;
+            Timed { took: Std::from_nanos(10 * (i as u64 + 1)), calls: 1 }
+        });
+        // A span of zero still keeps one block: 4 rounds of warm-up and 3 kept, 2 contenders each.
+        assert_eq!(calls, (4 + 3) * 2);
+        assert_eq!(blocks, vec![vec![vec![10.0; 3], vec![20.0; 3]]]);
+        // Blocks until 20 ms have passed, each whole: every call is in a block.
+        let (started, mut calls) = (Instant::now(), 0);
+        let blocks = rotate_blocks(0, 2, Std::from_millis(20), 1, |_| {
+            calls += 1;
+            std::thread::sleep(Std::from_millis(1));
+            Timed { took: Std::from_nanos(5), calls: 1 }
+        });
+        assert!(started.elapsed() >= Std::from_millis(20));
+        assert_eq!(calls, 2 * blocks.len());
+        assert!(blocks.iter().all(|b| b.len() == 1 && b[0] == [5.0, 5.0]));
+    }
+
+    #[test]
+    fn state_lines_split_the_blocks_by_the_baseline_s_state_and_give_each_state_s_ratio() {
+        // Two blocks in a fast state (baseline 10 and 10.4: within 5 % of 10), one in a slow one
+        // (baseline 16), whose subject is slower still.
+        let block = |subject: [f64; 2], baseline: [f64; 2]| vec![subject.to_vec(), baseline.to_vec()];
+        let blocks = [
+            block([10.0, 10.0], [10.0, 10.0]),
+            block([9.36, 9.36], [10.4, 10.4]),
+            block([24.0, 24.0], [16.0, 16.0]),
+        ];
+        let lines = state_lines("d", ["s", "b"], &blocks);
+        assert_eq!(
+            lines,
+            [
+                "d: s 10.0 ns, b 10.4 ns (medians of 3 blocks of 2 rounds)",
+                "d: s / b: ratio 1.00 (quartiles 0.90 to 1.00)",
+                "d, the fastest state (67 % of the blocks: b within 5 % of its fastest blocks'): s 9.4 ns, b 10.0 ns, ratio 0.90 (quartiles 0.90 to 1.00)",
+                "d, the other blocks (33 %): s 24.0 ns, b 16.0 ns, ratio 1.50 (quartiles 1.50 to 1.50)",
+            ]
+        );
+        // One state only: no line for the others.
+        assert_eq!(state_lines("d", ["s", "b"], &blocks[..2]).len(), 3);
     }
 
     #[test]

@@ -33,7 +33,9 @@ use std::time::Duration as Std;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use criterion::{BatchSize, Criterion, criterion_group};
-use relent_adapter_bench::paired::{self, BATCH, ROUNDS, Timed, quartiles, ratio_line, rotate};
+use relent_adapter_bench::paired::{
+    self, BATCH, ROUNDS, Timed, ratio_line, rotate, rotate_blocks, state_lines,
+};
 use relent_adapter_bench::{Adapters, CONTEXT, Contender, PATHS};
 use relent_core::{
     Action, BreakerConfig, Dependency, DependencyConfig, Jitter, Operation, RateLimit, RetryBudget,
@@ -284,18 +286,34 @@ fn adapters(c: &mut Criterion) {
     }
 }
 
+/// How long the paired mode times relent-core's decision against backon's step. The two take
+/// about 15 ns a call, so [`ROUNDS`] rounds take some 20 ms, and on the development machine a
+/// run that short caught one state of the machine: the states come and go in milliseconds
+/// (docs/performance.md), and the ratio differs between them, so single runs gave either ratio.
+/// Over seconds, a run sees each state that comes, and reports each one's ratio.
+const DECISION_SPAN: Std = Std::from_secs(5);
+
+/// Rounds per block of the decision's comparison: about 1.3 ms, short against a state's spell.
+const DECISION_BLOCK: usize = 200;
+
 /// The paired mode (`cargo bench -p relent-tests --bench alternatives -- --paired`): the same
 /// comparisons as criterion's, with the contenders timed in turn, `BATCH` calls each, round after
 /// round, and a ratio taken within each round. A machine shared with other work drifts between
 /// criterion's benchmarks, which run one after another for seconds each; drift between the halves
-/// of one round is small, so the median of the rounds' ratios is steady within a run. Between runs
-/// the machine's state still shows: on the development machine, quiet and busy periods give
-/// relent-core's decision different ratios to backon's step (the README has the figures).
+/// of one round is small, so the median of the rounds' ratios is steady within a run. The
+/// machine's state still shows: on the development machine, its states give relent-core's
+/// decision different ratios to backon's step, so that comparison runs for [`DECISION_SPAN`] and
+/// reports each state's ratio as well as the whole run's (the README has the figures).
 fn paired() {
-    println!("paired mode: {ROUNDS} rounds after {ROUNDS} of warm-up, {BATCH} calls per contender per round");
-    // relent-core's decision after a failure against backon's bare step, inputs in cache.
+    println!(
+        "paired mode: {ROUNDS} rounds after {ROUNDS} of warm-up, {BATCH} calls per contender per round; \
+         the decision's comparison for {} s after the warm-up, in blocks of {DECISION_BLOCK} rounds",
+        DECISION_SPAN.as_secs()
+    );
+    // relent-core's decision after a failure against backon's bare step, inputs in cache: for
+    // `DECISION_SPAN`, in blocks (see `DECISION_BLOCK`).
     let mut state = (Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap(), seeded(1), 0u64);
-    let t = rotate(2, |i| {
+    let blocks = rotate_blocks(ROUNDS, DECISION_BLOCK, DECISION_SPAN, 2, |i| {
         let took = match i {
             0 => batched(
                 BATCH as u64,
@@ -310,9 +328,9 @@ fn paired() {
         };
         Timed { took, calls: BATCH }
     });
-    let (relent, backon) = (quartiles(t[0].clone()).0, quartiles(t[1].clone()).0);
-    println!("retry_decision: relent_core_on_failure {relent:.1} ns, backon_step {backon:.1} ns (medians)");
-    ratio_line("retry_decision: relent_core_on_failure / backon_step", ROUNDS, |r| t[0][r] / t[1][r]);
+    for line in state_lines("retry_decision", ["relent_core_on_failure", "backon_step"], &blocks) {
+        println!("{line}");
+    }
 
     // From nothing, in plain loops.
     let mut dep = Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap();
