@@ -8,6 +8,9 @@
 pub mod link;
 pub mod time;
 
+use relent_core::RetryPolicy;
+use relent_embassy::{Duration, HZ};
+
 /// Any panic ends the emulator with a failure code, after saying where.
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
@@ -82,6 +85,18 @@ impl core::fmt::Display for Memory {
         )
     }
 }
+
+/// The uplinks' retry policy, which `cost` measures too: 4 attempts, 500 ms doubling to 8 s with
+/// full jitter, 2 s per attempt.
+pub const POLICY: RetryPolicy<HZ> = {
+    match RetryPolicy::exponential(4, Duration::from_millis(500), Duration::from_secs(8))
+        .attempt_timeout(Duration::from_secs(2))
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    }
+};
 
 /// Uplinks both binaries send, one every [`GAP_S`] seconds.
 pub const UPLINKS: u32 = 40;

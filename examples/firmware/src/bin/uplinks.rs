@@ -25,11 +25,11 @@ use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::Timer;
 use relent_core::{
     BreakerConfig, Classify, Context, Dependency, DependencyConfig, Disposition, ReplaySafety, RetryBudget,
-    RetryPolicy, Verdict,
+    Verdict,
 };
 use relent_embassy::{Duration, HZ, SharedDependency};
 use relent_firmware::link::{Link, LinkError};
-use relent_firmware::{GAP_S, UPLINKS};
+use relent_firmware::{GAP_S, POLICY, UPLINKS};
 
 /// The link's failures, as Relent should treat them.
 struct Uplink(LinkError);
@@ -42,16 +42,6 @@ impl Classify<HZ> for Uplink {
         }
     }
 }
-
-/// 4 attempts, 500 ms doubling to 8 s with full jitter, 2 s per attempt.
-const POLICY: RetryPolicy<HZ> =
-    match RetryPolicy::exponential(4, Duration::from_millis(500), Duration::from_secs(8))
-        .attempt_timeout(Duration::from_secs(2))
-        .build()
-    {
-        Ok(p) => p,
-        Err(e) => panic!("{}", e.message()),
-    };
 
 /// The link as a dependency: retries at most 25 % of transmissions per minute (plus 4), and the
 /// circuit opens after 4 failures in a row for 20 s.
