@@ -1,5 +1,6 @@
-//! What both firmware binaries share: a time driver for embassy-time on the board's timer, a
-//! simulated modem link, and a measure of the RAM taken (statics and the peak stack).
+//! What the firmware binaries share: a time driver for embassy-time on the board's timer, a
+//! simulated modem link, a measure of the RAM taken (statics and the peak stack), and the uplinks'
+//! retry policy.
 //!
 //! The board follows the target (`build.rs`): `thumbv6m-none-eabi` is the BBC micro:bit (nRF51822,
 //! Cortex-M0 with 16 KiB of RAM), any other the lm3s6965evb (Cortex-M3); QEMU emulates both.
@@ -98,7 +99,7 @@ pub const POLICY: RetryPolicy<HZ> = {
     }
 };
 
-/// Uplinks both binaries send, one every [`GAP_S`] seconds.
+/// Uplinks the uplinks and baseline firmware send, one every [`GAP_S`] seconds.
 pub const UPLINKS: u32 = 40;
 
 /// Seconds between the end of one uplink and the start of the next.
