@@ -7,8 +7,9 @@
 //! `multi_thread` bench): the ratios the README reports.
 //!
 //! `--benchmarks` ends with the instruction counts the README gives beside the timings, counted by
-//! callgrind (repeatable, unlike time on a shared machine) when valgrind is installed;
-//! `--instructions` prints those alone (about 30 seconds).
+//! callgrind (repeatable, unlike time on a shared machine) when valgrind is installed, and on the
+//! firmware's boards by QEMU's `-icount` when qemu-system-arm is; `--instructions` prints those
+//! alone (about a minute).
 //!
 //! `cargo run --release -p relent-tests --bin evidence -- --benchmarks` (8 minutes on 2 cores from a
 //! fresh clone, every build included, 5 once built; without the flag, about 10 seconds).
@@ -27,7 +28,8 @@ const USAGE: &str =
                   in evidence/ (about 10 s)
   --benchmarks    the same, then the benchmark suites, the paired mode and the instruction counts
                   (5 to 8 minutes)
-  --instructions  the instruction counts alone, under callgrind (about 30 s; needs valgrind)
+  --instructions  the instruction counts alone: under callgrind (needs valgrind), and on the
+                  firmware's boards under QEMU (needs qemu-system-arm; about 1 minute)
 environment: EVIDENCE_RUNS=N seeded runs per point of the AWS experiment (default 100, the paper's)";
 
 /// What a run of the binary does.
@@ -77,6 +79,7 @@ fn main() {
     };
     if mode == Mode::Instructions {
         instructions();
+        firmware_instructions();
         return;
     }
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../evidence");
@@ -89,6 +92,47 @@ fn main() {
     if mode == Mode::Benchmarks {
         benchmarks();
         instructions();
+        firmware_instructions();
+    }
+}
+
+/// The boards the firmware example runs on in QEMU, by target: the README's columns.
+const BOARDS: [(&str, &str); 2] =
+    [("thumbv7m-none-eabi", "Cortex-M3 (lm3s6965evb)"), ("thumbv6m-none-eabi", "Cortex-M0 (micro:bit)")];
+
+/// The README's firmware counts: the firmware example's `cost` binary on each board in QEMU, with
+/// the runner its `.cargo/config.toml` gives (`-icount`), which counts relent-core's paths in
+/// instructions (see `examples/firmware/src/bin/cost.rs`). Needs `qemu-system-arm` and the two
+/// targets; says what is missing otherwise.
+fn firmware_instructions() {
+    println!("\n## Instructions on the firmware's boards (QEMU -icount; the same on every run of a build)\n");
+    if std::process::Command::new("qemu-system-arm").arg("--version").output().is_err() {
+        println!(
+            "qemu-system-arm is not installed, so nothing was counted (Debian: `apt-get install \
+             qemu-system-arm`; and `rustup target add thumbv7m-none-eabi thumbv6m-none-eabi`)."
+        );
+        return;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let firmware = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/firmware");
+    for (target, board) in BOARDS {
+        println!("`cargo run --release --bin cost --target {target}` in examples/firmware, {board}:\n");
+        let output = std::process::Command::new(&cargo)
+            .args(["run", "-q", "--release", "--bin", "cost", "--target", target])
+            .current_dir(&firmware)
+            .output();
+        match output {
+            Ok(output) => {
+                for line in String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.trim().is_empty()) {
+                    println!("- {}", line.trim());
+                }
+                if !output.status.success() {
+                    println!("- (failed: {})", String::from_utf8_lossy(&output.stderr).trim());
+                }
+            }
+            Err(e) => println!("- (could not run cargo: {e})"),
+        }
+        println!();
     }
 }
 
