@@ -408,13 +408,14 @@ mod tests {
 
     #[test]
     fn rotate_blocks_warms_up_once_then_keeps_whole_blocks_until_the_span_has_passed() {
-        let mut calls = 0;
+        let mut order = Vec::new();
         let blocks = rotate_blocks(4, 3, Std::ZERO, 2, |i| {
-            calls += 1;
+            order.push(i);
             Timed { took: Std::from_nanos(10 * (i as u64 + 1)), calls: 1 }
         });
-        // A span of zero still keeps one block: 4 rounds of warm-up and 3 kept, 2 contenders each.
-        assert_eq!(calls, (4 + 3) * 2);
+        // A span of zero still keeps one block: 4 rounds of warm-up and 3 kept, 2 contenders each,
+        // who goes first rotating from round to round, the warm-up's included.
+        assert_eq!(order, [0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1]);
         assert_eq!(blocks, vec![vec![vec![10.0; 3], vec![20.0; 3]]]);
         // Blocks until 20 ms have passed, each whole: every call is in a block.
         let (started, mut calls) = (Instant::now(), 0);
@@ -450,6 +451,24 @@ mod tests {
         );
         // One state only: no line for the others.
         assert_eq!(state_lines("d", ["s", "b"], &blocks[..2]).len(), 3);
+    }
+
+    #[test]
+    fn the_fastest_state_is_within_five_percent_of_the_baseline_s_first_percentile() {
+        let block = |baseline: f64| vec![vec![baseline], vec![baseline]];
+        let share = |lines: &[String]| {
+            lines[2].split(" % of").next().unwrap().rsplit('(').next().unwrap().to_string()
+        };
+        // Within 5 %: 104 of 100 is in the fastest state, 106 is not.
+        let lines = state_lines("d", ["s", "b"], &[block(100.0), block(104.0), block(106.0)]);
+        assert_eq!(share(&lines), "67");
+        // Of 200 blocks, the first percentile is the second fastest: the fastest alone may be a
+        // fluke. Here the second is a fluke too, so only the two are within 5 % of it.
+        let mut blocks = vec![block(50.0), block(90.0)];
+        blocks.extend(std::iter::repeat_with(|| block(100.0)).take(198));
+        let lines = state_lines("d", ["s", "b"], &blocks);
+        assert_eq!(share(&lines), "1");
+        assert!(lines[3].starts_with("d, the other blocks (99 %)"), "{}", lines[3]);
     }
 
     #[test]
