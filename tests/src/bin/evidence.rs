@@ -146,7 +146,9 @@ const OPS: u64 = 5_000;
 /// operations, divided by `OPS`, so that setup and first-use costs cancel; only the named functions
 /// are counted (`--toggle-collect`).
 fn instructions() {
-    println!("\n## Instructions (callgrind; they repeat to within about 20 per operation)\n");
+    println!(
+        "\n## Instructions (callgrind; they repeat to within about 20 per operation on the paused clock, 70 in the production build)\n"
+    );
     if std::process::Command::new("valgrind").arg("--version").output().is_err() {
         println!("valgrind is not installed, so nothing was counted (Debian: `apt-get install valgrind`).");
         return;
