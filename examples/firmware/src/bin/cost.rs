@@ -52,8 +52,8 @@ const LINK: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60)
 const RUNS: u32 = 20_000;
 
 /// The calibration's loop: cortex-m's `delay(CALIBRATION)` runs `subs` and `bne` `CALIBRATION + 1`
-/// times, so 200,000 instructions a run, against which the few of the loop around it are a
-/// hundredth of a percent.
+/// times, so 200,000 instructions a run, against which the few of the loop around it (about five)
+/// are a few thousandths of a percent.
 const CALIBRATION: u32 = 99_999;
 
 /// Instructions a calibration run takes.
