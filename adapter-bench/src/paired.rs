@@ -51,19 +51,9 @@ pub fn rotate(n: usize, time: impl FnMut(usize) -> Timed) -> Vec<Vec<f64>> {
     rotate_rounds(ROUNDS, n, time)
 }
 
-/// As [`rotate`], for `rounds` rounds after as many of warm-up.
-pub fn rotate_rounds(rounds: usize, n: usize, mut time: impl FnMut(usize) -> Timed) -> Vec<Vec<f64>> {
-    let mut per_round = vec![Vec::with_capacity(rounds); n];
-    for round in 0..2 * rounds {
-        for k in 0..n {
-            let i = (round + k) % n;
-            let t = time(i).per_call_ns();
-            if round >= rounds {
-                per_round[i].push(t);
-            }
-        }
-    }
-    per_round
+/// As [`rotate`], for `rounds` rounds after as many of warm-up: one block of [`rotate_blocks`].
+pub fn rotate_rounds(rounds: usize, n: usize, time: impl FnMut(usize) -> Timed) -> Vec<Vec<f64>> {
+    rotate_blocks(rounds, rounds, Std::ZERO, n, time).swap_remove(0)
 }
 
 /// As [`rotate`], round after round for `span` after `warm_up` rounds, the rounds kept in blocks

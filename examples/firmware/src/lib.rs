@@ -89,15 +89,14 @@ impl core::fmt::Display for Memory {
 
 /// The uplinks' retry policy, which `cost` measures too: 4 attempts, 500 ms doubling to 8 s with
 /// full jitter, 2 s per attempt.
-pub const POLICY: RetryPolicy<HZ> = {
+pub const POLICY: RetryPolicy<HZ> =
     match RetryPolicy::exponential(4, Duration::from_millis(500), Duration::from_secs(8))
         .attempt_timeout(Duration::from_secs(2))
         .build()
     {
         Ok(p) => p,
         Err(e) => panic!("{}", e.message()),
-    }
-};
+    };
 
 /// Uplinks the uplinks and baseline firmware send, one every [`GAP_S`] seconds.
 pub const UPLINKS: u32 = 40;

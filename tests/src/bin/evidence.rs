@@ -123,9 +123,7 @@ fn firmware_instructions() {
             .output();
         match output {
             Ok(output) => {
-                for line in String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.trim().is_empty()) {
-                    println!("- {}", line.trim());
-                }
+                print_bullets(&output.stdout);
                 if !output.status.success() {
                     println!("- (failed: {})", String::from_utf8_lossy(&output.stderr).trim());
                 }
@@ -317,14 +315,17 @@ fn benchmarks() {
     for args in paired {
         println!("`cargo {}`\n", args.join(" "));
         match std::process::Command::new(&cargo).args(args).output() {
-            Ok(output) => {
-                for line in String::from_utf8_lossy(&output.stdout).lines().filter(|l| !l.trim().is_empty()) {
-                    println!("- {}", line.trim());
-                }
-            }
+            Ok(output) => print_bullets(&output.stdout),
             Err(e) => eprintln!("could not run cargo {}: {e}", args.join(" ")),
         }
         println!();
+    }
+}
+
+/// Prints a command's output a line a bullet, its blank lines left out.
+fn print_bullets(stdout: &[u8]) {
+    for line in String::from_utf8_lossy(stdout).lines().filter(|l| !l.trim().is_empty()) {
+        println!("- {}", line.trim());
     }
 }
 
