@@ -8,10 +8,13 @@
 //!   runtime's handle and a lock.
 //!
 //! Both report ratios taken within rounds of the paired mode ([`paired`]), and both have the count
-//! mode the evidence binary runs under callgrind ([`count`]).
+//! mode the evidence binary runs under callgrind ([`count`]). [`probes`] are calls that each lean on
+//! one part of a processor core, timed beside relent-core's decision by the alternatives bench's
+//! states mode.
 
 pub mod contenders;
 pub mod layers;
 pub mod paired;
+pub mod probes;
 
 pub use contenders::{Adapters, CONTEXT, Contender, PATHS, PATHS_ON_THE_REAL_CLOCK, Path, count};

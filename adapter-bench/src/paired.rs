@@ -44,6 +44,10 @@ pub struct Span {
     pub calls: usize,
 }
 
+/// A block of rounds of [`rotate_blocks`]: `block[i][r]` is contender `i`'s time per call in round
+/// `r`, in ns.
+pub type Block = Vec<Vec<f64>>;
+
 /// Times `n` contenders in turn (`time(i)` makes and times some calls of contender `i`), once each
 /// per round in an order that rotates each round, and returns each one's time per call in each
 /// round, in ns.
@@ -67,7 +71,7 @@ pub fn rotate_blocks(
     span: Std,
     n: usize,
     mut time: impl FnMut(usize) -> Timed,
-) -> Vec<Vec<Vec<f64>>> {
+) -> Vec<Block> {
     for round in 0..warm_up {
         for k in 0..n {
             time((round + k) % n);
@@ -114,18 +118,56 @@ fn ratio_text(what: &str, rounds: usize, ratio: impl Fn(usize) -> f64) -> String
 /// few percent.
 pub const SAME_STATE: f64 = 1.05;
 
+/// The blocks of a run of [`rotate_blocks`] in the fastest state seen, and the others: a block is
+/// in the fastest state when contender `baseline`'s median in it is within [`SAME_STATE`] of its
+/// fastest blocks' (the first percentile of its blocks' medians, so that one fluke block does not
+/// set it). The one rule for [`state_lines`] and [`state_table`].
+pub fn split_states(blocks: &[Block], baseline: usize) -> (Vec<&Block>, Vec<&Block>) {
+    let medians: Vec<f64> = blocks.iter().map(|b| quartiles(b[baseline].clone()).0).collect();
+    let mut sorted = medians.clone();
+    sorted.sort_by(f64::total_cmp);
+    let fastest = sorted[(sorted.len() - 1) / 100];
+    let (fast, slow): (Vec<_>, Vec<_>) =
+        blocks.iter().zip(&medians).partition(|&(_, &m)| m <= fastest * SAME_STATE);
+    (fast.into_iter().map(|(b, _)| b).collect(), slow.into_iter().map(|(b, _)| b).collect())
+}
+
+/// A markdown table of every contender of a run of [`rotate_blocks`] (named `names`, in order):
+/// its median time per call in the fastest state seen and in the other blocks (split by contender
+/// `baseline`, see [`split_states`]), and how many times slower the other blocks are. A table with
+/// no other blocks says so in its last two columns.
+pub fn state_table(names: &[&str], baseline: usize, blocks: &[Block]) -> Vec<String> {
+    let (fast, slow) = split_states(blocks, baseline);
+    let median =
+        |chosen: &[&Block], i: usize| quartiles(chosen.iter().flat_map(|b| b[i].iter().copied()).collect()).0;
+    let mut lines = vec![
+        format!(
+            "| call | the fastest state ({} blocks), ns | the other blocks ({}), ns | slowdown |",
+            fast.len(),
+            slow.len()
+        ),
+        "|---|---|---|---|".to_string(),
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let f = median(&fast, i);
+        lines.push(if slow.is_empty() {
+            format!("| {name} | {f:.1} | (none) | (none) |")
+        } else {
+            let o = median(&slow, i);
+            format!("| {name} | {f:.1} | {o:.1} | {:.2}x |", o / f)
+        });
+    }
+    lines
+}
+
 /// The lines of a comparison timed in blocks ([`rotate_blocks`]) of contender 0 (the subject)
 /// against contender 1 (the baseline), named `names`: their medians over all rounds, and the median of the
 /// rounds' ratios with its quartiles; then the same in the blocks of the fastest state seen (see
 /// [`SAME_STATE`]), and in the other blocks, if any. A block's state is read from the baseline
 /// alone, so which blocks count does not depend on the subject's times.
-pub fn state_lines(what: &str, names: [&str; 2], blocks: &[Vec<Vec<f64>>]) -> Vec<String> {
+pub fn state_lines(what: &str, names: [&str; 2], blocks: &[Block]) -> Vec<String> {
     let median = |xs: Vec<f64>| quartiles(xs).0;
-    let baseline: Vec<f64> = blocks.iter().map(|b| median(b[1].clone())).collect();
-    let mut sorted = baseline.clone();
-    sorted.sort_by(f64::total_cmp);
-    let fastest = sorted[(sorted.len() - 1) / 100];
-    let summary = |chosen: &[&Vec<Vec<f64>>]| {
+    let summary = |chosen: &[&Block]| {
         let side = |i: usize| median(chosen.iter().flat_map(|b| b[i].iter().copied()).collect());
         let ratios: Vec<f64> =
             chosen.iter().flat_map(|b| b[0].iter().zip(&b[1]).map(|(s, b)| s / b)).collect();
@@ -134,7 +176,7 @@ pub fn state_lines(what: &str, names: [&str; 2], blocks: &[Vec<Vec<f64>>]) -> Ve
     };
     let share = |n: usize| 100.0 * n as f64 / blocks.len() as f64;
     let [subject, base] = names;
-    let all: Vec<&Vec<Vec<f64>>> = blocks.iter().collect();
+    let all: Vec<&Block> = blocks.iter().collect();
     let (s, b, ratio) = summary(&all);
     let rounds = blocks[0][0].len();
     let mut lines = vec![
@@ -144,10 +186,7 @@ pub fn state_lines(what: &str, names: [&str; 2], blocks: &[Vec<Vec<f64>>]) -> Ve
         ),
         format!("{what}: {subject} / {base}: {ratio}"),
     ];
-    let (fast, slow): (Vec<_>, Vec<_>) =
-        blocks.iter().zip(&baseline).partition(|&(_, &m)| m <= fastest * SAME_STATE);
-    let fast: Vec<_> = fast.into_iter().map(|(b, _)| b).collect();
-    let slow: Vec<_> = slow.into_iter().map(|(b, _)| b).collect();
+    let (fast, slow) = split_states(blocks, 1);
     let (s, b, ratio) = summary(&fast);
     lines.push(format!(
         "{what}, the fastest state ({:.0} % of the blocks: {base} within {:.0} % of its fastest blocks'): {subject} {s:.1} ns, {base} {b:.1} ns, {ratio}",
@@ -459,6 +498,30 @@ mod tests {
         let lines = state_lines("d", ["s", "b"], &blocks);
         assert_eq!(share(&lines), "1");
         assert!(lines[3].starts_with("d, the other blocks (99 %)"), "{}", lines[3]);
+    }
+
+    #[test]
+    fn state_table_gives_each_call_s_median_in_each_state_and_its_slowdown() {
+        // Contender 1 sets the state: its blocks at 10 and 10.4 are the fastest state, at 16 not.
+        // Contender 0 is 10 and 12 in the fast state (median of the four rounds: the lower, 10),
+        // 25 in the other; contender 2 is 4 throughout.
+        let block = |a: [f64; 2], base: f64| vec![a.to_vec(), vec![base; 2], vec![4.0; 2]];
+        let blocks = [block([10.0, 10.0], 10.0), block([12.0, 12.0], 10.4), block([25.0, 25.0], 16.0)];
+        assert_eq!(
+            state_table(&["decision", "step", "probe"], 1, &blocks),
+            [
+                "| call | the fastest state (2 blocks), ns | the other blocks (1), ns | slowdown |",
+                "|---|---|---|---|",
+                "| decision | 10.0 | 25.0 | 2.50x |",
+                "| step | 10.0 | 16.0 | 1.60x |",
+                "| probe | 4.0 | 4.0 | 1.00x |",
+            ]
+        );
+        // Read from contender 2 instead, every block is in the fastest state.
+        assert_eq!(
+            state_table(&["decision", "step", "probe"], 2, &blocks)[2],
+            "| decision | 12.0 | (none) | (none) |"
+        );
     }
 
     #[test]

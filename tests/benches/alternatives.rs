@@ -26,7 +26,9 @@
 //!
 //! Run: `cargo bench -p relent-tests --bench alternatives`; with `-- --paired`, the same
 //! comparisons timed in turn, round after round, with the median of the rounds' ratios (see
-//! `paired`): the figures the README's ratios come from.
+//! `paired`): the figures the README's ratios come from. With `-- --states`, relent-core's decision
+//! and backon's step beside probes of the core's parts, in the machine's fastest state and in the
+//! others (see `states`).
 
 use std::hint::black_box;
 use std::time::Duration as Std;
@@ -34,6 +36,7 @@ use std::time::Duration as Std;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use criterion::{BatchSize, Criterion, criterion_group};
 use relent_adapter_bench::paired::{self, BATCH, ROUNDS, Timed, rotate_blocks, state_lines};
+use relent_adapter_bench::probes;
 use relent_adapter_bench::{Adapters, CONTEXT, Contender, PATHS};
 use relent_core::{
     Action, BreakerConfig, Dependency, DependencyConfig, Jitter, Operation, RateLimit, RetryBudget,
@@ -295,6 +298,35 @@ const DECISION_SPAN: Std = Std::from_secs(5);
 /// spell.
 const DECISION_BLOCK: usize = 200;
 
+/// relent-core's decision after a failure and backon's bare step, timed `BATCH` calls at a time on
+/// inputs in cache, as the paired and states modes compare them: the dependency, generator and
+/// clock that the decision's inputs are built from, kept from one timing to the next.
+struct Decisions(Dependency<HZ, 10>, rand_xoshiro::Xoshiro256PlusPlus, u64);
+
+impl Decisions {
+    fn new() -> Self {
+        Self(Dependency::new(&CONFIG, T::from_ticks(0)).unwrap(), seeded(1), 0)
+    }
+
+    /// Times `BATCH` of relent-core's decisions (`which` 0), each on an operation started a
+    /// millisecond after the last, or `BATCH` of backon's steps (any other).
+    fn time(&mut self, which: usize) -> Timed {
+        let took = match which {
+            0 => batched(
+                BATCH as u64,
+                self,
+                |Self(dep, _, clock)| {
+                    *clock += 1_000;
+                    attempt_out(dep, *clock)
+                },
+                |Self(dep, rng, _), input| fail(dep, rng, input),
+            ),
+            _ => batched(BATCH as u64, &mut (), |_| backon_policy().build(), |_, backoff| backoff.next()),
+        };
+        Timed { took, calls: BATCH }
+    }
+}
+
 /// The paired mode (`cargo bench -p relent-tests --bench alternatives -- --paired`): the same
 /// comparisons as criterion's, with the contenders timed in turn, `BATCH` calls each, round after
 /// round, and a ratio taken within each round. A machine shared with other work drifts between
@@ -312,22 +344,8 @@ fn paired() {
     );
     // relent-core's decision after a failure against backon's bare step, inputs in cache: for
     // `DECISION_SPAN`, in blocks (see `DECISION_BLOCK`).
-    let mut state = (Dependency::<HZ, 10>::new(&CONFIG, T::from_ticks(0)).unwrap(), seeded(1), 0u64);
-    let blocks = rotate_blocks(ROUNDS, DECISION_BLOCK, DECISION_SPAN, 2, |i| {
-        let took = match i {
-            0 => batched(
-                BATCH as u64,
-                &mut state,
-                |(dep, _, clock)| {
-                    *clock += 1_000;
-                    attempt_out(dep, *clock)
-                },
-                |(dep, rng, _), input| fail(dep, rng, input),
-            ),
-            _ => batched(BATCH as u64, &mut (), |_| backon_policy().build(), |_, backoff| backoff.next()),
-        };
-        Timed { took, calls: BATCH }
-    });
+    let mut state = Decisions::new();
+    let blocks = rotate_blocks(ROUNDS, DECISION_BLOCK, DECISION_SPAN, 2, |i| state.time(i));
     for line in state_lines("retry_decision", ["relent_core_on_failure", "backon_step"], &blocks) {
         println!("{line}");
     }
@@ -355,6 +373,44 @@ fn paired() {
 
     // The adapters: overheads over the bare call of the same round.
     paired::adapters(&paused_adapters(), &PATHS);
+}
+
+/// The states mode (`--states`): relent-core's decision and backon's step timed in blocks, as in the
+/// paired mode, beside probes that each lean on one part of the core (relent-adapter-bench's
+/// `probes`), and each call's median in the fastest state seen and in the other blocks (read from
+/// backon's step, as the paired mode reads them). A call slows in the other blocks as much as it
+/// needs what they take away (docs/performance.md has the figures).
+fn states() {
+    const PROBES: [&str; 7] = [
+        "relent-core's decision",
+        "backon's step",
+        "issue width: 230 instructions in 4 chains",
+        "latency: 230 instructions in 1 chain",
+        "float latency: 6 rounds of mul, add, min, div",
+        "cache: a word of each of 12 lines",
+        "branches: 40 not taken",
+    ];
+    println!(
+        "states mode: {} s after {ROUNDS} rounds of warm-up, in blocks of {DECISION_BLOCK} rounds, {BATCH} calls per call per round\n",
+        2 * DECISION_SPAN.as_secs()
+    );
+    let mut decisions = Decisions::new();
+    let mut lines = [probes::Line([1; 8]); 12];
+    let values = [9u64; 40];
+    let blocks = rotate_blocks(ROUNDS, DECISION_BLOCK, 2 * DECISION_SPAN, PROBES.len(), |i| {
+        let took = match i {
+            0 | 1 => return decisions.time(i),
+            2 => batched(BATCH as u64, &mut (), |_| 12_345, |_, x| probes::issue_width(*x)),
+            3 => batched(BATCH as u64, &mut (), |_| 3, |_, x| probes::latency_chain(*x)),
+            4 => batched(BATCH as u64, &mut (), |_| 1.5, |_, x| probes::float_chain(*x)),
+            5 => batched(BATCH as u64, &mut lines, |_| 7, |lines, x| probes::cache_lines(lines, *x)),
+            _ => batched(BATCH as u64, &mut (), |_| (), |_, ()| probes::branches(&values)),
+        };
+        Timed { took, calls: BATCH }
+    });
+    for line in paired::state_table(&PROBES, 1, &blocks) {
+        println!("{line}");
+    }
 }
 
 /// The count mode (`--count WHAT N`): runs WHAT `n` times and nothing else, so that callgrind
@@ -394,6 +450,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--paired") {
         paired();
+        return;
+    }
+    if args.iter().any(|a| a == "--states") {
+        states();
         return;
     }
     if let Some(at) = args.iter().position(|a| a == "--count") {

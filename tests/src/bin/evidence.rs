@@ -4,7 +4,8 @@
 //! comparison with backon, tower and governor, and relent-tokio's overhead), then the same
 //! comparisons in the alternatives bench's paired mode, and the adapters' again in the production
 //! build (relent-adapter-bench's `production` bench) and on tokio's multi-threaded runtime (its
-//! `multi_thread` bench): the ratios the README reports.
+//! `multi_thread` bench): the ratios the README reports; and the alternatives bench's states mode,
+//! the decision and probes of the core's parts in the machine's fastest state and in its others.
 //!
 //! `--benchmarks` ends with the instruction counts the README gives beside the timings, counted by
 //! callgrind (repeatable, unlike time on a shared machine) when valgrind is installed, and on the
@@ -320,6 +321,15 @@ fn benchmarks() {
         }
         println!();
     }
+    // What the machine's slower state takes away from the decision (docs/performance.md): a
+    // markdown table, printed as it comes.
+    let states = ["bench", "-p", "relent-tests", "--bench", "alternatives", "--", "--states"];
+    println!("`cargo {}`\n", states.join(" "));
+    match std::process::Command::new(&cargo).args(states).output() {
+        Ok(output) => println!("{}", String::from_utf8_lossy(&output.stdout).trim()),
+        Err(e) => eprintln!("could not run cargo {}: {e}", states.join(" ")),
+    }
+    println!();
 }
 
 /// Prints a command's output a line a bullet, its blank lines left out.
