@@ -62,7 +62,7 @@ pub fn float_chain(x: f64) -> f64 {
 pub struct Line(pub [u64; 8]);
 
 /// Reads and writes one word of each of `lines` (about four instructions a line): bound by the
-/// first-level data cache when the lines are many, as relent-core's decision touches about 15 (the
+/// first-level data cache when the lines are many, as relent-core's decision touches 18 (the
 /// operation, the dependency's window and breaker, the policy, the configuration, the generator,
 /// its stack frame).
 #[inline(never)]
