@@ -31,8 +31,8 @@ use core::hint::black_box as opaque;
 
 use rand_core::RngCore;
 use relent_core::{
-    Action, Attempt, Context, Dependency, DependencyConfig, Event, Instant, Jitter, Operation, ReplaySafety,
-    RetryBudget, RetryPolicy, Ticks, Verdict,
+    Action, Attempt, Context, Dependency, DependencyConfig, Ended, Event, Instant, Jitter, Operation,
+    ReplaySafety, RetryBudget, RetryPolicy, Ticks, Verdict,
 };
 #[cfg(feature = "every-protection")]
 use relent_core::{BreakerConfig, DutyCycle, RateLimit};
@@ -199,7 +199,7 @@ fn context(x: &mut Opaque) -> Context<HZ> {
         _ => ReplaySafety::Unsafe,
     };
     opaque((safety.as_str(), safety.valid_for()));
-    Context::new(x.duration(), safety).id(x.u64()).airtime(x.duration())
+    Context::new(x.duration(), safety).id(x.u64()).airtime(x.duration()).deadline_within(x.duration())
 }
 
 /// One run: a dependency and two operations, driven by a script of opaque calls.
@@ -275,6 +275,10 @@ fn run(x: &mut Opaque) {
                     if let Some(done) = op.take_completion() {
                         opaque((done.code(), done.problem.map(|p| p.as_str()), done.disposition.as_str()));
                         opaque(done.is_success());
+                        // How an operation running this one in an attempt judges its end.
+                        let retry_in = opaque(x.bool()).then(|| x.duration());
+                        opaque(done.outer_verdict(retry_in));
+                        opaque(Ended::of(&done, retry_in).verdict(|| x.verdict()));
                         opaque(done);
                     }
                     opaque((op.assign_id(x.u64()), op.id(), op.deadline(), op.dispatched(), op.is_done()));
