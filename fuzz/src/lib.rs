@@ -5,7 +5,9 @@
 //! Why a fuzz target beside the property tests in `tests/`: relent-core promises never to panic,
 //! on any input. The properties check the rules over valid configurations and callers that keep
 //! the call-order contract. A script is any caller. Its configurations reach the ends of the tick
-//! range and the edges of every validation. Its `now` goes backwards at times. It reports attempts
+//! range and the edges of every validation. Some of its steps drive an operation as an adapter does
+//! (report each attempt, sleep out each wait), so that it retries and spends its policy; its other
+//! steps are one call each, in any order. Its `now` goes backwards at times. It reports attempts
 //! twice, reports another operation's attempt, drops operations without abandoning them, rebases by
 //! any amount, and restores snapshots whose bytes are arbitrary but carry a valid CRC (what a flash
 //! page written by another firmware could hold). libFuzzer steers the bytes toward branches no
@@ -18,8 +20,12 @@
 //! `seeds/` holds inputs that together reach every branch libFuzzer reached in longer runs, with
 //! both tick widths: each run's corpus reduced to the inputs that add an edge, by libFuzzer's merge
 //! into an empty directory (`operations -merge=1 -use_counters=0 NEW CORPUS`, with the fuzz
-//! target's binary from `target/`). A change to how scripts are decoded changes what every seed
-//! does: fuzz from them for a few minutes per tick width, and reduce again.
+//! target's binary from `target/`), one build after another into the same directory. An edge
+//! does not tell an operation that spent three attempts from one that spent its only one, so the
+//! ten smallest inputs of a run's corpus that spend a policy of several attempts (`Reached::spent`)
+//! are kept as well, and `tests/tests/scripts.rs` checks that the seeds do. A change to how
+//! scripts are decoded changes what every seed does: fuzz from them for a few minutes per tick
+//! width, and reduce again.
 
 #![forbid(unsafe_code)]
 
@@ -58,6 +64,9 @@ const BUCKETS: usize = 4;
 const LOG: usize = 4;
 /// Operations a script runs at once on its dependency.
 const SLOTS: usize = 4;
+/// Calls into the core one `drive` step makes at most: enough for an operation of three attempts
+/// to be dispatched, fail, wait and end.
+const DRIVE_CALLS: usize = 12;
 /// At most this many calls per script: a longer input adds nothing but time.
 const STEPS: usize = 256;
 /// Room for any snapshot of the dependency (`Dependency::SNAPSHOT_LEN`, which a generic tick rate
@@ -84,6 +93,8 @@ pub struct Reached {
     pub completions: u32,
     /// Of those, successes.
     pub successes: u32,
+    /// Of those, operations that retried until their policy's attempts were spent.
+    pub spent: u32,
     /// Reports of an attempt not out, which the core ignored.
     pub ignored_reports: u32,
     /// Snapshots restored.
@@ -381,7 +392,10 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let k = *u.choose(&[0, 0, 0, 0, 0, 1, 2, 3])?;
         match u.int_in_range(0..=12u8)? {
             0 => self.start(u, k)?,
-            1 | 2 => self.poll(k),
+            1 => {
+                self.poll(k);
+            }
+            2 => self.drive(u, k)?,
             3 => self.report(k, None),
             4 => {
                 let failure = verdict(u)?;
@@ -436,10 +450,11 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         now
     }
 
-    fn poll(&mut self, k: usize) {
+    /// Polls operation `k`, returning the end of the wait it was told, if it was told to wait.
+    fn poll(&mut self, k: usize) -> Option<Instant<HZ>> {
         let now = self.at(k);
         let (policy, max_in_flight, uncounted) = (self.policy, self.config.bulkhead_slots(), self.uncounted);
-        let Some(slot) = &mut self.slots[k] else { return };
+        let Some(slot) = &mut self.slots[k] else { return None };
         let was_done = slot.op.is_done();
         let mut events = Events::default();
         let action = slot.op.poll(now, &mut self.state, &mut events);
@@ -483,11 +498,13 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 self.reached.dispatched += 1;
                 self.reached.retries += u32::from(attempt.is_retry());
                 slot.out = Some(attempt);
+                None
             }
             Action::Wait { until } => {
                 assert!(!slot.op.is_done());
                 assert!(until > slot.seen, "a wait until {until:?}, not after now ({:?})", slot.seen);
                 self.reached.waits += 1;
+                Some(until)
             }
             Action::Done => {
                 assert!(slot.op.is_done());
@@ -495,8 +512,31 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 if let Some(given_up) = slot.out.take() {
                     slot.stale = Some(given_up);
                 }
+                None
             }
         }
+    }
+
+    /// Runs operation `k` for a few calls as an adapter does: each attempt reported after a
+    /// moment, a failure with the script's verdict or a success, each wait slept out to its end,
+    /// the completion taken at the end. The steps one at a time rarely line up like this, so
+    /// without it scripts seldom retry more than once, or spend a policy's attempts.
+    fn drive(&mut self, u: &mut Unstructured, k: usize) -> Result<()> {
+        for _ in 0..DRIVE_CALLS {
+            let Some(slot) = &self.slots[k] else { return Ok(()) };
+            if slot.op.is_done() {
+                self.take(k);
+                return Ok(());
+            }
+            if slot.out.is_some() {
+                self.now = after(self.now, Duration::<HZ>::from_ticks(u.int_in_range(0..=64)?));
+                let failure = if u.ratio(1u8, 4)? { None } else { Some(verdict(u)?) };
+                self.report(k, failure);
+            } else if let Some(until) = self.poll(k) {
+                self.now = until;
+            }
+        }
+        Ok(())
     }
 
     /// Reports the attempt out of operation `k`: a success, or a failure with its verdict.
@@ -569,7 +609,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
     }
 
     fn take(&mut self, k: usize) {
-        let policy = self.policy;
+        let (policy, now) = (self.policy, self.now);
         let Some(slot) = &mut self.slots[k] else { return };
         let completion = slot.op.take_completion();
         if !slot.op.is_done() || slot.taken {
@@ -588,8 +628,27 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             _ => assert!(c.problem.is_some() || c.last_failure.is_some_and(|f| !f.is_retryable())),
         }
         assert_eq!(c.code(), c.problem.map_or("", |p| p.as_str()));
+        // How an operation that ran this one inside an attempt judges its end, with the wait the
+        // adapters give it (seed 000: exactly one layer retries). It retries only an operation
+        // whose policy allowed it a single attempt, by that attempt's own verdict; it waits out a
+        // deferral or refusal whose wait is known, exactly that wait; anything else is final.
+        let retry_in =
+            c.not_before.map(|at| Duration::<HZ>::from_ticks(at.as_ticks().saturating_sub(now.as_ticks())));
+        let outer = c.outer_verdict(retry_in);
+        match c.disposition {
+            Disposition::Deferred | Disposition::Rejected => {
+                assert_eq!(outer, retry_in.map_or(Verdict::NotRetryable, Verdict::RetryableAfter));
+            }
+            Disposition::Failed if outer.is_retryable() => {
+                assert_eq!((c.summary.dispatched, policy.max_attempts()), (1, 1), "{outer:?} for {c:?}");
+                assert_eq!(Some(outer), c.last_failure);
+            }
+            _ => assert_eq!(outer, Verdict::NotRetryable, "{c:?}"),
+        }
         assert!(slot.op.take_completion().is_none(), "a second completion");
         self.reached.successes += u32::from(c.is_success());
+        self.reached.spent +=
+            u32::from(c.problem == Some(relent_core::Problem::AttemptsExhausted) && c.summary.dispatched > 1);
     }
 
     /// Every read of the dependency's state, at the current time.

@@ -22,13 +22,22 @@ fn the_kept_seeds_keep_every_promise() {
     // scripts are decoded changes what each seed does: if this fails after one, make the seeds
     // again (see the `relent_fuzz` crate doc).
     let Reached {
-        dispatched, retries, waits, successes, ignored_reports, restored, refused_snapshots, ..
+        dispatched,
+        retries,
+        waits,
+        successes,
+        spent,
+        ignored_reports,
+        restored,
+        refused_snapshots,
+        ..
     } = reached;
     for (what, n) in [
         ("attempts dispatched", dispatched),
         ("retries", retries),
         ("waits", waits),
         ("successes", successes),
+        ("operations that spent their policy's attempts", spent),
         ("reports of attempts not out", ignored_reports),
         ("snapshots restored", restored),
         ("snapshots refused", refused_snapshots),
