@@ -738,7 +738,12 @@ mod nesting {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::test_runner::Config { cases: 64, ..Default::default() })]
+        // 64 cases, or PROPTEST_CASES's count for a longer run (as relent-tests' `cases`:
+        // proptest's own reading of it gives way to a count set here).
+        #![proptest_config(proptest::test_runner::Config {
+            cases: std::env::var("PROPTEST_CASES").map_or(64, |v| v.parse().expect("PROPTEST_CASES: a whole number")),
+            ..Default::default()
+        })]
 
         /// Whatever the outer attempt's timeout, the attempt's own work before the inner operation
         /// starts, the inner deadline and the inner policy, against a modem that hangs: the inner

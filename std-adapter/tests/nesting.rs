@@ -556,7 +556,12 @@ async fn a_response_the_caller_cannot_use_is_classified_by_its_report() {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::test_runner::Config { cases: 96, ..Default::default() })]
+    // 96 cases, or PROPTEST_CASES's count for a longer run (as relent-tests' `cases`: proptest's
+    // own reading of it gives way to a count set here).
+    #![proptest_config(proptest::test_runner::Config {
+        cases: std::env::var("PROPTEST_CASES").map_or(96, |v| v.parse().expect("PROPTEST_CASES: a whole number")),
+        ..Default::default()
+    })]
 
     /// Whatever the two dependencies' anchors (either made first, up to 5 ms apart, to the
     /// nanosecond), the outer attempt's timeout, the inner deadline and the inner policy, against a

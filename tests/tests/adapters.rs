@@ -355,7 +355,7 @@ fn answer() -> impl Strategy<Value = Answer> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: relent_tests::cases(128), ..ProptestConfig::default() })]
 
     /// Any day: operations at any spacing, with any deadline, whose attempts answer at any time
     /// (before their 500 ms timeout, at it, after it, or never), retryably, with a wait, or not at

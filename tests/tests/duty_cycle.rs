@@ -322,7 +322,7 @@ fn fate() -> impl Strategy<Value = Fate> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(relent_tests::cases(400)))]
 
     #[test]
     fn airtime_inside_any_window_never_exceeds_the_allowance(

@@ -101,7 +101,7 @@ fn scenario() -> impl Strategy<
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: relent_tests::cases(2_000), ..ProptestConfig::default() })]
 
     /// Dispatches never exceed max attempts; no attempt starts at or after the deadline; an
     /// attempt's timeout never exceeds what remains nor the ceiling; each delay is within its
@@ -292,7 +292,7 @@ fn simulate(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: relent_tests::cases(200), ..ProptestConfig::default() })]
 
     /// At every retry, the retries in the dependency's window (the current bucket and the nine
     /// before it, 1 s each) are at most the floor plus the ratio's share of all calls in it.

@@ -161,7 +161,7 @@ fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed:
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: relent_tests::cases(300), ..ProptestConfig::default() })]
 
     /// Permits in flight never exceed the bulkhead and never leak, whatever happens to attempts
     /// (reported, cancelled, or dropped and never reported).
