@@ -143,10 +143,32 @@ impl<const HZ: u64> RetryBudget<HZ> {
 
 /// Whether a ratio budget allows one more retry given the window's counts (see the module doc).
 pub(crate) const fn ratio_allows(counts: Counts, percent: u8, floor: u32) -> bool {
+    // Without a 32 × 32 → 64-bit multiply (a Cortex-M0 calls a 64 × 64 routine for each of the three
+    // products below), counts that fit are compared in 32-bit words.
+    if crate::mul::NO_WIDE_MULTIPLY {
+        if let Some(allows) = ratio_allows_small(counts, percent, floor) {
+            return allows;
+        }
+    }
     let retries = (counts.retries as u64).saturating_add(1);
     let calls = (counts.calls as u64).saturating_add(1);
     let allowance = (floor as u64).saturating_mul(100).saturating_add((percent as u64).saturating_mul(calls));
     retries.saturating_mul(100) <= allowance
+}
+
+/// [`ratio_allows`] in 32-bit words, when the counts and the floor are below 2^23 (8 million, far
+/// more than a window holds at thousands of calls a second); `None` otherwise.
+#[inline(always)]
+pub(crate) const fn ratio_allows_small(counts: Counts, percent: u8, floor: u32) -> Option<bool> {
+    const SMALL: u32 = 1 << 23;
+    if counts.retries | counts.calls | floor >= SMALL {
+        return None;
+    }
+    // 100 × 2^23 + 255 × 2^23 < 2^32: no product or sum below wraps.
+    let retries = counts.retries.wrapping_add(1).wrapping_mul(100);
+    let allowance =
+        floor.wrapping_mul(100).wrapping_add((percent as u32).wrapping_mul(counts.calls.wrapping_add(1)));
+    Some(retries <= allowance)
 }
 
 /// How many retries in a row [`ratio_allows`] would admit, each also counted as a call: the
@@ -386,6 +408,38 @@ mod tests {
         assert!(ratio_allows(c(1, 0), 10, 2));
         assert!(ratio_allows(c(2, 1), 10, 2));
         assert!(!ratio_allows(c(3, 2), 10, 2));
+    }
+
+    #[test]
+    fn the_ratio_in_32_bit_words_agrees_with_64_bit_arithmetic_wherever_it_answers() {
+        let c = |calls, retries| Counts { calls, retries, failures: 0 };
+        // The rule in 64 bits, written out independently of both versions.
+        let exact = |k: Counts, percent: u8, floor: u32| {
+            100 * (u64::from(k.retries) + 1)
+                <= 100 * u64::from(floor) + u64::from(percent) * (u64::from(k.calls) + 1)
+        };
+        let edges = [0, 1, 9, 10, 11, 99, 100, 1_000, (1 << 23) - 2, (1 << 23) - 1, 1 << 23, u32::MAX];
+        for calls in edges {
+            for retries in edges {
+                for floor in edges {
+                    for percent in [0, 1, 10, 50, 99, 100, u8::MAX] {
+                        let k = c(calls, retries);
+                        let small = ratio_allows_small(k, percent, floor);
+                        let fits = calls < 1 << 23 && retries < 1 << 23 && floor < 1 << 23;
+                        assert_eq!(small.is_some(), fits, "{k:?} {percent} {floor}");
+                        assert_eq!(
+                            small.unwrap_or(exact(k, percent, floor)),
+                            exact(k, percent, floor),
+                            "{k:?}"
+                        );
+                        assert_eq!(ratio_allows(k, percent, floor), exact(k, percent, floor), "{k:?}");
+                    }
+                }
+            }
+        }
+        // Where the two sides meet: 10 % of 89 + 1 calls is 9 retries, not 10.
+        assert_eq!(ratio_allows_small(c(89, 8), 10, 0), Some(true));
+        assert_eq!(ratio_allows_small(c(90, 9), 10, 0), Some(false));
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! bounded so that a broken RNG (one that returns the same word forever) cannot hang the caller;
 //! after [`MAX_REJECTIONS`] rejections the last draw is used with its negligible bias.
 
-use crate::time::{Ticks, Wide};
+use crate::time::Ticks;
 use rand_core::RngCore;
 
 /// How a computed backoff delay `d` is randomised.
@@ -68,7 +68,6 @@ fn draw<R: RngCore + ?Sized>(rng: &mut R) -> Ticks {
 /// `hi <= lo`.
 // One draw site and plain word splits: the RNG's code is inlined once, and nothing goes through
 // the stack (on a Cortex-M3, 120 bytes less than a split through an array).
-#[allow(clippy::cast_possible_truncation)] // Splitting a wide product into its two words.
 #[cfg_attr(not(target_os = "none"), inline(always))]
 pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: Ticks, hi: Ticks) -> Ticks {
     let Some(span) = hi.checked_sub(lo) else {
@@ -91,9 +90,8 @@ pub(crate) fn uniform_inclusive<R: RngCore + ?Sized>(rng: &mut R, lo: Ticks, hi:
             offset = word;
             break;
         }
-        let wide = Wide::from(word).wrapping_mul(Wide::from(range));
-        offset = (wide >> Ticks::BITS) as Ticks;
-        let low = wide as Ticks;
+        let (high, low) = crate::mul::wide_mul(word, range);
+        offset = high;
         if low >= range
             || low >= *threshold.get_or_insert_with(|| range.wrapping_neg().checked_rem(range).unwrap_or(0))
         {

@@ -43,6 +43,7 @@ mod error;
 mod event;
 mod jitter;
 mod limiter;
+mod mul;
 mod operation;
 mod packed;
 mod policy;

@@ -169,10 +169,12 @@ impl<const HZ: u64> RetryPolicy<HZ> {
         let ticks = match self.backoff {
             Backoff::Constant => base,
             Backoff::Exponential => {
+                // base × 2^doublings, saturating: a shift and a comparison, as cheap as a
+                // multiply on a host, where a Cortex-M0 calls a library routine for a checked one.
                 let doublings = retry.saturating_sub(1) as u32;
-                match Ticks::MIN.saturating_add(1).checked_shl(doublings) {
-                    Some(factor) => base.saturating_mul(factor),
-                    None => Ticks::MAX,
+                match Ticks::MAX.checked_shr(doublings) {
+                    Some(largest) if base <= largest => base << doublings,
+                    _ => Ticks::MAX,
                 }
             }
         };
