@@ -196,7 +196,11 @@ impl<const HZ: u64> RetryPolicy<HZ> {
             Jitter::Equal => (d / 2, d),
             Jitter::Decorrelated => {
                 let base = self.base_delay.as_ticks();
-                (base, previous.as_ticks().saturating_mul(3).max(base))
+                // 3 × previous, saturating: a comparison, where a checked multiply is a library
+                // call on a Cortex-M0 (`mul.rs`).
+                let previous = previous.as_ticks();
+                let tripled = if previous <= Ticks::MAX / 3 { previous.wrapping_mul(3) } else { Ticks::MAX };
+                (base, tripled.max(base))
             }
         };
         // Only a decorrelated interval reaches above the maximum delay. It is capped after the draw,
@@ -389,6 +393,24 @@ mod tests {
         // The middle of [100, 4500] is 2300: above the cap, so the cap (AWS's min(cap, draw)). An
         // interval capped before the draw would give the middle of [100, 2000] instead.
         assert_eq!(p.delay(5, D::from_millis(1500), &mut Const(u64::MAX / 2)).as_ticks(), 2000);
+    }
+
+    #[test]
+    fn decorrelated_jitter_triples_the_previous_delay_saturating_at_the_end_of_time() {
+        let max = crate::time::MAX_SPAN;
+        let p = RetryPolicy::<HZ>::exponential(8, D::from_ticks(1), D::from_ticks(max))
+            .jitter(Jitter::Decorrelated)
+            .build()
+            .unwrap();
+        // The top of the interval, [1, 3 × previous], drawn with the largest word.
+        for previous in
+            [1, 7, Ticks::MAX / 3 - 1, Ticks::MAX / 3, Ticks::MAX / 3 + 1, Ticks::MAX - 1, Ticks::MAX]
+        {
+            let exact = (u128::from(previous) * 3).min(u128::from(Ticks::MAX));
+            let expected = Ticks::try_from(exact).unwrap().min(max);
+            let drawn = p.delay(2, D::from_ticks(previous), &mut Const(u64::MAX)).as_ticks();
+            assert_eq!(drawn, expected, "previous {previous}");
+        }
     }
 
     #[test]
