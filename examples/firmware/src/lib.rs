@@ -1,11 +1,12 @@
 //! What the firmware binaries share: a time driver for embassy-time on the board's timer, a
-//! simulated modem link, a measure of the RAM taken (statics and the peak stack), and the uplinks'
-//! retry policy.
+//! simulated modem link, a measure of the RAM taken (statics and the peak stack), the uplinks'
+//! retry policy, and the instruction counting of the `cost` binaries.
 //!
 //! The board follows the target (`build.rs`): `thumbv6m-none-eabi` is the BBC micro:bit (nRF51822,
 //! Cortex-M0 with 16 KiB of RAM), any other the lm3s6965evb (Cortex-M3); QEMU emulates both.
 #![no_std]
 
+pub mod count;
 pub mod link;
 pub mod time;
 

@@ -101,10 +101,10 @@ fn main() {
 const BOARDS: [(&str, &str); 2] =
     [("thumbv7m-none-eabi", "Cortex-M3 (lm3s6965evb)"), ("thumbv6m-none-eabi", "Cortex-M0 (micro:bit)")];
 
-/// The README's firmware counts: the firmware example's `cost` binary on each board in QEMU, with
-/// the runner its `.cargo/config.toml` gives (`-icount`), which counts relent-core's paths in
-/// instructions (see `examples/firmware/src/bin/cost.rs`). Needs `qemu-system-arm` and the two
-/// targets; says what is missing otherwise.
+/// The README's firmware counts: the firmware example's `cost` and `cost-embassy` binaries on each
+/// board in QEMU, with the runner its `.cargo/config.toml` gives (`-icount`), which count
+/// relent-core's paths and relent-embassy's in instructions (see `examples/firmware/src/count.rs`).
+/// Needs `qemu-system-arm` and the two targets; says what is missing otherwise.
 fn firmware_instructions() {
     println!("\n## Instructions on the firmware's boards (QEMU -icount; the same on every run of a build)\n");
     if std::process::Command::new("qemu-system-arm").arg("--version").output().is_err() {
@@ -117,22 +117,29 @@ fn firmware_instructions() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let firmware = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/firmware");
     for (target, board) in BOARDS {
-        println!("`cargo run --release --bin cost --target {target}` in examples/firmware, {board}:\n");
-        let output = std::process::Command::new(&cargo)
-            .args(["run", "-q", "--release", "--bin", "cost", "--target", target])
-            .current_dir(&firmware)
-            .output();
-        match output {
-            Ok(output) => {
-                print_bullets(&output.stdout);
-                if !output.status.success() {
-                    println!("- (failed: {})", String::from_utf8_lossy(&output.stderr).trim());
-                }
-            }
-            Err(e) => println!("- (could not run cargo: {e})"),
+        for bin in ["cost", "cost-embassy"] {
+            firmware_count(&cargo, &firmware, bin, target, board);
         }
-        println!();
     }
+}
+
+/// One of the firmware example's counting binaries, `bin`, run on one board, its lines as bullets.
+fn firmware_count(cargo: &str, firmware: &Path, bin: &str, target: &str, board: &str) {
+    println!("`cargo run --release --bin {bin} --target {target}` in examples/firmware, {board}:\n");
+    let output = std::process::Command::new(cargo)
+        .args(["run", "-q", "--release", "--bin", bin, "--target", target])
+        .current_dir(firmware)
+        .output();
+    match output {
+        Ok(output) => {
+            print_bullets(&output.stdout);
+            if !output.status.success() {
+                println!("- (failed: {})", String::from_utf8_lossy(&output.stderr).trim());
+            }
+        }
+        Err(e) => println!("- (could not run cargo: {e})"),
+    }
+    println!();
 }
 
 /// Operations per callgrind run of the count mode; each count runs `OPS` and `2 * OPS`.

@@ -6,15 +6,8 @@
 //! Run on each board in QEMU: `cargo run --release --bin cost` (the lm3s6965evb, Cortex-M3) and
 //! `cargo run --release --bin cost --target thumbv6m-none-eabi` (the micro:bit, Cortex-M0).
 //!
-//! How instructions are counted: QEMU's `-icount` (the runners in `.cargo/config.toml`) moves the
-//! emulated clock by a fixed time for every instruction the core runs, so the clock's
-//! milliseconds count instructions. Their rate depends on the shift and on the board's timer, so
-//! the firmware first times a loop of a known count ([`CALIBRATION`]), and counts each path in
-//! that loop's instructions a millisecond. The timer's own interrupt takes the same share of every
-//! millisecond, the calibration's included, so it cancels. Deterministic: every run of one build
-//! prints the same counts, whatever else the machine does. Instructions are not cycles: a
-//! Cortex-M0 takes one to three cycles for most of them (a load or a store two, a taken branch
-//! three).
+//! How instructions are counted: see `relent_firmware::count`. relent-embassy's own paths are
+//! counted by `cost-embassy`, a binary of their own.
 //!
 //! Paths:
 //! - `hand-written`: 3 attempts, the first fails, exponential backoff with full jitter drawn from
@@ -32,43 +25,10 @@ use core::hint::black_box;
 use cortex_m_semihosting::hprintln;
 use embassy_executor::Spawner;
 use rand_core::RngCore;
-use relent_core::{
-    Action, BreakerConfig, Context, Dependency, DependencyConfig, Operation, ReplaySafety, RetryBudget,
-    Ticks, Verdict,
-};
-use relent_embassy::{Duration, HZ, Instant};
+use relent_core::{Action, Dependency, Operation, Ticks, Verdict};
+use relent_embassy::{HZ, Instant};
 use relent_firmware::POLICY;
-
-/// The uplinks' link, with a budget that allows every retry (here every operation retries), so
-/// that each run takes the same path; its window is still read and written on every call.
-const LINK: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60))
-    .budget(match RetryBudget::ratio(100, 0) {
-        Ok(b) => b,
-        Err(e) => panic!("{}", e.message()),
-    })
-    .breaker(BreakerConfig::consecutive_failures(4, Duration::from_secs(20)));
-
-/// Times each path runs.
-const RUNS: u32 = 20_000;
-
-/// The calibration's loop: cortex-m's `delay(CALIBRATION)` runs `subs` and `bne` `CALIBRATION + 1`
-/// times, so 200,000 instructions a run, against which the few of the loop around it (about five)
-/// are a few thousandths of a percent.
-const CALIBRATION: u32 = 99_999;
-
-/// Instructions a calibration run takes.
-const CALIBRATION_INSTRUCTIONS: u64 = 2 * (CALIBRATION as u64 + 1);
-
-/// Calibration runs: 20 million instructions.
-const CALIBRATION_RUNS: u32 = 100;
-
-/// An operation's deadline and its replay statement (the uplinks').
-fn context() -> Context<HZ> {
-    Context::new(
-        Duration::from_secs(20),
-        ReplaySafety::provider_idempotent_mutation(Duration::from_secs(3_600)),
-    )
-}
+use relent_firmware::count::{Calibration, LINK, RUNS, context, timed};
 
 /// One operation through relent-core, its attempts answering 1 ms after their dispatch: the first
 /// fails (retryable) when `fail_first`, the next succeeds. Returns the attempts dispatched.
@@ -121,23 +81,6 @@ fn hand_written(rng: &mut impl RngCore, clock: &mut Ticks) -> u8 {
     attempts
 }
 
-/// Milliseconds of the emulator's clock that `runs` calls of `path` take, and their attempts.
-fn timed(runs: u32, mut path: impl FnMut() -> u8) -> (u64, u32) {
-    let started = embassy_time::Instant::now();
-    let mut attempts = 0u32;
-    for _ in 0..runs {
-        attempts += u32::from(path());
-    }
-    (started.elapsed().as_millis(), attempts)
-}
-
-/// Instructions a run, in tenths, of a path whose `RUNS` runs took `ms`, when the calibration's
-/// took `calibration_ms`.
-fn tenths(ms: u64, calibration_ms: u64) -> u64 {
-    let per_ms_times_runs = CALIBRATION_INSTRUCTIONS * u64::from(CALIBRATION_RUNS) * 10;
-    (ms * per_ms_times_runs + calibration_ms * u64::from(RUNS) / 2) / (calibration_ms * u64::from(RUNS))
-}
-
 #[embassy_executor::main]
 async fn main(_spawner: Spawner) {
     relent_firmware::time::start();
@@ -146,29 +89,23 @@ async fn main(_spawner: Spawner) {
     let Ok(mut dep) = Dependency::<HZ, 4, 0>::new(&LINK, Instant::from_ticks(0)) else {
         relent_firmware::exit(false);
     };
-    let calibration = timed(CALIBRATION_RUNS, || {
-        cortex_m::asm::delay(CALIBRATION);
-        1
-    });
+    let calibration = Calibration::run();
     let hand = timed(RUNS, || hand_written(&mut rng, &mut clock));
     let success = timed(RUNS, || relent(&mut dep, &mut rng, &mut clock, false));
     let retried = timed(RUNS, || relent(&mut dep, &mut rng, &mut clock, true));
     // Every path made the attempts it is named for, every run: nothing was refused or cut short.
     let attempts_ok = hand.1 == 2 * RUNS && success.1 == RUNS && retried.1 == 2 * RUNS;
-    // And the calibration took long enough to count by: a millisecond is a thousandth of it or
-    // less, which needs `-icount` with a shift of 2 or more on these boards.
-    let calibration_ok = calibration.0 >= 1_000;
+    calibration.print_heading();
+    let [h, _, r] = calibration.print_paths([
+        ("hand-written", hand.0),
+        ("success", success.0),
+        ("fail, retry, succeed", retried.0),
+    ]);
     hprintln!(
-        "cost: instructions a run ({} runs a path; {} ms of the emulator's clock for {} instructions of calibration)",
-        RUNS,
-        calibration.0,
-        CALIBRATION_INSTRUCTIONS * u64::from(CALIBRATION_RUNS)
+        "fail, retry, succeed over hand-written: {}.{:02}x",
+        r / h.max(1),
+        (r % h.max(1)) * 100 / h.max(1)
     );
-    let [h, s, r] = [hand, success, retried].map(|(ms, _)| tenths(ms, calibration.0));
-    for (name, t) in [("hand-written", h), ("success", s), ("fail, retry, succeed", r)] {
-        hprintln!("path {}: {}.{} instructions", name, t / 10, t % 10);
-    }
-    hprintln!("fail, retry, succeed over hand-written: {}.{:02}x", r / h, (r % h) * 100 / h);
     if !attempts_ok {
         hprintln!(
             "cost: a path did not make its attempts (hand-written {}, success {}, fail, retry, succeed {}; expected {}, {}, {})",
@@ -180,11 +117,6 @@ async fn main(_spawner: Spawner) {
             2 * RUNS
         );
     }
-    if !calibration_ok {
-        hprintln!(
-            "cost: the calibration took {} ms, too few to count by: run with a larger -icount shift",
-            calibration.0
-        );
-    }
+    let calibration_ok = calibration.ok();
     relent_firmware::exit(attempts_ok && calibration_ok);
 }
