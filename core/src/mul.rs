@@ -23,7 +23,12 @@ use crate::time::{Ticks, Wide};
 
 /// Whether the target has no 32 × 32 → 64-bit multiply (ARMv6-M, told by the proxy above): where
 /// it is true, the core keeps its products in 32 bits. The one place that says so.
-pub(crate) const NO_WIDE_MULTIPLY: bool = cfg!(all(target_arch = "arm", not(target_has_atomic = "32")));
+///
+/// `--cfg relent_no_wide_multiply` (in `RUSTFLAGS`) makes it true on any target, so that the
+/// host's tests, property tests and fuzzing, and the evidence simulations, whose millions of draws
+/// must write the same files, run the Cortex-M0's arithmetic as well: CI does.
+pub(crate) const NO_WIDE_MULTIPLY: bool =
+    cfg!(any(relent_no_wide_multiply, all(target_arch = "arm", not(target_has_atomic = "32"))));
 
 /// `a × b` exactly, as its high and low words.
 #[allow(clippy::cast_possible_truncation)] // Splitting a wide product into its two words.
