@@ -40,7 +40,19 @@ pub fn is_idempotent(method: &Method) -> bool {
 
 /// Whether `request` may be sent more than once: an idempotent method, or an `Idempotency-Key`.
 pub fn is_replayable<B>(request: &Request<B>) -> bool {
-    is_idempotent(request.method()) || request.headers().contains_key(&IDEMPOTENCY_KEY_NAME)
+    is_idempotent(request.method()) || has_idempotency_key(request.headers())
+}
+
+/// Whether `headers` hold an `Idempotency-Key`. A request's few header names are compared in turn:
+/// a lookup hashes the name, byte by byte as it is not a standard one, which costs more than
+/// comparing a dozen names (a standard name differs from it at its tag). A longer map is looked up.
+fn has_idempotency_key(headers: &http::HeaderMap) -> bool {
+    const SCAN_UP_TO: usize = 12;
+    if headers.keys_len() <= SCAN_UP_TO {
+        headers.keys().any(|name| *name == IDEMPOTENCY_KEY_NAME)
+    } else {
+        headers.contains_key(&IDEMPOTENCY_KEY_NAME)
+    }
 }
 
 /// A `Retry-After` value as a wait from `now`: delta-seconds, or an HTTP-date (a date in the past
@@ -441,6 +453,38 @@ mod tests {
         assert!(!is_replayable(&req(Method::PATCH)));
         let keyed = Request::post("/orders").header("Idempotency-Key", "k1").body(()).unwrap();
         assert!(is_replayable(&keyed));
+    }
+
+    /// A few names are compared in turn, more are looked up: both ways find the key wherever it
+    /// is among the names (a custom name, or a standard one), and neither finds one that is not
+    /// there, nor a name that only starts like it.
+    #[test]
+    fn the_key_is_found_among_few_headers_and_among_many() {
+        for names in [0, 1, 11, 12, 13, 40] {
+            for at in 0..=names {
+                let mut post = Request::post("/orders");
+                for i in 0..names {
+                    if i == at {
+                        post = post.header("idempotency-key", "k1");
+                    }
+                    post = match i % 3 {
+                        0 => post.header(http::header::CONTENT_TYPE, "application/json"),
+                        1 => post.header(format!("x-custom-{i}"), "v"),
+                        _ => post.header(format!("idempotency-key-{i}"), "v"),
+                    };
+                }
+                let mut keyed = post.body(()).unwrap();
+                if at == names {
+                    keyed.headers_mut().insert("idempotency-key", http::HeaderValue::from_static("k1"));
+                }
+                assert!(is_replayable(&keyed), "{names} names, the key before name {at}");
+            }
+            let mut post = Request::post("/orders");
+            for i in 0..names {
+                post = post.header(format!("idempotency-key-{i}"), "v").header(http::header::ACCEPT, "*/*");
+            }
+            assert!(!is_replayable(&post.body(()).unwrap()), "{names} names, no key");
+        }
     }
 
     #[test]
