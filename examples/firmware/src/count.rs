@@ -1,6 +1,7 @@
 //! Counting instructions on the emulated boards, for the `cost` binaries: what relent-core's paths
 //! (`cost`) and relent-embassy's (`cost-embassy`) take, beside what firmware writes without them,
-//! and relent-core's decision beside backon's backoff step (`cost-backon`).
+//! and each beside backon's: relent-core's decision beside its backoff step (`cost-backon`),
+//! relent-embassy's success beside its retry (`cost-backon-embassy`).
 //!
 //! How: QEMU's `-icount` (the runners in `.cargo/config.toml`) moves the emulated clock by a fixed
 //! time for every instruction the core runs, so the clock's milliseconds count instructions. Their

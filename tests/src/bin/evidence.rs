@@ -101,10 +101,10 @@ fn main() {
 const BOARDS: [(&str, &str); 2] =
     [("thumbv7m-none-eabi", "Cortex-M3 (lm3s6965evb)"), ("thumbv6m-none-eabi", "Cortex-M0 (micro:bit)")];
 
-/// The README's firmware counts: the firmware example's `cost`, `cost-embassy` and `cost-backon`
-/// binaries on each board in QEMU, with the runner its `.cargo/config.toml` gives (`-icount`), which
-/// count relent-core's paths, relent-embassy's and relent-core's decision beside backon's step in
-/// instructions (see `examples/firmware/src/count.rs`).
+/// The README's firmware counts: the firmware example's `cost`, `cost-embassy`, `cost-backon` and
+/// `cost-backon-embassy` binaries on each board in QEMU, with the runner its `.cargo/config.toml`
+/// gives (`-icount`), which count in instructions relent-core's paths, relent-embassy's, and each
+/// beside backon's (see `examples/firmware/src/count.rs`).
 /// Needs `qemu-system-arm` and the two targets; says what is missing otherwise.
 fn firmware_instructions() {
     println!("\n## Instructions on the firmware's boards (QEMU -icount; the same on every run of a build)\n");
@@ -118,7 +118,7 @@ fn firmware_instructions() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let firmware = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/firmware");
     for (target, board) in BOARDS {
-        for bin in ["cost", "cost-embassy", "cost-backon"] {
+        for bin in ["cost", "cost-embassy", "cost-backon", "cost-backon-embassy"] {
             firmware_count(&cargo, &firmware, bin, target, board);
         }
     }
