@@ -1,7 +1,9 @@
 //! Picks the board from the target, and puts its memory layout where cortex-m-rt's link.x finds it:
 //! `thumbv6m-none-eabi` builds for the BBC micro:bit (nRF51822: Cortex-M0, 16 KiB of RAM), every
-//! other target for the lm3s6965evb (Cortex-M3, 64 KiB of RAM). Both run in QEMU. `cfg(board)`
-//! tells `time` which timer ticks.
+//! other target for the lm3s6965evb (Cortex-M3, 64 KiB of RAM). Both run in QEMU. The Cortex-M4F
+//! build (`thumbv7em-none-eabihf`) takes the lm3s6965evb's layout and timer too, and runs in QEMU on
+//! ARM's MPS2 AN386, whose memory holds that layout (see `.cargo/config.toml`). `cfg(board)` tells
+//! `time` which timer ticks.
 use std::{env, fs, path::PathBuf};
 
 fn main() {

@@ -122,7 +122,14 @@ fn firmware_instructions() {
             firmware_count(&cargo, &firmware, bin, target, board);
         }
     }
+    // A core with a floating-point unit, where backon's step is hardware floats: its own board, for
+    // the decision's comparison alone.
+    firmware_count(&cargo, &firmware, "cost-backon", M4F.0, M4F.1);
 }
+
+/// The Cortex-M4F build's target and the board QEMU runs it on (the firmware's
+/// `.cargo/config.toml`).
+const M4F: (&str, &str) = ("thumbv7em-none-eabihf", "Cortex-M4F (mps2-an386)");
 
 /// One of the firmware example's counting binaries, `bin`, run on one board, its lines as bullets.
 fn firmware_count(cargo: &str, firmware: &Path, bin: &str, target: &str, board: &str) {
