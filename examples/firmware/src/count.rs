@@ -79,6 +79,17 @@ macro_rules! timed_async {
     }};
 }
 
+/// Prints a count given in tenths of an instruction: `name: 12.3 instructions`.
+pub fn print_tenths(name: &str, tenths: u64) {
+    hprintln!("{}: {}.{} instructions", name, tenths / 10, tenths % 10);
+}
+
+/// Prints `over / under` to the hundredth, rounded down: `name: 0.44x`.
+pub fn print_ratio(name: &str, over: u64, under: u64) {
+    let hundredths = over * 100 / under.max(1);
+    hprintln!("{}: {}.{:02}x", name, hundredths / 100, hundredths % 100);
+}
+
 /// How long the calibration's loop took on the emulator's clock.
 pub struct Calibration {
     ms: u64,

@@ -40,7 +40,7 @@ use relent_core::{
 };
 use relent_embassy::{Duration, HZ, Instant};
 use relent_firmware::POLICY;
-use relent_firmware::count::{Calibration, RUNS, context, timed};
+use relent_firmware::count::{Calibration, RUNS, context, print_ratio, print_tenths, timed};
 
 /// backon's equivalent of the uplinks' policy: 3 retries, 500 ms doubling to 8 s, with jitter.
 const BACKON: ExponentialBuilder = ExponentialBuilder::new()
@@ -115,15 +115,10 @@ async fn main(_spawner: Spawner) {
         ("relent start, admit and fail", fail.0),
     ]);
     let (backon_step, decision) = (s.saturating_sub(b), f.saturating_sub(a));
-    let tenths = |name: &str, t: u64| hprintln!("{}: {}.{} instructions", name, t / 10, t % 10);
-    tenths("backon's step", backon_step);
-    tenths("relent-core's decision after a failure", decision);
-    let ratio = |name: &str, over: u64, under: u64| {
-        let hundredths = over * 100 / under.max(1);
-        hprintln!("{}: {}.{:02}x", name, hundredths / 100, hundredths % 100);
-    };
-    ratio("decision over backon's step", decision, backon_step);
-    ratio("from nothing: relent's start, admission and decision over backon's build and step", f, s);
+    print_tenths("backon's step", backon_step);
+    print_tenths("relent-core's decision after a failure", decision);
+    print_ratio("decision over backon's step", decision, backon_step);
+    print_ratio("from nothing: relent's start, admission and decision over backon's build and step", f, s);
     if !paths_ok {
         hprintln!(
             "cost: a path did not go as named in every run (backon build {}, build and step {}, relent start and admit {}, start, admit and fail {}; expected {} each)",

@@ -31,7 +31,7 @@ use rand_core::RngCore;
 use relent_core::{Dependency, Verdict};
 use relent_embassy::{HZ, SharedDependency};
 use relent_firmware::POLICY;
-use relent_firmware::count::{Calibration, LINK, RUNS, context};
+use relent_firmware::count::{Calibration, LINK, RUNS, context, print_ratio, print_tenths};
 use relent_firmware::timed_async;
 
 /// backon's equivalent of the uplinks' policy: 3 retries, 500 ms doubling to 8 s, with jitter.
@@ -79,14 +79,8 @@ async fn relent(link: &SharedDependency<'_, CriticalSectionRawMutex, 4>, rng: &m
 /// `over - under` in tenths, printed as instructions.
 fn added(name: &str, over: u64, under: u64) -> u64 {
     let t = over.saturating_sub(under);
-    hprintln!("{}: {}.{} instructions", name, t / 10, t % 10);
+    print_tenths(name, t);
     t
-}
-
-/// `over / under`, printed to the hundredth.
-fn ratio(name: &str, over: u64, under: u64) {
-    let hundredths = over * 100 / under.max(1);
-    hprintln!("{}: {}.{:02}x", name, hundredths / 100, hundredths % 100);
 }
 
 #[embassy_executor::main]
@@ -116,8 +110,8 @@ async fn main(_spawner: Spawner) {
     let relent_added = added("relent-embassy over with_timeout", r, t);
     let backon_added = added("backon retry over the attempt", b, a);
     let bounded_added = added("backon retry under with_timeout over with_timeout", bt, t);
-    ratio("relent-embassy over backon's retry (what each adds)", relent_added, backon_added);
-    ratio(
+    print_ratio("relent-embassy over backon's retry (what each adds)", relent_added, backon_added);
+    print_ratio(
         "relent-embassy over backon's retry under with_timeout (what each adds)",
         relent_added,
         bounded_added,
