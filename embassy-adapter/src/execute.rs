@@ -206,10 +206,19 @@ impl<'a, M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Runnin
     }
 }
 
-/// Rebases `op`, last used in epoch `mine`, to epoch `current` if that is later. One function for
-/// every lock (not inlined into each) with 32-bit ticks.
-#[cfg_attr(feature = "ticks-u32", inline(never))]
+/// Rebases `op`, last used in epoch `mine`, to epoch `current` if that is later. The check is
+/// inlined at each lock (an epoch lasts 2^30 ticks, so nearly every step finds it unchanged) and
+/// the rebase is one function for all of them with 32-bit ticks.
+#[inline]
 fn catch_up<E>(op: &mut Operation<'_, HZ, AttemptError<E>>, mine: &mut Epoch, current: Epoch) {
+    if current != *mine {
+        rebase(op, mine, current);
+    }
+}
+
+/// [`catch_up`]'s rebase, once the epochs differ.
+#[cfg_attr(feature = "ticks-u32", inline(never))]
+fn rebase<E>(op: &mut Operation<'_, HZ, AttemptError<E>>, mine: &mut Epoch, current: Epoch) {
     if let Some(by) = current.since(*mine) {
         op.rebase(by);
         *mine = current;
@@ -221,7 +230,13 @@ impl<M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Drop
 {
     fn drop(&mut self) {
         if !self.op.is_done() {
-            self.with(|op, state, now, observer| op.abandon(now, state, observer));
+            // Not `with`: a future dropped mid-operation is rare, and the rebase's call in full
+            // here is smaller than the check inlined for the loop's steps.
+            let Running { op, shared, observer, epoch } = self;
+            shared.lock_in(|state, now, current| {
+                rebase(op, epoch, current);
+                op.abandon(now, state, observer);
+            });
         }
     }
 }
