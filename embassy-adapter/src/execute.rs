@@ -207,8 +207,8 @@ impl<'a, M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Runnin
 }
 
 /// Rebases `op`, last used in epoch `mine`, to epoch `current` if that is later. The check is
-/// inlined at each lock (an epoch lasts 2^30 ticks, so nearly every step finds it unchanged) and
-/// the rebase is one function for all of them with 32-bit ticks.
+/// inlined at the loop's lock (an epoch lasts 2^30 ticks, so nearly every step finds it unchanged);
+/// the rebase is out of line with 32-bit ticks, and the drop's lock calls it alone.
 #[inline]
 fn catch_up<E>(op: &mut Operation<'_, HZ, AttemptError<E>>, mine: &mut Epoch, current: Epoch) {
     if current != *mine {
