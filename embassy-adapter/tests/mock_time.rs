@@ -321,6 +321,27 @@ fn the_execute_future_holds_the_operation_once_and_not_the_attempt() {
     assert!(size <= held + extra, "the execute future is {size} bytes, {} more than it needs", size - held);
 }
 
+/// `&SharedRng` gives every kind of draw (a word of 32 bits, of 64, bytes) as the generator held
+/// alone would, in turn, whichever handle draws: one tick width draws words of one kind, so the
+/// operations' transcripts reach only one of the two. Its `Debug` shows nothing of the
+/// generator's state, the secret its draws come from.
+#[test]
+fn a_shared_rng_draws_each_kind_of_value_as_its_generator_alone() {
+    use rand_core::RngCore;
+    let shared = relent_embassy::SharedRng::<CriticalSectionRawMutex, _>::new(rng());
+    let (mut first, mut second) = (&shared, &shared);
+    let mut alone = rng();
+    let (mut bytes, mut alone_bytes) = ([0u8; 11], [0u8; 11]);
+    assert_eq!(first.next_u32(), alone.next_u32());
+    assert_eq!(second.next_u64(), alone.next_u64());
+    first.fill_bytes(&mut bytes);
+    alone.fill_bytes(&mut alone_bytes);
+    assert_eq!(bytes, alone_bytes);
+    assert_ne!(bytes, [0; 11]);
+    assert_eq!((second.next_u64(), first.next_u32()), (alone.next_u64(), alone.next_u32()));
+    assert_eq!(format!("{shared:?}"), "SharedRng { .. }");
+}
+
 /// With 32-bit ticks, the core's clock restarts 2^30 ticks later each time it reaches 2^31: at
 /// 1 MHz (the mock driver's rate), every 17.9 minutes from 35.8 minutes on.
 #[cfg(feature = "ticks-u32")]
