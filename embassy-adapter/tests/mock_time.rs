@@ -859,6 +859,16 @@ mod nesting {
         let error = error.unwrap_err();
         assert_eq!(error.to_string(), "failed after 1 attempt(s); last failure: host unreachable");
         assert_eq!(error.source().map(ToString::to_string).as_deref(), Some("connection refused"));
+        assert_eq!(error.into_last_failure().map(|e| e.to_string()).as_deref(), Some("host unreachable"));
+
+        // An operation that never started: its message is the refusal's, which has no cause below
+        // it, and it has no failure of its own.
+        let unsafe_command = Context::new(Duration::from_secs(10), ReplaySafety::Unsafe);
+        let start = run(link.execute(&PATIENT, unsafe_command, &mut rng(), unreachable)).unwrap_err();
+        let never = Error::<Unreachable>::from(start);
+        assert_eq!(never.to_string(), format!("operation not started: {start}"));
+        assert!(never.source().is_none());
+        assert!(never.into_last_failure().is_none());
     }
 
     /// An operation bound to a fixed instant (a receive window closing 1.5 s from now) ends by it
