@@ -24,15 +24,16 @@
 
 // Inlining: size on bare metal, speed on hosts. The functions of the decision after an attempt
 // (the breaker's `on_outcome`, the budget's read, the window's fast path, the backoff draw and its
-// uniform integer) carry `#[cfg_attr(not(target_os = "none"), inline(always))]`.
-// `Dependency::complete` is inlined everywhere: each caller knows how its attempt ended, so each
-// copy keeps that ending's work alone, which on bare metal is faster and, but for 8 bytes on a
-// Cortex-M3, smaller too (docs/firmware-size.md). On a host they are inlined into `on_success` and `on_failure`: seven calls
-// fewer took `on_failure` from 369 to 248 instructions (callgrind on `cargo bench -p relent-tests
+// uniform integer) carry `#[cfg_attr(not(target_os = "none"), inline(always))]`. On a host these
+// and `Dependency::complete` are inlined into `on_success` and `on_failure`: seven calls fewer
+// took `on_failure` from 369 to 248 instructions (callgrind on `cargo bench -p relent-tests
 // --bench alternatives`'s `retry_decision/relent_core_on_failure`; 22 ns to 12-14 ns in criterion
-// that day), and reading the window once instead of three times after a failure to 234. On bare metal
-// (`target_os = "none"`: Cortex-M firmware, built for size) the compiler keeps choosing, because
-// forced copies there cost flash, which issue 5's budget counts to the byte.
+// that day), and reading the window once instead of three times after a failure to 234. On bare
+// metal (`target_os = "none"`: Cortex-M firmware, built for size) the compiler keeps choosing for
+// the others, because forced copies there cost flash, which issue 5's budget counts to the byte.
+// `Dependency::complete` alone is inlined on every target: each caller knows how its attempt
+// ended, so each copy keeps that ending's work alone, which on bare metal is faster and, but for 8
+// bytes on a Cortex-M3, smaller too (docs/firmware-size.md).
 mod breaker;
 mod budget;
 mod bulkhead;
