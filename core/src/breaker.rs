@@ -361,6 +361,31 @@ impl Breaker {
         }
     }
 
+    /// [`Breaker::on_outcome`] for an attempt that failed, with `counts` the window's counts with
+    /// it. The common case, a closed circuit counting failures in a row that this one does not
+    /// trip, is inlined into the failure's report, on the boards too: it took the call to
+    /// `on_outcome` and most of that function's 22 instructions off the decision after a failure
+    /// (Cortex-M4F 250.9 to 236.0, for 20 bytes of the Cortex-M3's flash). A success, and every
+    /// other case, goes to `on_outcome`. Only the boards' builds call it: on a host `on_outcome`
+    /// is inlined whole, and this check before it added 3 instructions to the decision.
+    #[inline(always)]
+    pub(crate) fn on_failure<const HZ: u64>(
+        &mut self,
+        config: &BreakerConfig<HZ>,
+        counts: Counts,
+        probe: Option<u16>,
+        now: Ticks,
+    ) -> Option<CircuitState> {
+        if let (Phase::Closed, Trip::ConsecutiveFailures { count }) = (self.phase, config.trip) {
+            let consecutive = self.consecutive.saturating_add(1);
+            if consecutive < count {
+                self.consecutive = consecutive;
+                return None;
+            }
+        }
+        self.on_outcome(config, Some(counts), probe, now)
+    }
+
     /// Records one outcome: `None` for a success, or for a failure (slow calls included) the
     /// dependency's window counts with that failure in them, which the failure-ratio mode reads
     /// (the window has just counted it, so they cost nothing to pass). Returns the transition, if
@@ -537,7 +562,65 @@ mod tests {
         if probe.is_some() {
             b.take_probe();
         }
-        b.on_outcome(cfg, failed.then(Counts::default), probe, now)
+        // As `Dependency::complete` reports them: a failure through the path inlined for it.
+        if failed {
+            b.on_failure(cfg, Counts::default(), probe, now)
+        } else {
+            b.on_outcome(cfg, None, probe, now)
+        }
+    }
+
+    #[test]
+    fn a_failure_changes_the_breaker_through_its_inlined_path_as_through_on_outcome() {
+        let configs = [
+            Some(BreakerConfig::<HZ>::consecutive_failures(1, D::from_secs(10))),
+            Some(BreakerConfig::consecutive_failures(3, D::from_secs(10)).probes(2)),
+            Some(BreakerConfig::consecutive_failures(u32::MAX, D::from_secs(10))),
+            #[cfg(feature = "breaker-count-window")]
+            Some(BreakerConfig::count_window(4, 50, 2, D::from_secs(10))),
+            #[cfg(feature = "breaker-failure-ratio")]
+            Some(BreakerConfig::failure_ratio(50, 2, D::from_secs(10))),
+        ];
+        // Every history of up to 6 outcomes, 5 s apart (so the circuit opens, half-opens and
+        // closes along the way), then one more failure, with and without the current probe.
+        for cfg in configs.iter().flatten() {
+            for len in 0..=6u32 {
+                for history in 0..(1u32 << len) {
+                    let mut b = Breaker::new();
+                    let mut now = 0;
+                    for i in 0..len {
+                        now += 5_000;
+                        if let (Ok(probe), _) = b.check(cfg.probes, now) {
+                            if probe.is_some() {
+                                b.take_probe();
+                            }
+                            b.on_outcome(cfg, (history >> i & 1 == 1).then(Counts::default), probe, now);
+                        }
+                    }
+                    now += 5_000;
+                    let probe = match b.check(cfg.probes, now) {
+                        (Ok(probe), _) => probe,
+                        (Err(_), _) => Some(b.episode),
+                    };
+                    let counts = Counts { calls: 4, failures: 3, retries: 0 };
+                    for probe in [probe, None] {
+                        let (mut inlined, mut general) = (b.clone(), b.clone());
+                        assert_eq!(
+                            inlined.on_failure(cfg, counts, probe, now),
+                            general.on_outcome(cfg, Some(counts), probe, now),
+                            "{cfg:?}, history {history:0len$b}, probe {probe:?}",
+                            len = len as usize
+                        );
+                        assert_eq!(
+                            inlined,
+                            general,
+                            "{cfg:?}, history {history:0len$b}, probe {probe:?}",
+                            len = len as usize
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

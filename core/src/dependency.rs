@@ -831,7 +831,12 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         // A failure (or a slow call) is counted, and the breaker reads the counts with it.
         let failure = (failed || slow).then(|| self.window.record_failure(now));
         if let (Some(config), Some(breaker)) = (config.breaker_on(), self.breaker.get_mut()) {
-            changes.circuit = breaker.on_outcome(config, failure, ticket.probe(), t);
+            changes.circuit = match failure {
+                Some(counts) if failed && cfg!(target_os = "none") => {
+                    breaker.on_failure(config, counts, ticket.probe(), t)
+                }
+                _ => breaker.on_outcome(config, failure, ticket.probe(), t),
+            };
             if changes.circuit == Some(CircuitState::Closed) {
                 self.window.clear_failures();
             }
