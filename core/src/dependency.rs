@@ -831,6 +831,8 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         // A failure (or a slow call) is counted, and the breaker reads the counts with it.
         let failure = (failed || slow).then(|| self.window.record_failure(now));
         if let (Some(config), Some(breaker)) = (config.breaker_on(), self.breaker.get_mut()) {
+            // On the boards a failure goes through the breaker's inlined common case
+            // (`Breaker::on_failure`); on hosts `on_outcome` is inlined whole already.
             changes.circuit = match failure {
                 Some(counts) if failed && cfg!(target_os = "none") => {
                     breaker.on_failure(config, counts, ticket.probe(), t)

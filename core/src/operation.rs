@@ -413,6 +413,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         }
         let remaining = time::since(self.deadline, now);
         let retry = self.dispatched > 0;
+        // One tick at least either way (`RetryPolicyBuilder::build` raises `min_remaining` to it).
         let needed = if retry { self.policy.min_remaining().as_ticks() } else { 1 };
         let stop = if remaining.as_ticks() < needed {
             Some(Problem::DeadlineExceeded)
@@ -669,7 +670,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             return stop(Disposition::Failed, Problem::AttemptsExhausted);
         }
         let remaining = time::since(self.deadline, now).as_ticks();
-        // A retry must leave this much before the deadline once its delay has passed.
+        // A retry must leave this much before the deadline once its delay has passed (one tick at
+        // least: `RetryPolicyBuilder::build` sees to it).
         let needed = policy.min_remaining().as_ticks();
         let (delay, source) = match verdict.retry_after() {
             Some(stated) => {
