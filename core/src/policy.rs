@@ -173,11 +173,11 @@ impl<const HZ: u64> RetryPolicy<HZ> {
                 // base × 2^doublings, saturating: a shift and a comparison, as cheap as a
                 // multiply on a host, where a Cortex-M0 calls a library routine for a checked one.
                 // The product fits while the doublings are at most base's leading zeros: one
-                // instruction to count them, 5 fewer in the decision after a failure on a
-                // Cortex-M3 or M4F than comparing base with the largest that fits. ARMv6-M, which
-                // `NO_WIDE_MULTIPLY` tells, has no such instruction, and compares (30 instructions
-                // and 120 bytes fewer there). A base of 0, which only a policy that never retries
-                // may have, stays 0.
+                // instruction counts them, and the decision after a failure takes 5 fewer on a
+                // Cortex-M3 or M4F than comparing base with the largest value that fits. ARMv6-M
+                // (which `NO_WIDE_MULTIPLY` tells) has no such instruction, where counting cost 30
+                // instructions and 120 bytes, so it compares. A base of 0, which only a policy that
+                // never retries may have, stays 0.
                 let doublings = retry.saturating_sub(1) as u32;
                 let fits = if crate::mul::NO_WIDE_MULTIPLY {
                     matches!(Ticks::MAX.checked_shr(doublings), Some(largest) if base <= largest)
