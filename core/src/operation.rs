@@ -673,7 +673,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         // A retry must leave this much before the deadline once its delay has passed (one tick at
         // least: `RetryPolicyBuilder::build` sees to it).
         let needed = policy.min_remaining().as_ticks();
-        let (delay, source) = match verdict.retry_after() {
+        // Either wait is a draw from an interval, made at one site so that the draw is inlined
+        // once: the stated wait and up to its spread, or the backoff's jitter, capped at the
+        // maximum delay as `RetryPolicy::delay` caps it. Nothing after the draw depends on which.
+        let (lo, hi, cap, source) = match verdict.retry_after() {
             Some(stated) => {
                 if stated.as_ticks() > policy.max_delay().as_ticks() {
                     return stop(Disposition::Deferred, Problem::RetryAfterExceedsMaximumDelay);
@@ -683,19 +686,21 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 else {
                     return stop(Disposition::Deferred, Problem::RetryAfterExceedsDeadline);
                 };
-                let spread = policy.retry_after_spread().as_ticks().min(slack);
-                let extra = crate::jitter::uniform_inclusive(rng, 0, spread);
-                (stated.as_ticks().saturating_add(extra), DelaySource::RetryAfter { stated })
+                // At most the slack: the wait and `needed` fit before the deadline.
+                let hi = stated.as_ticks().saturating_add(policy.retry_after_spread().as_ticks().min(slack));
+                (stated.as_ticks(), hi, hi, DelaySource::RetryAfter { stated })
             }
             None => {
-                let retry = self.dispatched;
-                let delay = policy.delay(retry, self.previous_delay, rng).as_ticks();
-                if delay.saturating_add(needed) > remaining {
-                    return stop(Disposition::Failed, Problem::RetryDelayExceedsDeadline);
-                }
-                (delay, DelaySource::Backoff { nominal: policy.nominal_delay(retry) })
+                let (lo, hi) = policy.jitter_interval(self.dispatched, self.previous_delay);
+                let nominal = policy.nominal_delay(self.dispatched);
+                (lo, hi, policy.max_delay().as_ticks(), DelaySource::Backoff { nominal })
             }
         };
+        let delay = crate::jitter::uniform_inclusive(rng, lo, hi).min(cap);
+        // Never true for a stated wait (above).
+        if delay.saturating_add(needed) > remaining {
+            return stop(Disposition::Failed, Problem::RetryDelayExceedsDeadline);
+        }
         let delay = Duration::<HZ>::from_ticks(delay);
         let starts = time::add(now, delay);
         if starts >= self.safe_until {
@@ -1122,6 +1127,56 @@ mod tests {
         // Taken, nothing is left to rebase.
         op.rebase(D::from_ticks(1_000));
         assert!(op.take_completion().is_none());
+    }
+
+    #[test]
+    fn a_backoff_waits_what_the_policys_delay_draws_in_every_jitter_mode() {
+        // The decision draws a backoff from `RetryPolicy::jitter_interval` at the site it shares
+        // with a Retry-After's spread: the waits must be the ones `RetryPolicy::delay` gives from
+        // the same words, its cap included (700 ms here, which the doubling and decorrelated
+        // jitter both reach).
+        for jitter in [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated] {
+            let policy = RetryPolicy::<HZ>::exponential(6, D::from_millis(100), D::from_millis(700))
+                .jitter(jitter)
+                .build()
+                .unwrap();
+            let config = DependencyConfig::new(D::from_secs(10)).budget(RetryBudget::ratio(10, 20).unwrap());
+            let mut dep = Dependency::<HZ, 5, 4>::new(&config, I::from_ticks(0)).unwrap();
+            let context = Context::new(D::from_secs(60), ReplaySafety::replayable_read(D::from_secs(120)));
+            let mut op =
+                Operation::<HZ, Verdict<HZ>>::start(&policy, &config, context, I::from_ticks(0)).unwrap();
+            let (mut rng, mut reference) = (Xs(0x9e37_79b9), Xs(0x9e37_79b9));
+            let (mut now, mut previous) = (0, policy.base_delay());
+            let (mut waited, mut expected) = (Vec::new(), Vec::new());
+            loop {
+                match op.poll(I::from_ticks(now), &mut dep, &mut ()) {
+                    Action::Dispatch(attempt) => {
+                        let retry = attempt.number();
+                        now += 10;
+                        op.on_failure(
+                            attempt,
+                            I::from_ticks(now),
+                            &mut dep,
+                            &mut rng,
+                            Verdict::Retryable,
+                            &mut (),
+                        );
+                        if retry < policy.max_attempts() {
+                            previous = policy.delay(retry, previous, &mut reference);
+                            expected.push(previous.as_ticks());
+                        }
+                    }
+                    Action::Wait { until } => {
+                        waited.push(until.as_ticks() - now);
+                        now = until.as_ticks();
+                    }
+                    Action::Done => break,
+                }
+            }
+            assert_eq!(waited, expected, "{jitter:?}");
+            assert_eq!(waited.len(), 5, "{jitter:?}");
+            assert_eq!(rng.0, reference.0, "{jitter:?}: the same words drawn");
+        }
     }
 
     #[test]

@@ -202,10 +202,21 @@ impl<const HZ: u64> RetryPolicy<HZ> {
     /// bounds of [`Jitter`]'s table, and never above the maximum delay.
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub fn delay<R: RngCore + ?Sized>(&self, retry: u8, previous: Duration<HZ>, rng: &mut R) -> Duration<HZ> {
+        let (lo, hi) = self.jitter_interval(retry, previous);
+        // Only a decorrelated interval reaches above the maximum delay. It is capped after the draw,
+        // as AWS's `min(cap, random_between(base, sleep * 3))` is: a draw above the cap waits the
+        // cap. Capping the interval first would spread those draws below it instead.
+        let ticks = uniform_inclusive(rng, lo, hi).min(self.max_delay.as_ticks());
+        Duration::<HZ>::from_ticks(ticks)
+    }
+
+    /// The interval [`delay`](Self::delay) draws from, before its cap at the maximum delay. Each
+    /// mode is an interval, so that the draw is made (and inlined) in one place. `None` draws
+    /// nothing: an interval of one point returns its end without a word.
+    #[inline(always)]
+    pub(crate) fn jitter_interval(&self, retry: u8, previous: Duration<HZ>) -> (Ticks, Ticks) {
         let d = self.nominal_delay(retry).as_ticks();
-        // Each mode is an interval to draw from, so the draw is made (and inlined) in one place.
-        // `None` draws nothing: an interval of one point returns its end without a word.
-        let (lo, hi) = match self.jitter {
+        match self.jitter {
             Jitter::None => (d, d),
             Jitter::Full => (0, d),
             Jitter::Equal => (d / 2, d),
@@ -217,12 +228,7 @@ impl<const HZ: u64> RetryPolicy<HZ> {
                 let tripled = if previous <= Ticks::MAX / 3 { previous.wrapping_mul(3) } else { Ticks::MAX };
                 (base, tripled.max(base))
             }
-        };
-        // Only a decorrelated interval reaches above the maximum delay. It is capped after the draw,
-        // as AWS's `min(cap, random_between(base, sleep * 3))` is: a draw above the cap waits the
-        // cap. Capping the interval first would spread those draws below it instead.
-        let ticks = uniform_inclusive(rng, lo, hi).min(self.max_delay.as_ticks());
-        Duration::<HZ>::from_ticks(ticks)
+        }
     }
 
     /// Checks that `budget` can serve this policy: seed 003's rule that a token bucket's
