@@ -211,8 +211,10 @@ impl<const HZ: u64> RetryPolicy<HZ> {
     }
 
     /// The interval [`delay`](Self::delay) draws from, before its cap at the maximum delay. Each
-    /// mode is an interval, so that the draw is made (and inlined) in one place. `None` draws
-    /// nothing: an interval of one point returns its end without a word.
+    /// mode is an interval, so that one draw serves them all; the decision after a failure
+    /// (`Operation::decide`) draws from this interval or a Retry-After's at one site, where the
+    /// draw's code is inlined once. `None` draws nothing: an interval of one point returns its end
+    /// without a word.
     #[inline(always)]
     pub(crate) fn jitter_interval(&self, retry: u8, previous: Duration<HZ>) -> (Ticks, Ticks) {
         let d = self.nominal_delay(retry).as_ticks();
