@@ -10,8 +10,9 @@
 //! Consecutive failures come with the `breaker` feature; the other two modes are the features
 //! `breaker-failure-ratio` and `breaker-count-window` (all on by default). Firmware that configures
 //! one mode compiles in only that one: the mode is runtime configuration, so every mode compiled in
-//! is linked (the two others cost the firmware example 412 bytes of flash on a Cortex-M3), and the
-//! count window's ring takes 8 bytes of the breaker's state there.
+//! is linked (the two others cost the firmware example about half a KiB of flash on a Cortex-M3:
+//! the workspace README's "Embedded targets" has the figure), and the count window's ring takes 8
+//! bytes of the breaker's state there.
 //!
 //! States: **closed** (calls go through and are counted), **open** for `break_for` (every attempt
 //! is refused with `circuit_open` and the instant the break ends), then **half-open**: up to
