@@ -29,7 +29,7 @@ use crate::trace::{Deferred, Trace};
 pub const BUCKETS: usize = 10;
 
 /// Transmissions (or other costed attempts) a dependency's duty cycle remembers before it merges
-/// the closest (see `relent_core::DutyCycle`): 16 entries, 193 bytes per dependency.
+/// the closest (see `relent_core::DutyCycle`): 16 entries, 192 bytes per dependency.
 pub const AIRTIME_LOG: usize = 16;
 
 /// The core's state for one dependency at relent-tokio's tick rate.
