@@ -257,6 +257,48 @@ mod tests {
     }
 
     #[test]
+    fn a_rebase_moves_every_due_time_earlier_by_its_ticks_fractions_included() {
+        // The clock restarts `by` ticks on: whatever unit was due at `t + by` is due at `t` after
+        // it, whether the arrival time is past the new start (its fraction kept), exactly at it,
+        // or before it (forgotten: a unit is due at once).
+        for limit in [
+            RateLimit::<HZ>::new(3, Duration::<HZ>::from_ticks(10)),
+            RateLimit::<HZ>::new(3, Duration::<HZ>::from_ticks(10)).burst(2),
+        ] {
+            for taken in 1..=4 {
+                let mut before = Limiter::new();
+                for _ in 0..taken {
+                    before.take(&limit, 0);
+                }
+                for by in 0..=15 {
+                    let mut after = before.clone();
+                    after.rebase(by);
+                    for t in 0..=15 {
+                        assert_eq!(
+                            after.next_at(&limit, t),
+                            before.next_at(&limit, t + by) - by,
+                            "{taken} taken at 0 ({before:?}), rebased by {by}, asked at {t}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_burst_whose_tolerance_passes_the_tick_range_saturates_and_lets_the_burst_through() {
+        // (burst - 1) x period is far past `Ticks::MAX` here: the tolerance is the whole range,
+        // not what is left of it after a wrap, so the burst goes at once.
+        let limit = RateLimit::<HZ>::new(1, Duration::<HZ>::from_ticks(Ticks::MAX)).burst(u32::MAX);
+        assert_eq!((limit.tolerance.whole, limit.tolerance.frac), (Ticks::MAX, 0));
+        let mut l = Limiter::new();
+        for _ in 0..3 {
+            assert_eq!(l.next_at(&limit, 0), 0);
+            l.take(&limit, 0);
+        }
+    }
+
+    #[test]
     fn a_unit_taken_exactly_at_the_whole_tick_of_its_arrival_time_keeps_the_fraction() {
         // 3 per 10 ticks (3 1/3 apart), a burst of 2 (tolerance 3 1/3). Two at tick 0 put the
         // arrival time at 6 2/3. A third taken at tick 6 is within the burst, and the arrival time
