@@ -516,6 +516,13 @@ mod tests {
         // Airtime is counted in 32 bits: only 64-bit ticks can state more.
         #[cfg(not(feature = "ticks-u32"))]
         assert_eq!(duty(1 << 33, 1 << 40).validate(), Err(ConfigError::DutyCycleAirtimeTooLarge));
+        #[cfg(not(feature = "ticks-u32"))]
+        assert_eq!(
+            duty(Ticks::from(u32::MAX) + 1, 1 << 40).validate(),
+            Err(ConfigError::DutyCycleAirtimeTooLarge),
+            "one tick more than 32 bits hold"
+        );
+        assert_eq!(duty(Ticks::from(u32::MAX), Ticks::MAX).validate(), Ok(()), "all that 32 bits hold");
         assert_eq!(duty(10, 10).validate(), Ok(()));
     }
 }
