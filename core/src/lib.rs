@@ -72,5 +72,7 @@ pub use snapshot::{SNAPSHOT_VERSION, SnapshotError};
 pub use time::{Duration, Instant, MAX_SPAN, Ticks};
 pub use window::{CallWindow, Counts};
 
-/// Re-exported so callers name the same `RngCore` the core takes.
+/// Re-exported so callers name the same `RngCore` the core takes: rand_core 0.9's, the one the
+/// Embassy HALs' hardware RNGs implement. A rand 0.10 generator goes in through a four-line newtype
+/// (the workspace README, after the first example).
 pub use rand_core;
