@@ -73,6 +73,6 @@ pub use time::{Duration, Instant, MAX_SPAN, Ticks};
 pub use window::{CallWindow, Counts};
 
 /// Re-exported so callers name the same `RngCore` the core takes: rand_core 0.9's, the one the
-/// Embassy HALs' hardware RNGs implement. A rand 0.10 generator goes in through a four-line newtype
+/// Embassy HALs' hardware RNGs implement. A rand 0.10 generator goes in through a newtype
 /// (the workspace README, after the first example).
 pub use rand_core;
