@@ -4,6 +4,8 @@
 
 mod bound;
 mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 mod dependency;
 mod error;
 mod execute;

@@ -1,0 +1,703 @@
+//! Retry policies and dependency configurations read from a service's configuration file (feature
+//! `serde`).
+//!
+//! Why: the numbers in a policy (attempts, delays, the attempt timeout) and in a dependency (its
+//! budget, its breaker, its bulkhead) are the ones operators tune per provider and per environment,
+//! and a rebuild to change one is too slow in an incident. So [`PolicySettings`] and
+//! [`DependencySettings`] read them with serde, in whatever format the service already reads its
+//! configuration in (TOML, JSON, YAML).
+//!
+//! A file can hold nothing that code could not: every value goes through the builders a `const`
+//! policy goes through, and the same checks. A value that cannot work is refused as the file is
+//! read, with the builder's message, which says how to fix it, and (from the format's parser)
+//! where in the file it is. A misspelt key is refused too, never ignored: a `break_fro` that
+//! silently left the default in place would be found in the next outage.
+//!
+//! Durations are strings with their unit, as [humantime](https://docs.rs/humantime) reads them:
+//! `"100ms"`, `"2s"`, `"1m 30s"`. A bare number is refused: `100` could be milliseconds or
+//! seconds. They are rounded up to relent-tokio's ticks (microseconds), as every conversion from
+//! `std::time::Duration` is.
+//!
+//! The names are the builders' own: a policy's `attempts`, `backoff`, `base_delay`, `max_delay`,
+//! `jitter`, `attempt_timeout`, `min_remaining` and `retry_after_spread`; a dependency's `window`,
+//! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle` and `cooldown`, each protection
+//! with its constructor's arguments. The budget's shape is its `kind` and the breaker's rule its
+//! `trip`, named as the constructors are.
+
+use serde::de::{self, Deserialize, Deserializer, Visitor};
+
+use relent_core::{
+    BreakerConfig, ConfigError, DependencyConfig, DutyCycle, Jitter, MAX_ATTEMPTS, RateLimit, RetryBudget,
+    RetryPolicy,
+};
+
+use crate::clock::{Duration, HZ, ticks};
+
+/// A [`RetryPolicy`] read from a configuration file: deserialize this, then use its policy.
+///
+/// ```
+/// use relent_tokio::config::PolicySettings;
+/// use relent_tokio::core::{Jitter, RetryPolicy};
+/// use relent_tokio::Duration;
+///
+/// let PolicySettings(checkout) = toml::from_str(r#"
+///     attempts = 3
+///     backoff = "exponential"
+///     base_delay = "100ms"
+///     max_delay = "2s"
+///     attempt_timeout = "3s"
+/// "#)?;
+/// // The same policy as in code; jitter is full unless the file says otherwise.
+/// let in_code = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+///     .attempt_timeout(Duration::from_secs(3))
+///     .build()?;
+/// assert_eq!(checkout, in_code);
+/// assert_eq!(checkout.jitter_mode(), Jitter::Full);
+///
+/// // A policy that cannot work is refused as the file is read, saying how to fix it.
+/// let backwards = toml::from_str::<PolicySettings>(r#"
+///     attempts = 3
+///     backoff = "exponential"
+///     base_delay = "2s"
+///     max_delay = "100ms"
+/// "#);
+/// assert!(backwards.unwrap_err().to_string().contains(
+///     "the maximum delay is shorter than the base delay: raise the maximum delay to at least the base delay"
+/// ));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// The keys:
+///
+/// | key | | |
+/// |---|---|---|
+/// | `attempts` | required | attempts in all, the first included: 1 to 64 |
+/// | `backoff` | required above one attempt | `"exponential"` ([`RetryPolicy::exponential`]) or `"constant"` ([`RetryPolicy::constant`]) |
+/// | `base_delay` | with a backoff | the first delay; a constant backoff's every delay |
+/// | `max_delay` | with an exponential backoff | the cap of the delay and the longest Retry-After slept through (a constant backoff's defaults to its delay) |
+/// | `jitter` | default `"full"` | `"none"`, `"full"`, `"equal"` or `"decorrelated"` ([`Jitter`]) |
+/// | `attempt_timeout` | optional | each attempt's ceiling |
+/// | `min_remaining` | optional | the time a retry needs left before the deadline after its delay |
+/// | `retry_after_spread` | optional | a random amount up to this added to a stated Retry-After |
+///
+/// With one attempt and no backoff, it is [`RetryPolicy::single_attempt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicySettings(pub RetryPolicy<HZ>);
+
+/// A [`DependencyConfig`] read from a configuration file: deserialize this, then give its
+/// configuration to [`Dependency::new`](crate::Dependency::new).
+///
+/// ```
+/// use relent_tokio::config::DependencySettings;
+/// use relent_tokio::core::{BreakerConfig, DependencyConfig, RetryBudget};
+/// use relent_tokio::{Dependency, Duration};
+///
+/// let DependencySettings(config) = toml::from_str(r#"
+///     window = "10s"
+///     budget = { kind = "ratio", percent = 10, floor = 5 }
+///     breaker = { trip = "consecutive_failures", count = 5, break_for = "30s" }
+///     bulkhead = 64
+/// "#)?;
+/// let in_code = DependencyConfig::new(Duration::from_secs(10))
+///     .budget(RetryBudget::ratio(10, 5)?)
+///     .breaker(BreakerConfig::consecutive_failures(5, Duration::from_secs(30)))
+///     .bulkhead(64);
+/// assert_eq!(config, in_code);
+/// let payrail = Dependency::new("payrail", config)?;
+///
+/// // A misspelt key is refused, not ignored.
+/// let typo = toml::from_str::<DependencySettings>(r#"
+///     window = "10s"
+///     breaker = { trip = "consecutive_failures", count = 5, break_fro = "30s" }
+/// "#);
+/// assert!(typo.unwrap_err().to_string().contains("unknown field `break_fro`"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// The keys, each protection optional but the window:
+///
+/// | key | value |
+/// |---|---|
+/// | `window` | the time window of the dependency's counts |
+/// | `budget` | `{ kind = "ratio", percent, floor }` ([`RetryBudget::ratio`]; `floor` default 0) or `{ kind = "token_bucket", capacity, refill, period, hold }` ([`RetryBudget::token_bucket`]) |
+/// | `breaker` | `{ trip = "consecutive_failures", count, break_for }`, `{ trip = "failure_ratio", percent, min_calls, break_for }` or `{ trip = "count_window", size, percent, min_calls, break_for }` ([`BreakerConfig`]'s constructors), each with `probes` (default 1) and `slow_calls` (a threshold) if wanted |
+/// | `bulkhead` | the most attempts in flight at once |
+/// | `rate_limit` | `{ count, period, burst, max_wait }` ([`RateLimit`]; `burst` default 1, `max_wait` default none) |
+/// | `duty_cycle` | `{ airtime, window }` or `{ per_mille, window }` ([`DutyCycle`]) |
+/// | `cooldown` | the longest cooldown a Retry-After starts ([`DependencyConfig::cooldown`]) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DependencySettings(pub DependencyConfig<HZ>);
+
+impl<'de> Deserialize<'de> for PolicySettings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        RawPolicy::deserialize(deserializer)?.build().map(Self).map_err(de::Error::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for DependencySettings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        RawDependency::deserialize(deserializer)?.build().map(Self).map_err(de::Error::custom)
+    }
+}
+
+/// Why a file's policy or dependency cannot be built: a builder's refusal, or keys that do not go
+/// together, which no builder could be called with.
+#[derive(Debug)]
+enum Refused {
+    Config(ConfigError),
+    Keys(&'static str),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Config(e) => write!(f, "{e}"),
+            Self::Keys(what) => f.write_str(what),
+        }
+    }
+}
+
+impl From<ConfigError> for Refused {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
+/// A duration with its unit, in ticks.
+#[derive(Debug, Clone, Copy)]
+struct Span(Duration);
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = Span;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(r#"a duration with its unit, such as "100ms", "2s" or "1m 30s""#)
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Span, E> {
+                humantime::parse_duration(text).map(|d| Span(ticks(d))).map_err(|e| {
+                    E::custom(format_args!(
+                        r#"`{text}` is not a duration ({e}): write one with its unit, such as "100ms", "2s" or "1m 30s""#
+                    ))
+                })
+            }
+        }
+        deserializer.deserialize_str(Text)
+    }
+}
+
+/// The names a policy's `jitter` takes: the core's own.
+const JITTERS: [Jitter; 4] = [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated];
+const JITTER_NAMES: [&str; 4] =
+    [JITTERS[0].as_str(), JITTERS[1].as_str(), JITTERS[2].as_str(), JITTERS[3].as_str()];
+
+/// A jitter mode by its name.
+#[derive(Debug, Clone, Copy)]
+struct JitterName(Jitter);
+
+impl<'de> Deserialize<'de> for JitterName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        JITTERS
+            .into_iter()
+            .find(|j| j.as_str() == name)
+            .map(Self)
+            .ok_or_else(|| de::Error::unknown_variant(&name, &JITTER_NAMES))
+    }
+}
+
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BackoffName {
+    Exponential,
+    Constant,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    attempts: u8,
+    backoff: Option<BackoffName>,
+    base_delay: Option<Span>,
+    max_delay: Option<Span>,
+    jitter: Option<JitterName>,
+    attempt_timeout: Option<Span>,
+    min_remaining: Option<Span>,
+    retry_after_spread: Option<Span>,
+}
+
+impl RawPolicy {
+    fn build(self) -> Result<RetryPolicy<HZ>, Refused> {
+        let attempts = self.attempts;
+        let mut builder = match (self.backoff, self.base_delay, self.max_delay) {
+            (Some(BackoffName::Exponential), Some(base), Some(max)) => {
+                RetryPolicy::exponential(attempts, base.0, max.0)
+            }
+            (Some(BackoffName::Exponential), ..) => {
+                return Err(Refused::Keys(
+                    "an exponential backoff needs `base_delay` and `max_delay`: the first delay, and the most any delay grows to",
+                ));
+            }
+            (Some(BackoffName::Constant), Some(delay), max) => {
+                let builder = RetryPolicy::constant(attempts, delay.0);
+                match max {
+                    Some(max) => builder.max_delay(max.0),
+                    None => builder,
+                }
+            }
+            (Some(BackoffName::Constant), None, _) => {
+                return Err(Refused::Keys(
+                    "a constant backoff needs `base_delay`: the delay before each retry",
+                ));
+            }
+            (None, None, None) if attempts == 1 => RetryPolicy::single_attempt(),
+            // The count's own error first: no backoff would make 0 or 65 attempts work.
+            (None, None, None) if attempts == 0 || attempts > MAX_ATTEMPTS => {
+                return Err(Refused::Config(ConfigError::MaxAttemptsOutOfRange));
+            }
+            (None, None, None) => {
+                return Err(Refused::Keys(
+                    r#"a policy of more than one attempt needs a `backoff`: "exponential" or "constant", with its delays"#,
+                ));
+            }
+            (None, ..) => {
+                return Err(Refused::Keys(
+                    r#"`base_delay` and `max_delay` need a `backoff` to apply to: "exponential" or "constant""#,
+                ));
+            }
+        };
+        if let Some(JitterName(jitter)) = self.jitter {
+            builder = builder.jitter(jitter);
+        }
+        if let Some(timeout) = self.attempt_timeout {
+            builder = builder.attempt_timeout(timeout.0);
+        }
+        if let Some(left) = self.min_remaining {
+            builder = builder.min_remaining(left.0);
+        }
+        if let Some(spread) = self.retry_after_spread {
+            builder = builder.retry_after_spread(spread.0);
+        }
+        Ok(builder.build()?)
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDependency {
+    window: Span,
+    budget: Option<RawBudget>,
+    breaker: Option<RawBreaker>,
+    bulkhead: Option<u16>,
+    rate_limit: Option<RawRateLimit>,
+    duty_cycle: Option<RawDutyCycle>,
+    cooldown: Option<Span>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum RawBudget {
+    Ratio {
+        percent: u8,
+        #[serde(default)]
+        floor: u32,
+    },
+    TokenBucket {
+        capacity: u32,
+        refill: u32,
+        period: Span,
+        hold: Span,
+    },
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(tag = "trip", rename_all = "snake_case", deny_unknown_fields)]
+enum RawBreaker {
+    ConsecutiveFailures {
+        count: u32,
+        break_for: Span,
+        probes: Option<u8>,
+        slow_calls: Option<Span>,
+    },
+    FailureRatio {
+        percent: u8,
+        min_calls: u32,
+        break_for: Span,
+        probes: Option<u8>,
+        slow_calls: Option<Span>,
+    },
+    CountWindow {
+        size: u8,
+        percent: u8,
+        min_calls: u8,
+        break_for: Span,
+        probes: Option<u8>,
+        slow_calls: Option<Span>,
+    },
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    count: u32,
+    period: Span,
+    burst: Option<u32>,
+    max_wait: Option<Span>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDutyCycle {
+    window: Span,
+    airtime: Option<Span>,
+    per_mille: Option<u16>,
+}
+
+impl RawDependency {
+    fn build(self) -> Result<DependencyConfig<HZ>, Refused> {
+        let mut config = DependencyConfig::new(self.window.0);
+        if let Some(budget) = self.budget {
+            config = config.budget(match budget {
+                RawBudget::Ratio { percent, floor } => RetryBudget::ratio(percent, floor)?,
+                RawBudget::TokenBucket { capacity, refill, period, hold } => {
+                    RetryBudget::token_bucket(capacity, refill, period.0, hold.0)?
+                }
+            });
+        }
+        if let Some(breaker) = self.breaker {
+            let (trip, probes, slow_calls) = match breaker {
+                RawBreaker::ConsecutiveFailures { count, break_for, probes, slow_calls } => {
+                    (BreakerConfig::consecutive_failures(count, break_for.0), probes, slow_calls)
+                }
+                RawBreaker::FailureRatio { percent, min_calls, break_for, probes, slow_calls } => {
+                    (BreakerConfig::failure_ratio(percent, min_calls, break_for.0), probes, slow_calls)
+                }
+                RawBreaker::CountWindow { size, percent, min_calls, break_for, probes, slow_calls } => {
+                    (BreakerConfig::count_window(size, percent, min_calls, break_for.0), probes, slow_calls)
+                }
+            };
+            let mut breaker = trip;
+            if let Some(probes) = probes {
+                breaker = breaker.probes(probes);
+            }
+            if let Some(threshold) = slow_calls {
+                breaker = breaker.slow_calls(threshold.0);
+            }
+            config = config.breaker(breaker);
+        }
+        if let Some(slots) = self.bulkhead {
+            config = config.bulkhead(slots);
+        }
+        if let Some(RawRateLimit { count, period, burst, max_wait }) = self.rate_limit {
+            let mut limit = RateLimit::new(count, period.0);
+            if let Some(burst) = burst {
+                limit = limit.burst(burst);
+            }
+            if let Some(wait) = max_wait {
+                limit = limit.max_wait(wait.0);
+            }
+            config = config.rate_limit(limit);
+        }
+        if let Some(RawDutyCycle { window, airtime, per_mille }) = self.duty_cycle {
+            config = config.duty_cycle(match (airtime, per_mille) {
+                (Some(airtime), None) => DutyCycle::new(airtime.0, window.0),
+                (None, Some(per_mille)) => DutyCycle::per_mille(per_mille, window.0),
+                _ => {
+                    return Err(Refused::Keys(
+                        "a duty cycle needs one of `airtime` (the airtime allowed in its window) and `per_mille` (the share of it)",
+                    ));
+                }
+            });
+        }
+        if let Some(max) = self.cooldown {
+            config = config.cooldown(max.0);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each key against the builder call it stands for, and each refusal's whole message as a
+    //! service's log would show it (toml's, with the line and the key).
+
+    use super::*;
+
+    fn policy(text: &str) -> Result<RetryPolicy<HZ>, String> {
+        toml::from_str::<PolicySettings>(text).map(|p| p.0).map_err(|e| e.to_string())
+    }
+
+    fn dependency(text: &str) -> Result<DependencyConfig<HZ>, String> {
+        toml::from_str::<DependencySettings>(text).map(|d| d.0).map_err(|e| e.to_string())
+    }
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+    const SECS: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn every_policy_key_stands_for_its_builder_call() {
+        let file = r#"
+            attempts = 5
+            backoff = "exponential"
+            base_delay = "50ms"
+            max_delay = "1m 30s"
+            jitter = "decorrelated"
+            attempt_timeout = "2s"
+            min_remaining = "250ms"
+            retry_after_spread = "3s"
+        "#;
+        let in_code = RetryPolicy::exponential(5, MS(50), SECS(90))
+            .jitter(Jitter::Decorrelated)
+            .attempt_timeout(SECS(2))
+            .min_remaining(MS(250))
+            .retry_after_spread(SECS(3))
+            .build();
+        assert_eq!(policy(file), Ok(in_code.unwrap()));
+    }
+
+    #[test]
+    fn a_constant_backoffs_maximum_delay_defaults_to_its_delay() {
+        let constant = "attempts = 4\nbackoff = \"constant\"\nbase_delay = \"200ms\"";
+        assert_eq!(policy(constant), Ok(RetryPolicy::constant(4, MS(200)).build().unwrap()));
+        let longer = format!("{constant}\nmax_delay = \"5s\"");
+        assert_eq!(
+            policy(&longer),
+            Ok(RetryPolicy::constant(4, MS(200)).max_delay(SECS(5)).build().unwrap())
+        );
+    }
+
+    #[test]
+    fn one_attempt_and_no_backoff_is_the_single_attempt_policy() {
+        let once = "attempts = 1\nattempt_timeout = \"800ms\"";
+        let in_code = RetryPolicy::single_attempt().attempt_timeout(MS(800)).build().unwrap();
+        assert_eq!(policy(once), Ok(in_code));
+    }
+
+    #[test]
+    fn each_jitter_is_read_by_the_cores_own_name() {
+        for jitter in JITTERS {
+            let file = format!(
+                "attempts = 2\nbackoff = \"exponential\"\nbase_delay = \"1s\"\nmax_delay = \"2s\"\njitter = \"{}\"",
+                jitter.as_str()
+            );
+            assert_eq!(policy(&file).map(|p| p.jitter_mode()), Ok(jitter));
+        }
+    }
+
+    #[test]
+    fn durations_take_any_unit_and_round_up_to_the_microsecond() {
+        let file = "attempts = 2\nbackoff = \"constant\"\nbase_delay = \"1500ns\"\nmax_delay = \"1h 1us\"";
+        let read = policy(file).unwrap();
+        assert_eq!(
+            (read.base_delay(), read.max_delay()),
+            (Duration::from_micros(2), Duration::from_micros(3_600_000_001))
+        );
+    }
+
+    /// The keys no builder call could be made with, each refused with what to write instead.
+    #[test]
+    fn keys_that_do_not_go_together_are_refused_saying_what_is_missing() {
+        let refusals = [
+            (
+                "attempts = 3\nbackoff = \"exponential\"\nbase_delay = \"1s\"",
+                "an exponential backoff needs `base_delay` and `max_delay`: the first delay, and the most any delay grows to",
+            ),
+            (
+                "attempts = 3\nbackoff = \"constant\"",
+                "a constant backoff needs `base_delay`: the delay before each retry",
+            ),
+            (
+                "attempts = 3",
+                r#"a policy of more than one attempt needs a `backoff`: "exponential" or "constant", with its delays"#,
+            ),
+            (
+                "attempts = 1\nbase_delay = \"1s\"",
+                r#"`base_delay` and `max_delay` need a `backoff` to apply to: "exponential" or "constant""#,
+            ),
+        ];
+        for (file, message) in refusals {
+            assert_eq!(policy(file), Err(format!("{message}\n")), "{file}");
+        }
+    }
+
+    /// What the builders refuse, a file cannot slip past: the same error, with the same message.
+    #[test]
+    fn a_policy_the_builder_refuses_is_refused_with_the_builders_message() {
+        for (file, error) in [
+            ("attempts = 0", ConfigError::MaxAttemptsOutOfRange),
+            ("attempts = 65", ConfigError::MaxAttemptsOutOfRange),
+            (
+                "attempts = 65\nbackoff = \"constant\"\nbase_delay = \"1s\"",
+                ConfigError::MaxAttemptsOutOfRange,
+            ),
+            (
+                "attempts = 3\nbackoff = \"exponential\"\nbase_delay = \"2s\"\nmax_delay = \"1s\"",
+                ConfigError::MaxDelayBelowBaseDelay,
+            ),
+            (
+                "attempts = 3\nbackoff = \"exponential\"\nbase_delay = \"0s\"\nmax_delay = \"1s\"",
+                ConfigError::ZeroBaseDelay,
+            ),
+            ("attempts = 1\nattempt_timeout = \"0s\"", ConfigError::ZeroAttemptTimeout),
+        ] {
+            assert_eq!(policy(file), Err(format!("{}\n", error.message())), "{file}");
+        }
+    }
+
+    /// A misspelt key, a name that is none of the choices, a duration without its unit: each
+    /// refused where it is in the file.
+    #[test]
+    fn a_misspelt_key_a_wrong_name_or_a_bare_number_is_refused_where_it_is() {
+        assert_eq!(
+            policy("atempts = 3").unwrap_err(),
+            "TOML parse error at line 1, column 1\n  |\n1 | atempts = 3\n  | ^^^^^^^\nunknown field `atempts`, \
+             expected one of `attempts`, `backoff`, `base_delay`, `max_delay`, `jitter`, `attempt_timeout`, \
+             `min_remaining`, `retry_after_spread`\n"
+        );
+        let file = "attempts = 3\nbackoff = \"exponential\"\nbase_delay = \"1s\"\nmax_delay = \"2s\"\njitter = \"ful\"";
+        assert_eq!(
+            policy(file).unwrap_err(),
+            "TOML parse error at line 5, column 10\n  |\n5 | jitter = \"ful\"\n  |          ^^^^^\nunknown variant \
+             `ful`, expected one of `none`, `full`, `equal`, `decorrelated`\n"
+        );
+        let file = "attempts = 3\nbackoff = \"linear\"";
+        assert!(
+            policy(file)
+                .unwrap_err()
+                .ends_with("unknown variant `linear`, expected `exponential` or `constant`\n")
+        );
+        let file = "attempts = 3\nbackoff = \"constant\"\nbase_delay = 100";
+        assert_eq!(
+            policy(file).unwrap_err(),
+            "TOML parse error at line 3, column 14\n  |\n3 | base_delay = 100\n  |              ^^^\ninvalid type: \
+             integer `100`, expected a duration with its unit, such as \"100ms\", \"2s\" or \"1m 30s\"\n"
+        );
+        let file = "attempts = 3\nbackoff = \"constant\"\nbase_delay = \"100 parsecs\"";
+        // Between the parentheses, humantime's own words, which change between its releases.
+        let message = policy(file).unwrap_err();
+        let (before, after) =
+            message.split_once('(').zip(message.rsplit_once(')')).map(|(b, a)| (b.0, a.1)).unwrap();
+        assert_eq!(
+            (before, after),
+            (
+                "TOML parse error at line 3, column 14\n  |\n3 | base_delay = \"100 parsecs\"\n  |              \
+                 ^^^^^^^^^^^^^\n`100 parsecs` is not a duration ",
+                ": write one with its unit, such as \"100ms\", \"2s\" or \"1m 30s\"\n"
+            )
+        );
+    }
+
+    #[test]
+    fn every_dependency_key_stands_for_its_builder_call() {
+        let file = r#"
+            window = "30s"
+            budget = { kind = "token_bucket", capacity = 10, refill = 10, period = "60s", hold = "10s" }
+            breaker = { trip = "failure_ratio", percent = 50, min_calls = 20, break_for = "15s", probes = 3, slow_calls = "2s" }
+            bulkhead = 32
+            rate_limit = { count = 100, period = "1s", burst = 10, max_wait = "50ms" }
+            duty_cycle = { per_mille = 10, window = "1h" }
+            cooldown = "2m"
+        "#;
+        let in_code = DependencyConfig::new(SECS(30))
+            .budget(RetryBudget::token_bucket(10, 10, SECS(60), SECS(10)).unwrap())
+            .breaker(BreakerConfig::failure_ratio(50, 20, SECS(15)).probes(3).slow_calls(SECS(2)))
+            .bulkhead(32)
+            .rate_limit(RateLimit::new(100, SECS(1)).burst(10).max_wait(MS(50)))
+            .duty_cycle(DutyCycle::per_mille(10, SECS(3_600)))
+            .cooldown(SECS(120));
+        assert_eq!(dependency(file), Ok(in_code));
+    }
+
+    #[test]
+    fn each_budget_breaker_and_duty_cycle_shape_is_read() {
+        let with = |part: &str| dependency(&format!("window = \"10s\"\n{part}"));
+        let base = DependencyConfig::new(SECS(10));
+        for (part, in_code) in [
+            (r#"budget = { kind = "ratio", percent = 10 }"#, base.budget(RetryBudget::ratio(10, 0).unwrap())),
+            (
+                r#"breaker = { trip = "consecutive_failures", count = 5, break_for = "30s" }"#,
+                base.breaker(BreakerConfig::consecutive_failures(5, SECS(30))),
+            ),
+            (
+                r#"breaker = { trip = "count_window", size = 20, percent = 50, min_calls = 10, break_for = "30s" }"#,
+                base.breaker(BreakerConfig::count_window(20, 50, 10, SECS(30))),
+            ),
+            (
+                r#"duty_cycle = { airtime = "36s", window = "1h" }"#,
+                base.duty_cycle(DutyCycle::new(SECS(36), SECS(3_600))),
+            ),
+            (r#"rate_limit = { count = 5, period = "1s" }"#, base.rate_limit(RateLimit::new(5, SECS(1)))),
+        ] {
+            assert_eq!(with(part), Ok(in_code), "{part}");
+        }
+    }
+
+    #[test]
+    fn a_dependency_the_builders_refuse_is_refused_with_their_message() {
+        let with = |part: &str| dependency(&format!("window = \"10s\"\n{part}"));
+        for (part, error) in [
+            ("", None),
+            (r#"budget = { kind = "ratio", percent = 110 }"#, Some(ConfigError::BudgetPercentOutOfRange)),
+            (
+                r#"budget = { kind = "token_bucket", capacity = 0, refill = 1, period = "1s", hold = "5s" }"#,
+                Some(ConfigError::ZeroBudgetCapacity),
+            ),
+            (
+                r#"breaker = { trip = "consecutive_failures", count = 0, break_for = "1s" }"#,
+                Some(ConfigError::BreakerZeroConsecutiveFailures),
+            ),
+            (r#"duty_cycle = { airtime = "1s", window = "0s" }"#, Some(ConfigError::ZeroDutyCycleWindow)),
+        ] {
+            assert_eq!(with(part).err(), error.map(|e| format!("{}\n", e.message())), "{part}");
+        }
+        assert_eq!(dependency("window = \"0s\""), Err(format!("{}\n", ConfigError::ZeroWindow.message())));
+        let both = r#"duty_cycle = { airtime = "36s", per_mille = 10, window = "1h" }"#;
+        let message = "a duty cycle needs one of `airtime` (the airtime allowed in its window) and `per_mille` \
+                       (the share of it)\n";
+        assert_eq!(with(both), Err(message.to_owned()));
+        assert_eq!(with(r#"duty_cycle = { window = "1h" }"#), Err(message.to_owned()));
+    }
+
+    #[test]
+    fn a_misspelt_key_or_shape_in_a_protection_is_refused_where_it_is() {
+        let with = |part: &str| dependency(&format!("window = \"10s\"\n{part}")).unwrap_err();
+        let table = r#"{ trip = "consecutive_failures", count = 5, break_fro = "30s" }"#;
+        assert_eq!(
+            with(&format!("breaker = {table}")),
+            format!(
+                "TOML parse error at line 2, column 11\n  |\n2 | breaker = {table}\n  |           {}\nunknown field \
+                 `break_fro`, expected one of `count`, `break_for`, `probes`, `slow_calls`\n",
+                "^".repeat(table.len())
+            )
+        );
+        assert!(
+            with(r#"budget = { kind = "percent", percent = 5 }"#)
+                .ends_with("unknown variant `percent`, expected `ratio` or `token_bucket`\n")
+        );
+        assert!(with(r#"budget = { percent = 5 }"#).ends_with("missing field `kind`\n"));
+        assert!(
+            with(r#"bulkheads = 4"#)
+                .contains("unknown field `bulkheads`, expected one of `window`, `budget`,")
+        );
+    }
+
+    /// Inside a service's own configuration, a refusal names the table it is in: which dependency,
+    /// which policy.
+    #[test]
+    fn a_refusal_inside_a_services_file_names_its_table() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)] // read for its errors
+        struct Service {
+            dependencies: std::collections::BTreeMap<String, DependencySettings>,
+            policies: std::collections::BTreeMap<String, PolicySettings>,
+        }
+        let file = "[dependencies.payrail]\nwindow = \"10s\"\n\n[policies.checkout]\nattempts = 3\n";
+        assert_eq!(
+            toml::from_str::<Service>(file).unwrap_err().to_string(),
+            "TOML parse error at line 4, column 1\n  |\n4 | [policies.checkout]\n  | ^^^^^^^^^^^^^^^^^^^\na policy \
+             of more than one attempt needs a `backoff`: \"exponential\" or \"constant\", with its delays\n"
+        );
+    }
+}
