@@ -168,6 +168,11 @@ impl<const HZ: u64> BreakerConfig<HZ> {
     pub const fn probe_count(&self) -> u8 {
         self.probes
     }
+    /// The time from which an attempt counts as a failure whatever its result, if one is set
+    /// ([`slow_calls`](Self::slow_calls)).
+    pub const fn slow_call_threshold(&self) -> Option<Duration<HZ>> {
+        self.slow_call
+    }
 
     pub(crate) const fn validate(&self) -> Result<(), ConfigError> {
         match self.trip {

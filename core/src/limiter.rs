@@ -137,6 +137,11 @@ impl<const HZ: u64> RateLimit<HZ> {
     pub const fn burst_size(&self) -> u32 {
         self.burst
     }
+    /// The longest an attempt may wait for a unit instead of being refused
+    /// ([`max_wait`](Self::max_wait)); zero by default.
+    pub const fn max_wait_time(&self) -> Duration<HZ> {
+        self.max_wait
+    }
 }
 
 /// The limiter's state: the TAT as whole ticks plus `frac / count` of a tick.
