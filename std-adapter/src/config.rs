@@ -979,24 +979,30 @@ mod tests {
         )
     }
 
+    /// `value` written as TOML and as JSON, and each read back as it was.
+    fn reads_back<T>(value: T) -> Result<(), TestCaseError>
+    where
+        T: Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug + Copy,
+    {
+        let toml = toml::to_string(&value).unwrap();
+        prop_assert_eq!(toml::from_str::<T>(&toml).map_err(|e| e.to_string()), Ok(value), "{}", toml);
+        let json = serde_json::to_string(&value).unwrap();
+        prop_assert_eq!(serde_json::from_str::<T>(&json).map_err(|e| e.to_string()), Ok(value), "{}", json);
+        Ok(())
+    }
+
     proptest! {
         /// Whatever the builders accept is written so that reading it back, as TOML or as JSON,
         /// gives the same policy: every key goes to the argument it came from.
         #[test]
         fn every_policy_reads_back_as_it_was_written(policy in any_policy()) {
-            let toml = toml::to_string(&PolicySettings(policy)).unwrap();
-            prop_assert_eq!(toml::from_str::<PolicySettings>(&toml).map_err(|e| e.to_string()), Ok(PolicySettings(policy)), "{}", toml);
-            let json = serde_json::to_string(&PolicySettings(policy)).unwrap();
-            prop_assert_eq!(serde_json::from_str::<PolicySettings>(&json).map_err(|e| e.to_string()), Ok(PolicySettings(policy)), "{}", json);
+            reads_back(PolicySettings(policy))?;
         }
 
         /// The same for every dependency configuration `validate` accepts.
         #[test]
         fn every_dependency_reads_back_as_it_was_written(config in any_dependency()) {
-            let toml = toml::to_string(&DependencySettings(config)).unwrap();
-            prop_assert_eq!(toml::from_str::<DependencySettings>(&toml).map_err(|e| e.to_string()), Ok(DependencySettings(config)), "{}", toml);
-            let json = serde_json::to_string(&DependencySettings(config)).unwrap();
-            prop_assert_eq!(serde_json::from_str::<DependencySettings>(&json).map_err(|e| e.to_string()), Ok(DependencySettings(config)), "{}", json);
+            reads_back(DependencySettings(config))?;
         }
     }
 
