@@ -16,7 +16,9 @@
 //! Durations are strings with their unit, as [humantime](https://docs.rs/humantime) reads them:
 //! `"100ms"`, `"2s"`, `"1m 30s"`. A bare number is refused: `100` could be milliseconds or
 //! seconds. They are rounded up to relent-tokio's ticks (microseconds), as every conversion from
-//! `std::time::Duration` is.
+//! `std::time::Duration` is. A duration of the service's own beside them (an operation's deadline,
+//! the layer's) reads the same strings with humantime's parser, for example through the
+//! `humantime-serde` crate, and [`ticks`] makes it a `Duration` of the core's.
 //!
 //! Both are written back (`Serialize`) with the same keys, the defaults left out, so that a service
 //! can show the configuration it runs with (a line at start, an admin endpoint) in the form it
