@@ -912,7 +912,8 @@ mod tests {
         let trip = prop_oneof![
             (any::<u32>(), span()).prop_map(|(count, b)| BreakerConfig::consecutive_failures(count, b)),
             (0..=101u8, any::<u32>(), span()).prop_map(|(p, m, b)| BreakerConfig::failure_ratio(p, m, b)),
-            (0..=65u8, 0..=101u8, any::<u8>(), span())
+            (1..=64u8)
+                .prop_flat_map(|n| (Just(n), 0..=101u8, 0..=n, span()))
                 .prop_map(|(n, p, m, b)| BreakerConfig::count_window(n, p, m, b)),
         ];
         (trip, proptest::option::of(any::<u8>()), proptest::option::of(span())).prop_map(
@@ -933,7 +934,7 @@ mod tests {
     fn any_dependency() -> impl Strategy<Value = DependencyConfig<HZ>> {
         let budget = prop_oneof![
             (0..=101u8, any::<u32>()).prop_map(|(p, f)| RetryBudget::ratio(p, f).ok()),
-            (any::<u32>(), any::<u32>(), span(), span())
+            (1..10_000u32, 1..10_000u32, span(), span())
                 .prop_map(|(c, r, p, h)| RetryBudget::token_bucket(c, r, p, h).ok()),
         ];
         let rate = (any::<u32>(), span(), proptest::option::of(any::<u32>()), proptest::option::of(span()))
@@ -943,8 +944,10 @@ mod tests {
                 wait.map_or(limit, |w| limit.max_wait(w))
             });
         let duty = prop_oneof![
-            (span(), span()).prop_map(|(a, w)| DutyCycle::new(a, w)),
-            (any::<u16>(), span()).prop_map(|(pm, w)| DutyCycle::per_mille(pm, w)),
+            span()
+                .prop_flat_map(|w| (0..=w.as_ticks(), Just(w)))
+                .prop_map(|(a, w)| DutyCycle::new(Duration::from_micros(a), w)),
+            (0..=1_000u16, span()).prop_map(|(pm, w)| DutyCycle::per_mille(pm, w)),
         ];
         let protections = (
             proptest::option::of(budget),
@@ -994,6 +997,10 @@ mod tests {
     }
 
     proptest! {
+        // About a quarter of what the strategies draw is refused by the builders, and filtered
+        // out; proptest's default cap on that (65,536) would end a long run early.
+        #![proptest_config(ProptestConfig { max_local_rejects: 1 << 24, ..ProptestConfig::default() })]
+
         /// Whatever the builders accept is written so that reading it back, as TOML or as JSON,
         /// gives the same policy: every key goes to the argument it came from.
         #[test]
