@@ -76,16 +76,16 @@ use crate::clock::{Duration, HZ, std_duration, ticks};
 ///
 /// The keys:
 ///
-/// | key | | |
+/// | key | needed | what it is |
 /// |---|---|---|
-/// | `attempts` | required | attempts in all, the first included: 1 to 64 |
-/// | `backoff` | required above one attempt | `"exponential"` ([`RetryPolicy::exponential`]) or `"constant"` ([`RetryPolicy::constant`]) |
+/// | `attempts` | always | attempts in all, the first included: 1 to 64 ([`MAX_ATTEMPTS`]) |
+/// | `backoff` | above one attempt | `"exponential"` ([`RetryPolicy::exponential`]) or `"constant"` ([`RetryPolicy::constant`]) |
 /// | `base_delay` | with a backoff | the first delay; a constant backoff's every delay |
 /// | `max_delay` | with an exponential backoff | the cap of the delay and the longest Retry-After slept through (a constant backoff's defaults to its delay) |
-/// | `jitter` | default `"full"` | `"none"`, `"full"`, `"equal"` or `"decorrelated"` ([`Jitter`]) |
-/// | `attempt_timeout` | optional | each attempt's ceiling |
-/// | `min_remaining` | optional | the time a retry needs left before the deadline after its delay |
-/// | `retry_after_spread` | optional | a random amount up to this added to a stated Retry-After |
+/// | `jitter` | no: `"full"` by default | `"none"`, `"full"`, `"equal"` or `"decorrelated"` ([`Jitter`]) |
+/// | `attempt_timeout` | no | each attempt's ceiling |
+/// | `min_remaining` | no | the time a retry needs left before the deadline after its delay |
+/// | `retry_after_spread` | no | a random amount up to this added to a stated Retry-After |
 ///
 /// With one attempt and no backoff, it is [`RetryPolicy::single_attempt`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
