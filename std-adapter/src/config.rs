@@ -11,7 +11,9 @@
 //! policy goes through, and the same checks. A value that cannot work is refused as the file is
 //! read, with the builder's message, which says how to fix it, and (from the format's parser)
 //! where in the file it is. A misspelt key is refused too, never ignored: a `break_fro` that
-//! silently left the default in place would be found in the next outage.
+//! silently left the default in place would be found in the next outage. What involves a policy
+//! and a dependency together (a token bucket's hold must outlast the policy's attempt timeout) is
+//! for [`RetryPolicy::check_budget`] once both are read, as each operation checks it as it starts.
 //!
 //! Durations are strings with their unit, as [humantime](https://docs.rs/humantime) reads them:
 //! `"100ms"`, `"2s"`, `"1m 30s"`. A bare number is refused: `100` could be milliseconds or
