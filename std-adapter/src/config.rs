@@ -359,17 +359,50 @@ impl RawPolicy {
 struct RawDependency {
     window: Span,
     #[serde(skip_serializing_if = "Option::is_none")]
-    budget: Option<RawBudget>,
+    budget: Option<Checked<RawBudget>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    breaker: Option<RawBreaker>,
+    breaker: Option<Checked<RawBreaker>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    bulkhead: Option<u16>,
+    bulkhead: Option<Checked<Slots>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    rate_limit: Option<RawRateLimit>,
+    rate_limit: Option<Checked<RawRateLimit>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    duty_cycle: Option<RawDutyCycle>,
+    duty_cycle: Option<Checked<RawDutyCycle>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cooldown: Option<Span>,
+}
+
+/// One protection of a dependency, as its key holds it.
+trait Part {
+    /// `config` with this protection added: the builder calls its keys stand for.
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused>;
+}
+
+/// A protection checked as it is read, so that the format's parser says where it is when it is
+/// refused (the line and column of its own table), not only which dependency holds it.
+#[derive(Debug, serde::Serialize)]
+#[serde(transparent)]
+struct Checked<P>(P);
+
+impl<'de, P: Part + Deserialize<'de>> Deserialize<'de> for Checked<P> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let part = P::deserialize(deserializer)?;
+        // Alone in a dependency whose window is valid, a refusal can only be this part's.
+        let alone = part.add_to(DependencyConfig::new(Duration::from_secs(1))).map_err(de::Error::custom)?;
+        alone.validate().map_err(de::Error::custom)?;
+        Ok(Self(part))
+    }
+}
+
+/// A bulkhead's slots.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(transparent)]
+struct Slots(u16);
+
+impl Part for Slots {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        Ok(config.bulkhead(self.0))
+    }
 }
 
 #[derive(Debug, serde::Deserialize, serde::Serialize)]
@@ -469,89 +502,116 @@ impl RawDependency {
         let zero = Duration::from_ticks(0);
         Ok(Self {
             window: Span(config.window()),
-            budget: config.retry_budget().map(|b| match b.kind() {
-                BudgetKind::Ratio { percent, floor } => RawBudget::Ratio { percent, floor },
-                BudgetKind::TokenBucket { capacity, refill, period, hold } => {
-                    RawBudget::TokenBucket { capacity, refill, period: Span(period), hold: Span(hold) }
-                }
+            budget: config.retry_budget().map(|b| {
+                Checked(match b.kind() {
+                    BudgetKind::Ratio { percent, floor } => RawBudget::Ratio { percent, floor },
+                    BudgetKind::TokenBucket { capacity, refill, period, hold } => {
+                        RawBudget::TokenBucket { capacity, refill, period: Span(period), hold: Span(hold) }
+                    }
+                })
             }),
-            breaker,
-            bulkhead: config.bulkhead_slots(),
-            rate_limit: config.rate().map(|r| RawRateLimit {
-                count: r.count(),
-                period: Span(r.period()),
-                burst: (r.burst_size() != 1).then_some(r.burst_size()),
-                max_wait: (r.max_wait_time() != zero).then_some(Span(r.max_wait_time())),
-            }),
-            duty_cycle: config.duty().map(|d| RawDutyCycle {
-                window: Span(d.window()),
-                airtime: Some(Span(d.airtime())),
-                per_mille: None,
-            }),
+            breaker: breaker.map(Checked),
+            bulkhead: config.bulkhead_slots().map(|slots| Checked(Slots(slots))),
+            rate_limit: config
+                .rate()
+                .map(|r| RawRateLimit {
+                    count: r.count(),
+                    period: Span(r.period()),
+                    burst: (r.burst_size() != 1).then_some(r.burst_size()),
+                    max_wait: (r.max_wait_time() != zero).then_some(Span(r.max_wait_time())),
+                })
+                .map(Checked),
+            duty_cycle: config
+                .duty()
+                .map(|d| RawDutyCycle {
+                    window: Span(d.window()),
+                    airtime: Some(Span(d.airtime())),
+                    per_mille: None,
+                })
+                .map(Checked),
             cooldown: config.cooldown_max().map(Span),
         })
     }
 
     fn build(self) -> Result<DependencyConfig<HZ>, Refused> {
         let mut config = DependencyConfig::new(self.window.0);
-        if let Some(budget) = self.budget {
-            config = config.budget(match budget {
-                RawBudget::Ratio { percent, floor } => RetryBudget::ratio(percent, floor)?,
-                RawBudget::TokenBucket { capacity, refill, period, hold } => {
-                    RetryBudget::token_bucket(capacity, refill, period.0, hold.0)?
-                }
-            });
-        }
-        if let Some(breaker) = self.breaker {
-            let (trip, probes, slow_calls) = match breaker {
-                RawBreaker::ConsecutiveFailures { count, break_for, probes, slow_calls } => {
-                    (BreakerConfig::consecutive_failures(count, break_for.0), probes, slow_calls)
-                }
-                RawBreaker::FailureRatio { percent, min_calls, break_for, probes, slow_calls } => {
-                    (BreakerConfig::failure_ratio(percent, min_calls, break_for.0), probes, slow_calls)
-                }
-                RawBreaker::CountWindow { size, percent, min_calls, break_for, probes, slow_calls } => {
-                    (BreakerConfig::count_window(size, percent, min_calls, break_for.0), probes, slow_calls)
-                }
-            };
-            let mut breaker = trip;
-            if let Some(probes) = probes {
-                breaker = breaker.probes(probes);
-            }
-            if let Some(threshold) = slow_calls {
-                breaker = breaker.slow_calls(threshold.0);
-            }
-            config = config.breaker(breaker);
-        }
-        if let Some(slots) = self.bulkhead {
-            config = config.bulkhead(slots);
-        }
-        if let Some(RawRateLimit { count, period, burst, max_wait }) = self.rate_limit {
-            let mut limit = RateLimit::new(count, period.0);
-            if let Some(burst) = burst {
-                limit = limit.burst(burst);
-            }
-            if let Some(wait) = max_wait {
-                limit = limit.max_wait(wait.0);
-            }
-            config = config.rate_limit(limit);
-        }
-        if let Some(RawDutyCycle { window, airtime, per_mille }) = self.duty_cycle {
-            config = config.duty_cycle(match (airtime, per_mille) {
-                (Some(airtime), None) => DutyCycle::new(airtime.0, window.0),
-                (None, Some(per_mille)) => DutyCycle::per_mille(per_mille, window.0),
-                _ => {
-                    return Err(Refused::Keys(
-                        "a duty cycle needs one of `airtime` (the airtime allowed in its window) and `per_mille` (the share of it)",
-                    ));
-                }
-            });
+        let parts: [Option<&dyn Part>; 5] = [
+            self.budget.as_ref().map(|p| &p.0 as &dyn Part),
+            self.breaker.as_ref().map(|p| &p.0 as &dyn Part),
+            self.bulkhead.as_ref().map(|p| &p.0 as &dyn Part),
+            self.rate_limit.as_ref().map(|p| &p.0 as &dyn Part),
+            self.duty_cycle.as_ref().map(|p| &p.0 as &dyn Part),
+        ];
+        for part in parts.into_iter().flatten() {
+            config = part.add_to(config)?;
         }
         if let Some(max) = self.cooldown {
             config = config.cooldown(max.0);
         }
         config.validate()?;
         Ok(config)
+    }
+}
+
+impl Part for RawBudget {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        Ok(config.budget(match *self {
+            Self::Ratio { percent, floor } => RetryBudget::ratio(percent, floor)?,
+            Self::TokenBucket { capacity, refill, period, hold } => {
+                RetryBudget::token_bucket(capacity, refill, period.0, hold.0)?
+            }
+        }))
+    }
+}
+
+impl Part for RawBreaker {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        let (trip, probes, slow_calls) = match *self {
+            Self::ConsecutiveFailures { count, break_for, probes, slow_calls } => {
+                (BreakerConfig::consecutive_failures(count, break_for.0), probes, slow_calls)
+            }
+            Self::FailureRatio { percent, min_calls, break_for, probes, slow_calls } => {
+                (BreakerConfig::failure_ratio(percent, min_calls, break_for.0), probes, slow_calls)
+            }
+            Self::CountWindow { size, percent, min_calls, break_for, probes, slow_calls } => {
+                (BreakerConfig::count_window(size, percent, min_calls, break_for.0), probes, slow_calls)
+            }
+        };
+        let mut breaker = trip;
+        if let Some(probes) = probes {
+            breaker = breaker.probes(probes);
+        }
+        if let Some(threshold) = slow_calls {
+            breaker = breaker.slow_calls(threshold.0);
+        }
+        Ok(config.breaker(breaker))
+    }
+}
+
+impl Part for RawRateLimit {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        let mut limit = RateLimit::new(self.count, self.period.0);
+        if let Some(burst) = self.burst {
+            limit = limit.burst(burst);
+        }
+        if let Some(wait) = self.max_wait {
+            limit = limit.max_wait(wait.0);
+        }
+        Ok(config.rate_limit(limit))
+    }
+}
+
+impl Part for RawDutyCycle {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        Ok(config.duty_cycle(match (self.airtime, self.per_mille) {
+            (Some(airtime), None) => DutyCycle::new(airtime.0, self.window.0),
+            (None, Some(per_mille)) => DutyCycle::per_mille(per_mille, self.window.0),
+            _ => {
+                return Err(Refused::Keys(
+                    "a duty cycle needs one of `airtime` (the airtime allowed in its window) and `per_mille` (the share of it)",
+                ));
+            }
+        }))
     }
 }
 
@@ -772,30 +832,45 @@ mod tests {
         }
     }
 
+    /// A protection the builders refuse is refused with their message, at its own table: each is
+    /// checked as it is read.
     #[test]
-    fn a_dependency_the_builders_refuse_is_refused_with_their_message() {
-        let with = |part: &str| dependency(&format!("window = \"10s\"\n{part}"));
-        for (part, error) in [
-            ("", None),
-            (r#"budget = { kind = "ratio", percent = 110 }"#, Some(ConfigError::BudgetPercentOutOfRange)),
+    fn a_protection_the_builders_refuse_is_refused_with_their_message_where_it_is() {
+        let duty_message = "a duty cycle needs one of `airtime` (the airtime allowed in its window) and \
+                            `per_mille` (the share of it)";
+        for (line, message) in [
+            (r#"budget = { kind = "ratio", percent = 110 }"#, ConfigError::BudgetPercentOutOfRange.message()),
             (
                 r#"budget = { kind = "token_bucket", capacity = 0, refill = 1, period = "1s", hold = "5s" }"#,
-                Some(ConfigError::ZeroBudgetCapacity),
+                ConfigError::ZeroBudgetCapacity.message(),
             ),
             (
                 r#"breaker = { trip = "consecutive_failures", count = 0, break_for = "1s" }"#,
-                Some(ConfigError::BreakerZeroConsecutiveFailures),
+                ConfigError::BreakerZeroConsecutiveFailures.message(),
             ),
-            (r#"duty_cycle = { airtime = "1s", window = "0s" }"#, Some(ConfigError::ZeroDutyCycleWindow)),
+            (r#"bulkhead = 0"#, ConfigError::ZeroBulkhead.message()),
+            (r#"rate_limit = { count = 10, period = "0s" }"#, ConfigError::ZeroRatePeriod.message()),
+            (r#"duty_cycle = { airtime = "1s", window = "0s" }"#, ConfigError::ZeroDutyCycleWindow.message()),
+            (r#"duty_cycle = { airtime = "36s", per_mille = 10, window = "1h" }"#, duty_message),
+            (r#"duty_cycle = { window = "1h" }"#, duty_message),
         ] {
-            assert_eq!(with(part).err(), error.map(|e| format!("{}\n", e.message())), "{part}");
+            let (key, value) = line.split_once(" = ").unwrap();
+            let at = key.len() + 3;
+            let expected = format!(
+                "TOML parse error at line 2, column {}\n  |\n2 | {line}\n  |{}{}\n{message}\n",
+                at + 1,
+                " ".repeat(at + 1),
+                "^".repeat(value.len())
+            );
+            assert_eq!(dependency(&format!("window = \"10s\"\n{line}")), Err(expected), "{line}");
         }
+    }
+
+    /// The window, which is the dependency's own, is checked with the rest of it.
+    #[test]
+    fn a_window_the_builder_refuses_is_refused_with_its_message() {
+        assert_eq!(dependency("window = \"10s\""), Ok(DependencyConfig::new(SECS(10))));
         assert_eq!(dependency("window = \"0s\""), Err(format!("{}\n", ConfigError::ZeroWindow.message())));
-        let both = r#"duty_cycle = { airtime = "36s", per_mille = 10, window = "1h" }"#;
-        let message = "a duty cycle needs one of `airtime` (the airtime allowed in its window) and `per_mille` \
-                       (the share of it)\n";
-        assert_eq!(with(both), Err(message.to_owned()));
-        assert_eq!(with(r#"duty_cycle = { window = "1h" }"#), Err(message.to_owned()));
     }
 
     #[test]
