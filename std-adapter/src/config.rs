@@ -711,6 +711,10 @@ mod tests {
                 r#"a policy of more than one attempt needs a `backoff`: "exponential" or "constant", with its delays"#,
             ),
             (
+                "attempts = 64",
+                r#"a policy of more than one attempt needs a `backoff`: "exponential" or "constant", with its delays"#,
+            ),
+            (
                 "attempts = 1\nbase_delay = \"1s\"",
                 r#"`base_delay` and `max_delay` need a `backoff` to apply to: "exponential" or "constant""#,
             ),
@@ -946,7 +950,7 @@ mod tests {
 
     /// Any duration in microseconds up to three years (humantime writes days, months and years).
     fn span() -> impl Strategy<Value = Duration> {
-        prop_oneof![0..2_000_000u64, 0..100_000_000_000_000u64].prop_map(Duration::from_micros)
+        prop_oneof![Just(0), 0..2_000_000u64, 0..100_000_000_000_000u64].prop_map(Duration::from_micros)
     }
 
     fn jitter() -> impl Strategy<Value = Jitter> {
@@ -955,7 +959,8 @@ mod tests {
 
     /// Every policy the builders accept, built with any of its setters.
     fn any_policy() -> impl Strategy<Value = RetryPolicy<HZ>> {
-        let delays = (0..=65u8, any::<bool>(), span(), span());
+        // One attempt often: whether a policy is written as the single-attempt one turns on it.
+        let delays = (prop_oneof![Just(1), 0..=65u8], any::<bool>(), span(), span());
         let setters = (
             jitter(),
             proptest::option::of(span()),
