@@ -15,8 +15,9 @@
 //!   worked, the response goes back to the caller as it is, and nothing counts against the
 //!   dependency.
 //!
-//! Every default can be overridden per dependency with [`StatusClassifier`]'s rules, or replaced
-//! by implementing [`HttpClassifier`].
+//! Every default can be overridden per dependency with [`StatusClassifier`]'s rules (per status,
+//! and [`StatusClassifier::retry_error_when`] for a client whose connect errors are types of its
+//! own), or replaced by implementing [`HttpClassifier`].
 
 use std::time::SystemTime;
 
@@ -175,7 +176,8 @@ pub enum StatusRule {
     Fail,
 }
 
-/// The default classifier (see the module doc), with per-status overrides.
+/// The default classifier (see the module doc), with per-status overrides and a rule for which
+/// errors of the inner service are retried.
 ///
 /// ```
 /// use http::{Response, StatusCode};
@@ -196,9 +198,16 @@ pub enum StatusRule {
 /// let exchange = HttpClassifier::<(), std::io::Error>::response(&classifier, &busy);
 /// assert_eq!(exchange, Exchange::Failure(Verdict::RetryableAfter(Duration::from_secs(2))));
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct StatusClassifier {
     rules: Vec<(StatusCode, StatusRule)>,
+    retry_error: fn(&(dyn std::error::Error + 'static)) -> bool,
+}
+
+impl Default for StatusClassifier {
+    fn default() -> Self {
+        Self { rules: Vec::new(), retry_error: never_arrived }
+    }
 }
 
 impl StatusClassifier {
@@ -207,6 +216,40 @@ impl StatusClassifier {
     pub fn rule(mut self, status: StatusCode, rule: StatusRule) -> Self {
         self.rules.retain(|(s, _)| *s != status);
         self.rules.push((status, rule));
+        self
+    }
+
+    /// Which errors of the inner service (a request with no response) are retried: those `rule`
+    /// returns `true` for. The default is [`never_arrived`]: a connection refused or a connect
+    /// timeout, as io errors anywhere in the error's sources, which is how hyper's client reports
+    /// them. A client with error types of its own replaces it; reqwest's, for one, reports some
+    /// of its connect timeouts with a type of its own (the workspace README's "With reqwest" has
+    /// the rule for it).
+    ///
+    /// Whatever the rule says, only a request the layer may send again is retried (an idempotent
+    /// method, or an `Idempotency-Key`): a keyless POST gets its one attempt.
+    ///
+    /// ```
+    /// use relent_tokio::core::Verdict;
+    /// use relent_tokio::http::{HttpClassifier, StatusClassifier, never_arrived};
+    ///
+    /// #[derive(Debug)]
+    /// struct Unreachable; // a client's own "could not connect"
+    /// impl std::fmt::Display for Unreachable {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("unreachable") }
+    /// }
+    /// impl std::error::Error for Unreachable {}
+    ///
+    /// let classifier = StatusClassifier::default()
+    ///     .retry_error_when(|e| never_arrived(e) || e.is::<Unreachable>());
+    /// assert_eq!(HttpClassifier::<(), Unreachable>::error(&classifier, &Unreachable), Verdict::Retryable);
+    /// let io = |e: std::io::ErrorKind| HttpClassifier::<(), std::io::Error>::error(&classifier, &e.into());
+    /// assert_eq!(io(std::io::ErrorKind::ConnectionRefused), Verdict::Retryable);
+    /// assert_eq!(io(std::io::ErrorKind::ConnectionReset), Verdict::NotRetryable);
+    /// ```
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub fn retry_error_when(mut self, rule: fn(&(dyn std::error::Error + 'static)) -> bool) -> Self {
+        self.retry_error = rule;
         self
     }
 
@@ -236,7 +279,7 @@ impl<RB, E: std::error::Error + 'static> HttpClassifier<RB, E> for StatusClassif
     }
 
     fn error(&self, error: &E) -> Verdict<HZ> {
-        if never_arrived(error) { Verdict::Retryable } else { Verdict::NotRetryable }
+        if (self.retry_error)(error) { Verdict::Retryable } else { Verdict::NotRetryable }
     }
 }
 
