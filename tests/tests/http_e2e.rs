@@ -11,23 +11,14 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use relent_examples::provider::{Provider, Script};
-use relent_tokio::core::{
-    BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, RetryBudget, RetryPolicy,
-};
+use relent_tokio::core::{BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, RetryPolicy};
 use relent_tokio::{
     Dependency, Duration, HZ, HttpError, RequestDeadline, RetryLayer, RetryReport, SingleAttempt,
 };
 use tower::{Layer, Service, ServiceExt};
 
-const POLICY: RetryPolicy<HZ> =
-    match RetryPolicy::exponential(4, Duration::from_millis(150), Duration::from_secs(2))
-        .jitter(Jitter::None)
-        .attempt_timeout(Duration::from_millis(300))
-        .build()
-    {
-        Ok(p) => p,
-        Err(e) => panic!("{}", e.message()),
-    };
+mod e2e;
+use e2e::{POLICY, budgeted};
 
 type Svc = relent_tokio::Retry<Client<HttpConnector, Full<Bytes>>>;
 
@@ -39,10 +30,6 @@ fn client(config: DependencyConfig<HZ>) -> Svc {
     RetryLayer::new(dependency, POLICY, Std::from_secs(10)).layer(client)
 }
 
-fn budgeted() -> DependencyConfig<HZ> {
-    DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 20).unwrap())
-}
-
 fn request(
     provider: &Provider,
     method: Method,
@@ -51,16 +38,7 @@ fn request(
     fault: &str,
     key: Option<&str>,
 ) -> Request<Full<Bytes>> {
-    let mut r = Request::builder()
-        .method(method)
-        .uri(provider.url(path))
-        .header("x-request-id", id)
-        .header("x-checkout-id", id)
-        .header("x-fault", fault);
-    if let Some(k) = key {
-        r = r.header("idempotency-key", k);
-    }
-    r.body(Full::new(Bytes::from_static(b"{}"))).unwrap()
+    e2e::request(&provider.url(path), method, id, fault, key, Full::new(Bytes::from_static(b"{}")))
 }
 
 async fn send(
