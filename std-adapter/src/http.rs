@@ -285,6 +285,11 @@ impl<RB, E: std::error::Error + 'static> HttpClassifier<RB, E> for StatusClassif
 
 /// Whether an error says the request never reached the far side: a connection refused, or a
 /// connect timeout, anywhere in its chain of sources.
+///
+/// Both are io errors of their kind (`ConnectionRefused`, `TimedOut`), as hyper's connector
+/// reports them. An io `TimedOut` is read as a connect timeout: a client whose reads time out
+/// with the same kind has those retried too, and the layer only ever retries a request it may
+/// send again. [`StatusClassifier::retry_error_when`] takes a rule of a client's own.
 pub fn never_arrived(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(error);
     while let Some(e) = next {
