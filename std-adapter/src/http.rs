@@ -364,6 +364,32 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_of_the_clients_own_replaces_never_arrived_for_errors() {
+        #[derive(Debug)]
+        struct Unreachable;
+        impl std::fmt::Display for Unreachable {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("unreachable")
+            }
+        }
+        impl std::error::Error for Unreachable {}
+        let default = StatusClassifier::default();
+        let own = StatusClassifier::default().retry_error_when(|e| e.is::<Unreachable>());
+        let unreachable = |c: &StatusClassifier| HttpClassifier::<(), Unreachable>::error(c, &Unreachable);
+        let refused = |c: &StatusClassifier| {
+            HttpClassifier::<(), std::io::Error>::error(c, &std::io::ErrorKind::ConnectionRefused.into())
+        };
+        assert_eq!((unreachable(&default), refused(&default)), (Verdict::NotRetryable, Verdict::Retryable));
+        assert_eq!((unreachable(&own), refused(&own)), (Verdict::Retryable, Verdict::NotRetryable));
+        // Responses are classified as before.
+        let busy = Response::builder().status(503).body(()).unwrap();
+        assert_eq!(
+            HttpClassifier::<(), Unreachable>::response(&own, &busy),
+            Exchange::Failure(Verdict::Retryable)
+        );
+    }
+
+    #[test]
     fn retry_after_is_delta_seconds_or_an_http_date() {
         let now = httpdate::parse_http_date("Sun, 29 Nov 2026 23:00:00 GMT").unwrap();
         assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
