@@ -112,7 +112,9 @@ async fn a_keyed_post_that_times_out_is_replayed_and_a_keyless_one_is_sent_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_refused_while_the_node_restarts_are_retried_through_reqwest() {
     let provider = Provider::start(Script::PerRequest).await.unwrap();
-    provider.restart_for(Std::from_millis(400));
+    // Down for 600 ms: the first attempt (at about 50 ms) is refused with 550 ms to spare, and the
+    // last the policy allows (1,050 ms later) comes 500 ms after the node is back.
+    provider.restart_for(Std::from_millis(600));
     tokio::time::sleep(Std::from_millis(50)).await;
     // A fresh client, with no pooled connection from before the restart.
     let mut svc = layered(|b| b);
