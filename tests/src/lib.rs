@@ -26,3 +26,7 @@ pub fn cases(default: u32) -> u32 {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/coming-from.md")]
+struct ComingFromDoctests;
