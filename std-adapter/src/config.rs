@@ -1,11 +1,12 @@
-//! Retry policies and dependency configurations read from a service's configuration file (feature
-//! `serde`).
+//! Retry policies, dependency configurations and HTTP status rules read from a service's
+//! configuration file (feature `serde`).
 //!
 //! Why: the numbers in a policy (attempts, delays, the attempt timeout) and in a dependency (its
-//! budget, its breaker, its bulkhead) are the ones operators tune per provider and per environment,
-//! and a rebuild to change one is too slow in an incident. So [`PolicySettings`] and
-//! [`DependencySettings`] read them with serde, in whatever format the service already reads its
-//! configuration in (TOML and JSON are tested).
+//! budget, its breaker, its bulkhead), and which of a provider's statuses are worth a retry, are
+//! what operators tune per provider and per environment, and a rebuild to change one is too slow in
+//! an incident. So [`PolicySettings`], [`DependencySettings`] and [`ClassifierSettings`] read them
+//! with serde, in whatever format the service already reads its configuration in (TOML and JSON
+//! are tested).
 //!
 //! A file can hold nothing that code could not: every value goes through the builders a `const`
 //! policy goes through, and the same checks. A value that cannot work is refused as the file is
@@ -22,7 +23,7 @@
 //! the layer's) reads the same strings with humantime's parser, for example through the
 //! `humantime-serde` crate, and [`ticks`] makes it a `Duration` of the core's.
 //!
-//! Both are written back (`Serialize`) with the same keys, the defaults left out, so that a service
+//! All three are written back (`Serialize`) with the same keys, the defaults left out, so that a service
 //! can show the configuration it runs with (a line at start, an admin endpoint) in the form it
 //! reads, and reading that back gives the same configuration.
 //!
@@ -30,7 +31,8 @@
 //! `jitter`, `attempt_timeout`, `min_remaining` and `retry_after_spread`; a dependency's `window`,
 //! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle` and `cooldown`, each protection
 //! with its constructor's arguments. The budget's shape is its `kind` and the breaker's rule its
-//! `trip`, named as the constructors are.
+//! `trip`, named as the constructors are. A classifier's keys are its rules' names (`retry`, `fail`,
+//! `success`), each a list of statuses.
 
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde::ser::{self, Serialize, Serializer};
@@ -41,6 +43,8 @@ use relent_core::{
 };
 
 use crate::clock::{Duration, HZ, std_duration, ticks};
+use crate::http::{StatusClassifier, StatusRule};
+use http::StatusCode;
 
 /// A [`RetryPolicy`] read from a configuration file: deserialize this, then use its policy.
 ///
@@ -137,6 +141,58 @@ pub struct PolicySettings(pub RetryPolicy<HZ>);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DependencySettings(pub DependencyConfig<HZ>);
 
+/// A [`StatusClassifier`]'s rules per status read from a configuration file: deserialize this,
+/// then give its classifier to [`RetryLayer::classifier`](crate::RetryLayer::classifier).
+///
+/// Which statuses a provider's retryable answers come with is found in operation (a load
+/// balancer's 502 while it replaces a node, a 409 that is never worth a second try), so it is
+/// tuned with the rest of a dependency's numbers. Each list names the statuses that take its rule
+/// instead of the default ([the `http` module](crate::http) lists the defaults); a status in no
+/// list keeps its default.
+///
+/// ```
+/// use http::StatusCode;
+/// use relent_tokio::config::ClassifierSettings;
+/// use relent_tokio::http::{StatusClassifier, StatusRule, never_arrived};
+///
+/// let ClassifierSettings(payrail) = toml::from_str(r#"
+///     retry = [502, 504]
+///     fail = [409]
+/// "#)?;
+/// assert_eq!(payrail.rule_for(StatusCode::BAD_GATEWAY), StatusRule::Retry);
+/// assert_eq!(payrail.rule_for(StatusCode::CONFLICT), StatusRule::Fail);
+/// assert_eq!(payrail.rule_for(StatusCode::SERVICE_UNAVAILABLE), StatusRule::Retry); // the default
+/// // Which transport errors are retried stays in code: chain a rule of the client's own (see
+/// // `retry_error_when`) on what the file gave. This one is the default's.
+/// let payrail: StatusClassifier = payrail.retry_error_when(never_arrived);
+/// # let _ = payrail;
+///
+/// // A status is given one rule, and a status is a number from 100 to 999.
+/// let both = toml::from_str::<ClassifierSettings>("retry = [502]\nfail = [502]");
+/// assert!(both.unwrap_err().to_string().contains(
+///     "status 502 is in both `retry` and `fail`: give each status one rule"
+/// ));
+/// let typo = toml::from_str::<ClassifierSettings>("retry = [5033]");
+/// assert!(typo.unwrap_err().to_string().contains(
+///     "`5033` is not an HTTP status code: write one from 100 to 999, such as 502"
+/// ));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// The keys, each optional:
+///
+/// | key | value |
+/// |---|---|
+/// | `retry` | statuses retried, after the response's `Retry-After` when it has one ([`StatusRule::Retry`]) |
+/// | `fail` | statuses that count against the dependency and are not retried ([`StatusRule::Fail`]) |
+/// | `success` | statuses that go back to the caller as an answer ([`StatusRule::Success`]) |
+///
+/// Written back (`Serialize`), the lists hold the classifier's [overrides](StatusClassifier::overrides),
+/// each in ascending order. The rule for transport errors
+/// ([`StatusClassifier::retry_error_when`]) is a function, so it is neither read nor written.
+#[derive(Debug, Clone, Default)]
+pub struct ClassifierSettings(pub StatusClassifier);
+
 impl<'de> Deserialize<'de> for PolicySettings {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         RawPolicy::deserialize(deserializer)?.build().map(Self).map_err(de::Error::custom)
@@ -162,6 +218,19 @@ impl Serialize for PolicySettings {
 impl Serialize for DependencySettings {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         RawDependency::of(&self.0).map_err(ser::Error::custom)?.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ClassifierSettings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        RawClassifier::deserialize(deserializer)?.build().map(Self).map_err(de::Error::custom)
+    }
+}
+
+/// Written with the keys it is read with; empty lists are left out.
+impl Serialize for ClassifierSettings {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        RawClassifier::of(&self.0).serialize(serializer)
     }
 }
 
@@ -612,6 +681,92 @@ impl Part for RawDutyCycle {
                 ));
             }
         }))
+    }
+}
+
+/// An HTTP status code, checked as it is read so that the format's parser says where a wrong one is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Status(StatusCode);
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Read wider than a status, so that every number out of range gets the same message.
+        let number = i64::deserialize(deserializer)?;
+        u16::try_from(number).ok().and_then(|n| StatusCode::from_u16(n).ok()).map(Self).ok_or_else(|| {
+            de::Error::custom(format_args!(
+                "`{number}` is not an HTTP status code: write one from 100 to 999, such as 502"
+            ))
+        })
+    }
+}
+
+impl Serialize for Status {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u16(self.0.as_u16())
+    }
+}
+
+/// The lists' keys, in the order a status's rules are looked for in them.
+const STATUS_RULES: [(StatusRule, &str); 3] =
+    [(StatusRule::Retry, "retry"), (StatusRule::Fail, "fail"), (StatusRule::Success, "success")];
+
+#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawClassifier {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    retry: Vec<Status>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fail: Vec<Status>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    success: Vec<Status>,
+}
+
+impl RawClassifier {
+    fn list(&self, rule: StatusRule) -> &[Status] {
+        match rule {
+            StatusRule::Retry => &self.retry,
+            StatusRule::Fail => &self.fail,
+            StatusRule::Success => &self.success,
+        }
+    }
+
+    fn list_mut(&mut self, rule: StatusRule) -> &mut Vec<Status> {
+        match rule {
+            StatusRule::Retry => &mut self.retry,
+            StatusRule::Fail => &mut self.fail,
+            StatusRule::Success => &mut self.success,
+        }
+    }
+
+    /// What `classifier` is written as: its overrides, by rule, each list in ascending order.
+    fn of(classifier: &StatusClassifier) -> Self {
+        let mut raw = Self::default();
+        for (status, rule) in classifier.overrides() {
+            raw.list_mut(rule).push(Status(status));
+        }
+        for (rule, _) in STATUS_RULES {
+            raw.list_mut(rule).sort_unstable();
+        }
+        raw
+    }
+
+    fn build(self) -> Result<StatusClassifier, String> {
+        let mut classifier = StatusClassifier::default();
+        for (i, (rule, key)) in STATUS_RULES.into_iter().enumerate() {
+            for &Status(status) in self.list(rule) {
+                if let Some((_, other)) = STATUS_RULES[i + 1..]
+                    .iter()
+                    .find(|(other, _)| self.list(*other).contains(&Status(status)))
+                {
+                    return Err(format!(
+                        "status {} is in both `{key}` and `{other}`: give each status one rule",
+                        status.as_u16()
+                    ));
+                }
+                classifier = classifier.rule(status, rule);
+            }
+        }
+        Ok(classifier)
     }
 }
 
@@ -1095,6 +1250,114 @@ mod tests {
         fn every_dependency_reads_back_as_it_was_written(config in any_dependency()) {
             reads_back(DependencySettings(config))?;
         }
+
+        /// Any set of overrides is written so that reading it back, as TOML or as JSON, gives the
+        /// same rule for every status.
+        #[test]
+        fn every_classifier_reads_back_as_it_was_written(
+            rules in proptest::collection::vec((100u16..1000, proptest::sample::select(STATUS_RULES.map(|(r, _)| r).to_vec())), 0..12)
+        ) {
+            let classifier = rules
+                .iter()
+                .fold(StatusClassifier::default(), |c, &(code, rule)| c.rule(StatusCode::from_u16(code).unwrap(), rule));
+            let settings = ClassifierSettings(classifier);
+            let toml = toml::to_string(&settings).unwrap();
+            let json = serde_json::to_string(&settings).unwrap();
+            let from_toml = toml::from_str::<ClassifierSettings>(&toml).map_err(|e| e.to_string());
+            let from_json = serde_json::from_str::<ClassifierSettings>(&json).map_err(|e| e.to_string());
+            prop_assert_eq!(from_toml.map(|c| overrides(&c.0)), Ok(overrides(&settings.0)), "{}", toml);
+            prop_assert_eq!(from_json.map(|c| overrides(&c.0)), Ok(overrides(&settings.0)), "{}", json);
+        }
+    }
+
+    fn classifier(text: &str) -> Result<StatusClassifier, String> {
+        toml::from_str::<ClassifierSettings>(text).map(|c| c.0).map_err(|e| e.to_string())
+    }
+
+    /// A classifier's overrides, by status.
+    fn overrides(classifier: &StatusClassifier) -> Vec<(u16, StatusRule)> {
+        let mut all: Vec<_> = classifier.overrides().map(|(s, r)| (s.as_u16(), r)).collect();
+        all.sort_unstable_by_key(|&(s, _)| s);
+        all
+    }
+
+    #[test]
+    fn each_status_list_gives_its_rule_and_other_statuses_keep_their_defaults() {
+        let file = "retry = [502, 504]\nfail = [409, 503]\nsuccess = [500]\n";
+        let read = classifier(file).unwrap();
+        let in_code = StatusClassifier::default()
+            .rule(StatusCode::BAD_GATEWAY, StatusRule::Retry)
+            .rule(StatusCode::GATEWAY_TIMEOUT, StatusRule::Retry)
+            .rule(StatusCode::CONFLICT, StatusRule::Fail)
+            .rule(StatusCode::SERVICE_UNAVAILABLE, StatusRule::Fail)
+            .rule(StatusCode::INTERNAL_SERVER_ERROR, StatusRule::Success);
+        assert_eq!(overrides(&read), overrides(&in_code));
+        for code in 100..1000 {
+            let status = StatusCode::from_u16(code).unwrap();
+            assert_eq!(read.rule_for(status), in_code.rule_for(status), "{code}");
+        }
+        // Untouched: 429 retried, 501 a failure, 404 the caller's answer.
+        assert_eq!(read.rule_for(StatusCode::TOO_MANY_REQUESTS), StatusRule::Retry);
+        assert_eq!(read.rule_for(StatusCode::NOT_IMPLEMENTED), StatusRule::Fail);
+        assert_eq!(read.rule_for(StatusCode::NOT_FOUND), StatusRule::Success);
+        // Nothing at all is the default classifier, and a status twice in one list is once.
+        assert_eq!(overrides(&classifier("").unwrap()), []);
+        assert_eq!(overrides(&classifier("retry = [502, 502]").unwrap()), [(502, StatusRule::Retry)]);
+        // The same keys in JSON.
+        let json = serde_json::from_str::<ClassifierSettings>(
+            r#"{"retry": [502, 504], "fail": [409, 503], "success": [500]}"#,
+        );
+        assert_eq!(overrides(&json.unwrap().0), overrides(&in_code));
+    }
+
+    #[test]
+    fn a_status_in_two_lists_out_of_range_or_misspelt_is_refused_where_it_is() {
+        // A status in two lists is found once the table is read: inside a service's file, the
+        // parser names the table (below, `a_refusal_inside_a_services_file_names_its_table`).
+        assert_eq!(
+            classifier("retry = [502]\nsuccess = [404, 502]\n").unwrap_err(),
+            "status 502 is in both `retry` and `success`: give each status one rule\n"
+        );
+        assert_eq!(
+            classifier("fail = [409]\nsuccess = [409]\n").unwrap_err(),
+            "status 409 is in both `fail` and `success`: give each status one rule\n"
+        );
+        // toml points at the list that holds it.
+        for number in ["99", "1000", "-502", "70000"] {
+            let line = format!("retry = [502, {number}]");
+            assert_eq!(
+                classifier(&line).unwrap_err(),
+                format!(
+                    "TOML parse error at line 1, column 9\n  |\n1 | {line}\n  |         {}\n`{number}` is not an HTTP \
+                     status code: write one from 100 to 999, such as 502\n",
+                    "^".repeat(line.len() - 8)
+                )
+            );
+        }
+        // The bounds themselves are statuses.
+        assert_eq!(
+            overrides(&classifier("fail = [100, 999]").unwrap()),
+            [(100, StatusRule::Fail), (999, StatusRule::Fail)]
+        );
+        let misspelt = classifier("retries = [502]").unwrap_err();
+        assert!(
+            misspelt.contains("unknown field `retries`, expected one of `retry`, `fail`, `success`"),
+            "{misspelt}"
+        );
+        let quoted = classifier(r#"retry = ["502"]"#).unwrap_err();
+        assert!(quoted.contains("invalid type: string \"502\", expected i64"), "{quoted}");
+    }
+
+    #[test]
+    fn a_classifier_is_written_with_its_overrides_by_rule_in_ascending_order() {
+        let classifier = StatusClassifier::default()
+            .rule(StatusCode::GATEWAY_TIMEOUT, StatusRule::Retry)
+            .rule(StatusCode::CONFLICT, StatusRule::Fail)
+            .rule(StatusCode::BAD_GATEWAY, StatusRule::Retry);
+        let settings = ClassifierSettings(classifier);
+        assert_eq!(toml::to_string(&settings).unwrap(), "retry = [502, 504]\nfail = [409]\n");
+        assert_eq!(serde_json::to_string(&settings).unwrap(), r#"{"retry":[502,504],"fail":[409]}"#);
+        assert_eq!(toml::to_string(&ClassifierSettings::default()).unwrap(), "");
     }
 
     /// Inside a service's own configuration, a refusal names the table it is in: which dependency,
@@ -1106,12 +1369,21 @@ mod tests {
         struct Service {
             dependencies: std::collections::BTreeMap<String, DependencySettings>,
             policies: std::collections::BTreeMap<String, PolicySettings>,
+            #[serde(default)]
+            statuses: std::collections::BTreeMap<String, ClassifierSettings>,
         }
         let file = "[dependencies.payrail]\nwindow = \"10s\"\n\n[policies.checkout]\nattempts = 3\n";
         assert_eq!(
             toml::from_str::<Service>(file).unwrap_err().to_string(),
             "TOML parse error at line 4, column 1\n  |\n4 | [policies.checkout]\n  | ^^^^^^^^^^^^^^^^^^^\na policy \
              of more than one attempt needs a `backoff`: \"exponential\" or \"constant\", with its delays\n"
+        );
+        let file =
+            "[dependencies.payrail]\nwindow = \"10s\"\n\n[statuses.payrail]\nretry = [502]\nfail = [502]\n";
+        assert_eq!(
+            toml::from_str::<Service>(file).unwrap_err().to_string(),
+            "TOML parse error at line 4, column 1\n  |\n4 | [statuses.payrail]\n  | ^^^^^^^^^^^^^^^^^^\nstatus 502 is in \
+             both `retry` and `fail`: give each status one rule\n"
         );
     }
 }

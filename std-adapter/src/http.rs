@@ -253,6 +253,27 @@ impl StatusClassifier {
         self
     }
 
+    /// The statuses whose rule [`rule`](Self::rule) set, each once with its latest rule, in the
+    /// order they were last set: what a service logs to show how it classifies a dependency's
+    /// answers.
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use relent_tokio::http::{StatusClassifier, StatusRule};
+    ///
+    /// let classifier = StatusClassifier::default()
+    ///     .rule(StatusCode::BAD_GATEWAY, StatusRule::Retry)
+    ///     .rule(StatusCode::CONFLICT, StatusRule::Fail)
+    ///     .rule(StatusCode::BAD_GATEWAY, StatusRule::Fail); // the later rule for a status wins
+    /// assert_eq!(
+    ///     classifier.overrides().collect::<Vec<_>>(),
+    ///     [(StatusCode::CONFLICT, StatusRule::Fail), (StatusCode::BAD_GATEWAY, StatusRule::Fail)],
+    /// );
+    /// ```
+    pub fn overrides(&self) -> impl Iterator<Item = (StatusCode, StatusRule)> + '_ {
+        self.rules.iter().copied()
+    }
+
     /// The rule for `status`: an override, or the default.
     pub fn rule_for(&self, status: StatusCode) -> StatusRule {
         if let Some((_, rule)) = self.rules.iter().find(|(s, _)| *s == status) {
