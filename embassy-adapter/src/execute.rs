@@ -256,7 +256,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     ///
     /// An uplink whose first attempt never hears back (dropped at its 2 s timeout) and whose second
     /// gets no acknowledgement, each followed by its backoff, and whose third goes through; on
-    /// embassy-time's mock driver, so the times are exact:
+    /// the test clock (feature `test-clock`, `test_clock::run`), so the times are exact:
     ///
     /// ```
     /// use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
@@ -264,14 +264,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
     /// use relent_embassy::core::{Classify, Context, Dependency, DependencyConfig, Disposition, Jitter, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
     /// use relent_embassy::{AttemptError, Duration, HZ, SharedDependency};
     /// # use rand_core::SeedableRng;
-    /// # fn block_on<F: core::future::Future>(f: F) -> F::Output { // a 1 ms tick of mock time per poll
-    /// #     let mut f = core::pin::pin!(f);
-    /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
-    /// #     loop {
-    /// #         if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-    /// #         embassy_time::MockDriver::get().advance(embassy_time::Duration::from_millis(1));
-    /// #     }
-    /// # }
+    /// # use relent_embassy::test_clock::run as block_on; // the host's executor, on the test clock
     ///
     /// #[derive(Debug, PartialEq)]
     /// struct NoAck;

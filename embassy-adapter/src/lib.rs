@@ -4,12 +4,18 @@
 #![deny(missing_docs, missing_debug_implementations)]
 #![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
+// Host tests only: the test clock is a driver on std's locks.
+#[cfg(feature = "test-clock")]
+extern crate std;
+
 mod epoch;
 mod error;
 mod execute;
 mod log;
 mod rng;
 mod shared;
+#[cfg(feature = "test-clock")]
+pub mod test_clock;
 
 pub use error::Error;
 pub use execute::{AttemptInfo, Bounded, Done};

@@ -8,42 +8,30 @@
 //! this crate (`--no-default-features`, and the firmware example's
 //! `--no-default-features --features ticks-u32,breaker,cooldown,duty-cycle`).
 //!
-//! The mock driver is one global clock, so these tests take a lock and run one at a time. A tiny
-//! executor polls the future with a no-op waker and moves the clock 1 ms forward whenever it is
-//! pending.
+//! They run on this crate's test clock (feature `test-clock`): `test_clock::run` polls the future
+//! and, whenever it waits, moves the clock straight to its earliest timer, so every time asserted
+//! is the exact tick a wait ended at. Some tests step or reset the clock themselves, so each takes
+//! a lock and they run one at a time.
 
 #![allow(clippy::useless_conversion)] // Conversions that are one only with 32-bit ticks.
 
 use core::cell::RefCell;
 use core::future::Future;
-use core::pin::pin;
-use core::task::{Context as TaskContext, Poll, Waker};
 use std::sync::Mutex;
 
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
-use embassy_time::MockDriver;
 use relent_embassy::core::{
     Classify, Context, Dependency, DependencyConfig, Event, Jitter, Problem, ReplaySafety, RetryBudget,
     RetryPolicy, Verdict,
 };
 #[cfg(feature = "duty-cycle")]
 use relent_embassy::core::{Disposition, DutyCycle};
+use relent_embassy::test_clock;
 use relent_embassy::{AttemptError, Duration, HZ, SharedDependency};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Polls `fut` to completion, advancing the mock clock 1 ms whenever it is pending.
-fn run<F: Future>(fut: F) -> F::Output {
-    let mut fut = pin!(fut);
-    let mut cx = TaskContext::from_waker(Waker::noop());
-    for _ in 0..10_000_000 {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        MockDriver::get().advance(embassy_time::Duration::from_millis(1));
-    }
-    panic!("the future did not finish in 10 000 s of mock time");
-}
+use test_clock::run;
 
 fn elapsed_ms(since: embassy_time::Instant) -> u64 {
     (embassy_time::Instant::now() - since).as_millis()
@@ -103,7 +91,7 @@ fn read(deadline_ms: u16) -> Context<HZ> {
 #[test]
 fn seed_000_checkout_attempts_are_cut_at_their_timeouts_to_the_tick() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    MockDriver::get().reset();
+    test_clock::reset();
     let link = shared();
     let attempts = RefCell::new(Vec::new());
     let t0 = embassy_time::Instant::now();
@@ -125,7 +113,7 @@ fn seed_000_checkout_attempts_are_cut_at_their_timeouts_to_the_tick() {
 #[test]
 fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    MockDriver::get().reset();
+    test_clock::reset();
     let link = shared();
     let t0 = embassy_time::Instant::now();
     let starts = RefCell::new(Vec::new());
@@ -155,10 +143,10 @@ fn a_retry_after_is_waited_to_the_tick_and_events_reach_the_observer() {
 #[test]
 fn a_deferral_says_when_to_try_again_on_embassys_clock() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    MockDriver::get().reset();
+    test_clock::reset();
     let link = shared();
     let mut rng = rng();
-    MockDriver::get().advance(embassy_time::Duration::from_millis(250));
+    test_clock::advance(embassy_time::Duration::from_millis(250));
     let t0 = embassy_time::Instant::now();
     let busy = run(link.execute(&CHECKOUT, read(10_000), &mut rng, |_| async {
         embassy_time::Timer::after_millis(40).await;
@@ -182,7 +170,7 @@ fn a_deferral_says_when_to_try_again_on_embassys_clock() {
 #[should_panic(expected = "already borrowed")]
 fn an_observer_that_calls_back_into_its_dependency_panics_on_the_borrow() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    MockDriver::get().reset();
+    test_clock::reset();
     let link = shared();
     // Once: the operation, dropped while the panic unwinds, reports its end to the same observer,
     // and a second panic there would abort the test binary.
@@ -207,7 +195,7 @@ const RADIO: DependencyConfig<HZ> = LINK.duty_cycle(DutyCycle::per_mille(10, Dur
 #[test]
 fn a_frame_over_the_duty_cycle_waits_on_embassys_timer_or_is_deferred_to_the_tick() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    MockDriver::get().reset();
+    test_clock::reset();
     let radio: SharedDependency<'static, CriticalSectionRawMutex, 4, 8> =
         SharedDependency::new(&RADIO, Dependency::new(&RADIO, relent_embassy::now()).unwrap());
     let t0 = embassy_time::Instant::now();
@@ -247,8 +235,11 @@ static STATIC_LINK: SharedDependency<'static, CriticalSectionRawMutex, 4> =
 #[cfg(feature = "bulkhead")]
 #[test]
 fn a_static_dependency_gives_back_its_slot_when_the_operation_is_dropped_mid_attempt() {
+    use core::pin::pin;
+    use core::task::{Context as TaskContext, Waker};
+
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    MockDriver::get().reset();
+    test_clock::reset();
     let mut rng = rng();
     {
         let mut fut = pin!(STATIC_LINK.execute(&CHECKOUT, read(10_000), &mut rng, |_| {
@@ -268,7 +259,7 @@ fn a_static_dependency_gives_back_its_slot_when_the_operation_is_dropped_mid_att
 #[test]
 fn the_deadline_runs_from_the_call_and_a_refused_start_is_the_futures_output() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    MockDriver::get().reset();
+    test_clock::reset();
     let link = shared();
     let mut rng = rng();
     let t0 = embassy_time::Instant::now();
@@ -277,7 +268,7 @@ fn the_deadline_runs_from_the_call_and_a_refused_start_is_the_futures_output() {
         deadlines.borrow_mut().push(info.deadline() - t0);
         async { Ok::<_, LinkError>(()) }
     });
-    MockDriver::get().advance(embassy_time::Duration::from_millis(500));
+    test_clock::advance(embassy_time::Duration::from_millis(500));
     assert!(run(fut).unwrap().completion.is_success());
     assert_eq!(*deadlines.borrow(), [embassy_time::Duration::from_millis(7_500)]);
 
@@ -353,14 +344,14 @@ mod restarts {
     /// Moves the mock clock to `ticks` embassy ticks.
     pub(super) fn at(ticks: u64) -> embassy_time::Instant {
         let now = embassy_time::Instant::now().as_ticks();
-        MockDriver::get().advance(embassy_time::Duration::from_ticks(ticks - now));
+        test_clock::advance(embassy_time::Duration::from_ticks(ticks - now));
         embassy_time::Instant::now()
     }
 
     #[test]
     fn an_operation_across_a_restart_of_the_core_clock_keeps_its_timeouts_to_the_tick() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let link = shared();
         // The clock restarts 3.5 s in: during the second attempt.
         let t0 = at(RESTART - 3_500_000);
@@ -396,7 +387,7 @@ mod restarts {
     #[test]
     fn a_deferral_kept_across_a_restart_still_says_when_to_try_again() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let link = shared();
         let mut rng = rng();
         let t0 = at(RESTART - 1_000_000);
@@ -422,7 +413,7 @@ mod restarts {
     #[test]
     fn a_cooldown_outlives_a_restart_to_the_tick_and_many_restarts_later_is_forgotten() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let link: SharedDependency<'static, CriticalSectionRawMutex, 4> =
             SharedDependency::new(&COOLED, Dependency::new(&COOLED, relent_embassy::now()).unwrap());
         let mut rng = rng();
@@ -588,7 +579,7 @@ mod nesting {
     #[test]
     fn an_operation_inside_an_attempt_ends_by_the_attempts_expiry_on_its_own() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         // The driver's 4 attempts time out after 1 s; the uplink's after 3 s.
         const HANGING: RetryPolicy<HZ> = policy(4, 1_000, 1_000);
         let links = (shared(), shared());
@@ -636,7 +627,7 @@ mod nesting {
     #[test]
     fn an_operation_started_late_in_an_attempt_gets_what_is_left_of_it() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let links = (shared(), shared());
         let far = &Far::new(&[]);
         let done = uplink(&links, &CHECKOUT, 1_234, &DRIVER, read(30_000), || far.hang());
@@ -663,7 +654,7 @@ mod nesting {
     #[test]
     fn an_inner_operation_that_retried_is_not_retried_again_and_one_of_one_attempt_is() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let links = (shared(), shared());
 
         // The driver retried: its three calls, and no more.
@@ -696,7 +687,7 @@ mod nesting {
     #[test]
     fn a_wait_the_inner_operation_could_not_honour_is_handed_up_and_waited_by_the_patient_outer_one() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let links = (shared(), shared());
 
         let far = &Far::new(&[Err(Modem::Busy(5)), Ok(7)]);
@@ -731,7 +722,7 @@ mod nesting {
     fn a_cooldown_inside_is_waited_out_with_what_is_left_of_it() {
         const COOLING: DependencyConfig<HZ> = LINK.cooldown(Duration::from_secs(60));
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let modem =
             SharedDependency::new(&COOLING, Dependency::new(&COOLING, relent_embassy::now()).unwrap());
         let links = (shared(), modem);
@@ -742,7 +733,7 @@ mod nesting {
         let deferred = format!("deferred (retry_after_exceeds_maximum_delay) after 1 attempt(s); {asked}");
         assert_eq!(busy.to_string(), deferred);
 
-        MockDriver::get().advance(embassy_time::Duration::from_secs(1));
+        test_clock::advance(embassy_time::Duration::from_secs(1));
         let command = run(links.1.execute(&DRIVER, read(10_000), &mut rng(), |_| far.call())).unwrap();
         let cooling = command.into_result().unwrap_err();
         assert_eq!(cooling.retry_in(), Some(embassy_time::Duration::from_secs(4)));
@@ -782,9 +773,9 @@ mod nesting {
             inner_timeout_ms in 1u32..3_000,
         ) {
             let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            MockDriver::get().reset();
+            test_clock::reset();
             let restart = if cfg!(feature = "ticks-u32") { (1 << 31) - 5_000_000 } else { 0 };
-            MockDriver::get().advance(embassy_time::Duration::from_ticks(restart + start_ms * 1_000));
+            test_clock::advance(embassy_time::Duration::from_ticks(restart + start_ms * 1_000));
             let links = (shared(), shared());
             let timeouts = |attempts, timeout_ms: u32| {
                 RetryPolicy::exponential(attempts, Duration::from_millis(100), Duration::from_secs(1))
@@ -852,7 +843,7 @@ mod nesting {
     fn an_errors_source_continues_below_the_last_failure_its_message_shows() {
         use std::error::Error as _;
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let link = shared();
         let unreachable = |_| async { Err::<(), _>(Unreachable(Refused)) };
         let error = run(link.execute(&DRIVER, read(10_000), &mut rng(), unreachable)).unwrap().into_result();
@@ -877,7 +868,7 @@ mod nesting {
     #[test]
     fn an_operation_bound_to_an_instant_ends_by_it_and_one_started_after_it_sends_nothing() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let link = shared();
         let far = &Far::new(&[]);
         let closes = embassy_time::Instant::now() + embassy_time::Duration::from_millis(1_500);
@@ -913,7 +904,7 @@ mod nesting {
             };
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let sends = |rng: &mut dyn rand_core::RngCore| {
-            MockDriver::get().reset();
+            test_clock::reset();
             let far = &Far::new(&[Err(Modem::NoAnswer)]);
             run(shared().execute(&JITTERED, read(10_000), rng, |_| far.call())).unwrap();
             far.calls()
@@ -934,7 +925,7 @@ mod nesting {
     #[test]
     fn an_operation_started_after_a_restart_still_ends_by_the_attempts_expiry() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let links = (shared(), shared());
         let t0 = super::restarts::at(super::restarts::RESTART - 1_000_000);
         let far = &Far::new(&[]);
@@ -954,7 +945,7 @@ mod nesting {
     #[test]
     fn an_inner_operation_that_never_started_is_not_retried() {
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        MockDriver::get().reset();
+        test_clock::reset();
         let links = (shared(), shared());
         let unsafe_command = Context::new(Duration::from_secs(10), ReplaySafety::Unsafe);
         let far = &Far::new(&[Ok(7)]);

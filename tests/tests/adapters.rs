@@ -1,15 +1,16 @@
 //! One core, two adapters, the same decisions: a scripted day of a dependency (successes, a hang,
 //! Retry-After waited and one too long, a cooldown, a circuit that opens and closes, a failure not
 //! worth retrying, a deadline that cuts the last attempt) run through relent-tokio on tokio's paused
-//! clock and through relent-embassy on embassy-time's mock driver, with full jitter from the same
-//! seeded generator. Each attempt must be dispatched at the same microsecond with the same timeout,
-//! and each operation must end with the same completion, field for field. A property test does the
-//! same for any day.
+//! clock and through relent-embassy on its test clock, with full jitter from the same seeded
+//! generator. Each attempt must be dispatched at the same microsecond with the same timeout, and
+//! each operation must end with the same completion, field for field. A property test does the same
+//! for any day.
 //!
 //! Both clocks count microseconds from the dependency's creation, and both wake a sleeper on a
-//! millisecond: tokio's timer wheel rounds each deadline up to its next millisecond, and the mock
-//! driver here is moved a millisecond at a time, as firmware's 1 kHz tick would be. A jittered
-//! backoff therefore ends at the same instant on both, and the next decision reads the same `now`.
+//! millisecond: tokio's timer wheel rounds each deadline up to its next millisecond, and the test
+//! clock here is moved a millisecond at a time (`test_clock::advance`), as firmware's 1 kHz tick
+//! would be. A jittered backoff therefore ends at the same instant on both, and the next decision
+//! reads the same `now`.
 //! What the adapters add around the core (the lock, the clock reads, the timers, the attempt's
 //! timeout, the deferral's wait) must then add nothing different, which is the point.
 
@@ -23,13 +24,13 @@ use std::sync::{Arc, Mutex};
 use std::task::Wake;
 
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
-use embassy_time::MockDriver;
 use proptest::prelude::*;
 use relent_core::{
     AttemptError, BreakerConfig, Classify, Completion, Context, Dependency, DependencyConfig, Disposition,
     Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_embassy::SharedDependency;
+use relent_embassy::test_clock;
 use relent_tests::transcript::valid;
 
 const HZ: u64 = relent_tokio::HZ;
@@ -109,7 +110,7 @@ const TIGHT: DependencyConfig<HZ> = CONFIG.budget(valid(RetryBudget::ratio(10, 1
 
 const SEED: u64 = 2_026;
 
-/// The mock driver is one clock for this test binary: one test at a time uses it.
+/// The test clock is one clock for this test binary: one test at a time uses it.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const DAY: &[Step<'static>] = &[
@@ -219,10 +220,10 @@ impl Wake for Flag {
     }
 }
 
-/// Polls `fut` to completion. When it is pending and nothing woke it, the mock clock moves 1 ms
+/// Polls `fut` to completion. When it is pending and nothing woke it, the test clock moves 1 ms
 /// forward, as a 1 kHz tick would; a future woken at once (embassy's `Timer` yields once even when
 /// already due) is polled again at the same instant, as an executor would.
-fn run_on_mock_time<F: Future>(fut: F) -> F::Output {
+fn run_in_ms_ticks<F: Future>(fut: F) -> F::Output {
     let mut fut = pin!(fut);
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     let waker = Waker::from(flag.clone());
@@ -232,20 +233,20 @@ fn run_on_mock_time<F: Future>(fut: F) -> F::Output {
             return v;
         }
         if !flag.0.swap(false, Ordering::SeqCst) {
-            MockDriver::get().advance(embassy_time::Duration::from_millis(1));
+            test_clock::advance(embassy_time::Duration::from_millis(1));
         }
     }
-    panic!("the day did not end in 100 000 s of mock time");
+    panic!("the day did not end in 100 000 s of test time");
 }
 
 fn on_embassy(config: &'static DependencyConfig<HZ>, day: &[Step<'_>], seed: u64) -> Transcript {
-    MockDriver::get().reset();
+    test_clock::reset();
     let state = Dependency::new(config, relent_embassy::now()).unwrap();
     let link: SharedDependency<'static, CriticalSectionRawMutex, { relent_tokio::BUCKETS }> =
         SharedDependency::new(config, state);
     let mut rng: rand_xoshiro::Xoshiro256PlusPlus = rand_core::SeedableRng::seed_from_u64(seed);
     let transcript = RefCell::new(Transcript::default());
-    run_on_mock_time(async {
+    run_in_ms_ticks(async {
         for (id, step) in (1..).zip(day) {
             embassy_time::Timer::after_millis(step.after_ms).await;
             let answers = RefCell::new(step.answers.iter().copied().collect::<VecDeque<_>>());

@@ -1,0 +1,175 @@
+//! A virtual embassy-time clock for host tests of firmware code (feature `test-clock`).
+//!
+//! Why: firmware waits seconds to hours (a modem's "busy, retry in 30 s", a cooldown, a duty cycle's
+//! window), and a test of that code should take microseconds and see every wait end at its exact
+//! tick. embassy-time's own `mock-driver` moves only when a test calls `advance`, so each test
+//! writes an executor that steps it, at 1 ms a poll: an hour is 3.6 million polls, a wait that can
+//! never end (a future waiting on a channel nobody sends on) loops for ever, and one global clock
+//! stepped by tests running in parallel moves under each of them.
+//!
+//! This module is an embassy-time driver of its own: [`run`] polls a future to its end, and when
+//! the future waits, moves the clock straight to the earliest timer, as tokio's paused clock does.
+//! A future that waits with no timer armed and nothing to wake it panics, naming the time, instead
+//! of hanging. `run`s take turns, so tests in one binary can run in parallel. [`advance`] and
+//! [`reset`] are for tests that step the clock themselves.
+//!
+//! The feature installs the driver and `critical-section`'s `std` implementation, for host tests
+//! only: put it in `[dev-dependencies]`, without embassy-time's `mock-driver` or `std` (each
+//! installs a driver too, and the link fails with two). The clock counts in embassy-time's ticks, at
+//! whatever `tick-hz-*` the firmware chose, so tests see the firmware's own rounding.
+//!
+//! The driver is installed as every embassy-time driver is, by embassy-time-driver's
+//! `time_driver_impl!`, which exports two functions under fixed names with `#[unsafe(no_mangle)]`.
+//! That attribute, from embassy's macro and in this feature only, is the one `unsafe` in this crate:
+//! a firmware build (no `test-clock`) has none.
+
+use core::future::Future;
+use core::pin::pin;
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::task::{Context, Poll, Waker};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Wake;
+use std::vec::Vec;
+
+use embassy_time_driver::Driver;
+
+/// The clock: now, in ticks, and the timers armed, each the earliest instant a waker asked for.
+struct TestClock(Mutex<State>);
+
+struct State {
+    now: u64,
+    timers: Vec<(u64, Waker)>,
+}
+
+embassy_time_driver::time_driver_impl!(static CLOCK: TestClock = TestClock(Mutex::new(State { now: 0, timers: Vec::new() })));
+
+/// `run`s take turns on the one clock.
+static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+impl TestClock {
+    /// The state. Nothing panics while holding it, so a poisoned lock only says some test
+    /// panicked elsewhere: the state is still whole.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Moves the clock to `to` (never back), and wakes every timer due by then. The wakers run
+    /// after the lock is let go: a waker may arm a timer.
+    fn move_to(&self, to: u64) {
+        let due: Vec<Waker> = {
+            let mut state = self.state();
+            state.now = state.now.max(to);
+            let now = state.now;
+            let (due, armed) = core::mem::take(&mut state.timers).into_iter().partition(|(at, _)| *at <= now);
+            state.timers = armed;
+            due.into_iter().map(|(_, waker)| waker).collect()
+        };
+        due.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl Driver for TestClock {
+    fn now(&self) -> u64 {
+        self.state().now
+    }
+
+    /// As embassy's timer queues do: a waker is kept once, at the earliest instant asked for (an
+    /// embassy timer asks again each time it is polled and not yet due), and one already due is
+    /// woken at once.
+    fn schedule_wake(&self, at: u64, waker: &Waker) {
+        let mut state = self.state();
+        if at <= state.now {
+            drop(state);
+            waker.wake_by_ref();
+        } else if let Some(timer) = state.timers.iter_mut().find(|(_, w)| w.will_wake(waker)) {
+            timer.0 = timer.0.min(at);
+        } else {
+            state.timers.push((at, waker.clone()));
+        }
+    }
+}
+
+/// Whether the future asked to be polled again.
+struct Woken(AtomicBool);
+
+impl Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Polls `future` to its end. Whenever it waits and nothing woke it, the clock moves straight to
+/// the earliest timer armed and wakes it: every wait ends at its exact tick, and an hour's takes
+/// no longer than a millisecond's.
+///
+/// The clock goes on from where the last `run` (or [`advance`]) left it: read the time a test
+/// measures from inside the future. Runs in one test binary take turns, so tests may run in
+/// parallel. A timer armed in one run and never waited for (a timeout whose future finished first)
+/// is dropped when the next run starts.
+///
+/// # Panics
+///
+/// When the future waits with no timer armed and nothing woke it: it would never finish (it
+/// waits on a channel nobody sends on, say, or on `core::future::pending`). The message names
+/// the tick. A panic of the future's own goes on as it is.
+///
+/// ```
+/// use embassy_time::{Duration, Instant, Timer};
+/// use relent_embassy::test_clock;
+///
+/// let waited = test_clock::run(async {
+///     let start = Instant::now();
+///     Timer::after(Duration::from_secs(3_600)).await; // an hour, at once
+///     Instant::now() - start
+/// });
+/// assert_eq!(waited, Duration::from_secs(3_600));
+/// ```
+pub fn run<F: Future>(future: F) -> F::Output {
+    let _turn = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    CLOCK.state().timers.clear();
+    let woken = Arc::new(Woken(AtomicBool::new(false)));
+    let waker = Waker::from(Arc::clone(&woken));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        if woken.0.swap(false, Ordering::AcqRel) {
+            continue;
+        }
+        let (now, next) = {
+            let state = CLOCK.state();
+            (state.now, state.timers.iter().map(|(at, _)| *at).min())
+        };
+        match next {
+            Some(at) => CLOCK.move_to(at),
+            None => panic!(
+                "test_clock::run: at tick {now} the future waits with no timer armed and nothing to wake it, \
+                 so it would never finish (a wait on a channel nobody sends on, or on `pending()`?)"
+            ),
+        }
+    }
+}
+
+/// Moves the clock forward by `by` and wakes the timers due by then: for a test that steps the
+/// clock itself (as a periodic tick would) or tests code that reads `Instant::now()` without
+/// waiting. It does not take turns with [`run`]: a test binary that steps the clock from several
+/// tests serializes them itself.
+pub fn advance(by: embassy_time::Duration) {
+    let to = CLOCK.state().now.saturating_add(by.as_ticks());
+    CLOCK.move_to(to);
+}
+
+/// Puts the clock back to tick 0 and drops every timer armed: for a test that needs a known
+/// start (state kept in a `static` from an earlier test then sees time go back, so give such a
+/// test its own state).
+pub fn reset() {
+    let mut state = CLOCK.state();
+    state.now = 0;
+    state.timers.clear();
+}
