@@ -64,6 +64,7 @@ fn yield_once(by_value: bool) -> impl Future<Output = ()> {
         }
         yielded = true;
         if by_value {
+            #[allow(clippy::waker_clone_wake)] // by value on purpose: the path a kept waker takes
             cx.waker().clone().wake();
         } else {
             cx.waker().wake_by_ref();
