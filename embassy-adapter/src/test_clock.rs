@@ -111,6 +111,10 @@ impl Wake for Woken {
 /// parallel. A timer armed in one run and never waited for (a timeout whose future finished first)
 /// is dropped when the next run starts.
 ///
+/// `run` is the executor: to test several tasks together (an uplink and the task that feeds it),
+/// join their futures into one (`embassy_futures::join::join`, say) and run that. An executor of
+/// its own (embassy-executor's `arch-std`) would wait on this clock, and nothing would move it.
+///
 /// # Panics
 ///
 /// When the future waits with no timer armed and nothing woke it: it would never finish (it

@@ -94,6 +94,51 @@ fn a_future_that_wakes_itself_is_polled_again_at_the_same_instant() {
     assert_eq!(after, before);
 }
 
+/// Both futures to their ends, polled in turn: the join a test runs several tasks with.
+async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    let (mut out_a, mut out_b) = (None, None);
+    poll_fn(|cx| {
+        if out_a.is_none() {
+            if let Poll::Ready(v) = a.as_mut().poll(cx) {
+                out_a = Some(v);
+            }
+        }
+        if out_b.is_none() {
+            if let Poll::Ready(v) = b.as_mut().poll(cx) {
+                out_b = Some(v);
+            }
+        }
+        if out_a.is_some() && out_b.is_some() { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    (out_a.unwrap(), out_b.unwrap())
+}
+
+#[test]
+fn two_tasks_joined_into_one_future_wake_each_other_and_wait_their_own_timers() {
+    use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+    use embassy_sync::signal::Signal;
+
+    let _serial = serial();
+    let frame: Signal<CriticalSectionRawMutex, u8> = Signal::new();
+    let (fed_at, (got, sent_at)) = test_clock::run(async {
+        let t0 = Instant::now();
+        let feeder = async {
+            Timer::after_millis(1_000).await;
+            frame.signal(42);
+            (Instant::now() - t0).as_millis()
+        };
+        let uplink = async {
+            let got = frame.wait().await; // woken by the feeder, not by a timer
+            Timer::after_millis(500).await;
+            (got, (Instant::now() - t0).as_millis())
+        };
+        join(feeder, uplink).await
+    });
+    assert_eq!((fed_at, got, sent_at), (1_000, 42, 1_500));
+}
+
 #[test]
 fn a_future_waiting_on_nothing_a_timer_ends_panics_naming_the_tick() {
     let _serial = serial();
