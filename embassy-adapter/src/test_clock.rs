@@ -23,6 +23,7 @@
 //! That attribute, from embassy's macro and in this feature only, is the one `unsafe` in this crate:
 //! a firmware build (no `test-clock`) has none.
 
+use core::cell::Cell;
 use core::future::Future;
 use core::pin::pin;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +46,27 @@ embassy_time_driver::time_driver_impl!(static CLOCK: TestClock = TestClock(Mutex
 
 /// `run`s take turns on the one clock.
 static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+std::thread_local! {
+    /// Whether this thread is inside a `run`, whose turn a nested one would wait for.
+    static IN_RUN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// This thread inside a `run` until dropped, a panic's unwinding included.
+struct InRun;
+
+impl InRun {
+    fn enter() -> Self {
+        IN_RUN.set(true);
+        Self
+    }
+}
+
+impl Drop for InRun {
+    fn drop(&mut self) {
+        IN_RUN.set(false);
+    }
+}
 
 impl TestClock {
     /// The state. Nothing panics while holding it, so a poisoned lock only says some test
@@ -119,7 +141,8 @@ impl Wake for Woken {
 ///
 /// When the future waits with no timer armed and nothing woke it: it would never finish (it
 /// waits on a channel nobody sends on, say, or on `core::future::pending`). The message names
-/// the tick. A panic of the future's own goes on as it is.
+/// the tick. When called inside a run (by the future it polls), which would wait for its own turn
+/// for ever: await the inner future instead. A panic of the future's own goes on as it is.
 ///
 /// ```
 /// use embassy_time::{Duration, Instant, Timer};
@@ -133,7 +156,12 @@ impl Wake for Woken {
 /// assert_eq!(waited, Duration::from_secs(3_600));
 /// ```
 pub fn run<F: Future>(future: F) -> F::Output {
+    assert!(
+        !IN_RUN.get(),
+        "test_clock::run inside a run would wait for its turn for ever: await the future instead"
+    );
     let _turn = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let _in_run = InRun::enter();
     CLOCK.state().timers.clear();
     let woken = Arc::new(Woken(AtomicBool::new(false)));
     let waker = Waker::from(Arc::clone(&woken));

@@ -168,6 +168,18 @@ fn a_future_waiting_on_nothing_a_timer_ends_panics_naming_the_tick() {
 }
 
 #[test]
+fn a_run_inside_a_run_panics_saying_to_await_instead_and_the_next_run_works() {
+    let _serial = serial();
+    let nested = std::panic::catch_unwind(|| test_clock::run(async { test_clock::run(async { 1 }) }));
+    let message = *nested.unwrap_err().downcast::<&'static str>().unwrap();
+    assert_eq!(
+        message,
+        "test_clock::run inside a run would wait for its turn for ever: await the future instead"
+    );
+    assert_eq!(test_clock::run(async { 2 }), 2, "neither the turn nor the thread stays taken");
+}
+
+#[test]
 fn runs_on_threads_at_once_take_turns_and_each_sees_only_its_own_waits() {
     let _serial = serial();
     // Without turns, one run would move the clock to its own timer past another's, and that one
