@@ -9,7 +9,7 @@
 //!
 //! This module is an embassy-time driver of its own: [`run`] polls a future to its end, and when
 //! the future waits, moves the clock straight to the earliest timer, as tokio's paused clock does.
-//! A future that waits with no timer armed and nothing to wake it panics, naming the time, instead
+//! A future that waits with no timer armed and nothing to wake it panics, naming the tick, instead
 //! of hanging. `run`s take turns, so tests in one binary can run in parallel. [`advance`] and
 //! [`reset`] are for tests that step the clock themselves.
 //!
