@@ -5,8 +5,13 @@
 #![deny(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 
 // Host tests only: the test clock is a driver on std's locks.
-#[cfg(feature = "test-clock")]
+#[cfg(all(feature = "test-clock", not(target_os = "none")))]
 extern crate std;
+#[cfg(all(feature = "test-clock", target_os = "none"))]
+compile_error!(
+    "relent-embassy's `test-clock` feature is for host tests: put it under [dev-dependencies], not \
+     [dependencies]; on the board, the HAL's time driver is embassy-time's"
+);
 
 mod epoch;
 mod error;
@@ -14,7 +19,7 @@ mod execute;
 mod log;
 mod rng;
 mod shared;
-#[cfg(feature = "test-clock")]
+#[cfg(all(feature = "test-clock", not(target_os = "none")))]
 pub mod test_clock;
 
 pub use error::Error;

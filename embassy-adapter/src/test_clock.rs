@@ -15,7 +15,8 @@
 //!
 //! The feature installs the driver and `critical-section`'s `std` implementation, for host tests
 //! only: put it in `[dev-dependencies]`, without embassy-time's `mock-driver` or `std` (each
-//! installs a driver too, and the link fails with two). The clock counts in embassy-time's ticks, at
+//! installs a driver too, and the link fails with two). Built for a board (`target_os = "none"`),
+//! the feature is a compile error that says so. The clock counts in embassy-time's ticks, at
 //! whatever `tick-hz-*` the firmware chose, so tests see the firmware's own rounding.
 //!
 //! The driver is installed as every embassy-time driver is, by embassy-time-driver's
