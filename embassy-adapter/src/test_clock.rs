@@ -9,9 +9,10 @@
 //!
 //! This module is an embassy-time driver of its own: [`run`] polls a future to its end, and when
 //! the future waits, moves the clock straight to the earliest timer, as tokio's paused clock does.
-//! A future that waits with no timer armed and nothing to wake it panics, naming the tick, instead
-//! of hanging. `run`s take turns, so tests in one binary can run in parallel. [`advance`] and
-//! [`reset`] are for tests that step the clock themselves.
+//! A future that waits with no timer armed and nothing to wake it (within a second of real time,
+//! for a test whose other thread wakes it) panics, naming the tick, instead of hanging. `run`s
+//! take turns, so tests in one binary can run in parallel. [`advance`] and [`reset`] are for tests
+//! that step the clock themselves.
 //!
 //! The feature installs the driver and `critical-section`'s `std` implementation, for host tests
 //! only: put it in `[dev-dependencies]`, without embassy-time's `mock-driver` or `std` (each
@@ -112,16 +113,47 @@ impl Driver for TestClock {
     }
 }
 
-/// Whether the future asked to be polled again.
-struct Woken(AtomicBool);
+/// How long, in real time, a run with no timer armed waits for another thread to wake its future
+/// before it calls the future hung.
+const GRACE: core::time::Duration = core::time::Duration::from_secs(1);
+
+/// Whether the future asked to be polled again, and the thread that polls it, woken in turn (a
+/// wake may come from another thread, as an interrupt's would).
+struct Woken {
+    again: AtomicBool,
+    poller: std::thread::Thread,
+}
 
 impl Wake for Woken {
     fn wake(self: Arc<Self>) {
-        self.0.store(true, Ordering::Release);
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.store(true, Ordering::Release);
+        self.again.store(true, Ordering::Release);
+        self.poller.unpark();
+    }
+}
+
+impl Woken {
+    /// Whether the future was woken since last asked, forgetting it.
+    fn take(&self) -> bool {
+        self.again.swap(false, Ordering::AcqRel)
+    }
+
+    /// Waits up to `GRACE` of real time for a wake: whether one came.
+    fn wait(&self) -> bool {
+        let deadline = std::time::Instant::now() + GRACE;
+        loop {
+            if self.take() {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            std::thread::park_timeout(left);
+        }
     }
 }
 
@@ -140,9 +172,9 @@ impl Wake for Woken {
 ///
 /// # Panics
 ///
-/// When the future waits with no timer armed and nothing woke it: it would never finish (it
-/// waits on a channel nobody sends on, say, or on `core::future::pending`). The message names
-/// the tick. When called inside a run (by the future it polls), which would wait for its own turn
+/// When the future waits with no timer armed and nothing wakes it within a second of real time
+/// (another thread may, as an interrupt would): it would never finish (it waits on a channel
+/// nobody sends on, say, or on `core::future::pending`). The message names the tick. When called inside a run (by the future it polls), which would wait for its own turn
 /// for ever: await the inner future instead. A panic of the future's own goes on as it is.
 ///
 /// ```
@@ -164,7 +196,7 @@ pub fn run<F: Future>(future: F) -> F::Output {
     let _turn = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let _in_run = InRun::enter();
     CLOCK.state().timers.clear();
-    let woken = Arc::new(Woken(AtomicBool::new(false)));
+    let woken = Arc::new(Woken { again: AtomicBool::new(false), poller: std::thread::current() });
     let waker = Waker::from(Arc::clone(&woken));
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
@@ -172,7 +204,7 @@ pub fn run<F: Future>(future: F) -> F::Output {
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
             return output;
         }
-        if woken.0.swap(false, Ordering::AcqRel) {
+        if woken.take() {
             continue;
         }
         let (now, next) = {
@@ -181,9 +213,12 @@ pub fn run<F: Future>(future: F) -> F::Output {
         };
         match next {
             Some(at) => CLOCK.move_to(at),
+            // Only another thread can wake it now: give it a moment of real time.
+            None if woken.wait() => {}
             None => panic!(
-                "test_clock::run: at tick {now} the future waits with no timer armed and nothing to wake it, \
-                 so it would never finish (a wait on a channel nobody sends on, or on `pending()`?)"
+                "test_clock::run: at tick {now} the future waits with no timer armed and nothing woke it in {} s, \
+                 so it would never finish (a wait on a channel nobody sends on, or on `pending()`?)",
+                GRACE.as_secs()
             ),
         }
     }

@@ -152,8 +152,8 @@ fn a_future_waiting_on_nothing_a_timer_ends_panics_naming_the_tick() {
     assert_eq!(
         message,
         format!(
-            "test_clock::run: at tick {} the future waits with no timer armed and nothing to wake it, so it would \
-             never finish (a wait on a channel nobody sends on, or on `pending()`?)",
+            "test_clock::run: at tick {} the future waits with no timer armed and nothing woke it in 1 s, so it \
+             would never finish (a wait on a channel nobody sends on, or on `pending()`?)",
             now.as_ticks()
         )
     );
@@ -165,6 +165,27 @@ fn a_future_waiting_on_nothing_a_timer_ends_panics_naming_the_tick() {
         Instant::now() - t0
     });
     assert_eq!(waited, Duration::from_secs(1));
+}
+
+#[test]
+fn a_future_woken_from_another_thread_with_no_timer_armed_is_waited_for_not_called_hung() {
+    use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+    use embassy_sync::signal::Signal;
+
+    static IRQ: Signal<CriticalSectionRawMutex, u8> = Signal::new();
+    let _serial = serial();
+    IRQ.reset();
+    // A thread standing in for an interrupt, 50 ms of real time later.
+    let interrupt = std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        IRQ.signal(9);
+    });
+    let (got, waited) = test_clock::run(async {
+        let t0 = Instant::now();
+        (IRQ.wait().await, Instant::now() - t0)
+    });
+    interrupt.join().unwrap();
+    assert_eq!((got, waited), (9, Duration::from_ticks(0)), "no timer, so the clock did not move");
 }
 
 #[test]
