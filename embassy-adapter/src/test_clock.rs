@@ -174,8 +174,10 @@ impl Woken {
 ///
 /// When the future waits with no timer armed and nothing wakes it within a second of real time
 /// (another thread may, as an interrupt would): it would never finish (it waits on a channel
-/// nobody sends on, say, or on `core::future::pending`). The message names the tick. When called inside a run (by the future it polls), which would wait for its own turn
-/// for ever: await the inner future instead. A panic of the future's own goes on as it is.
+/// nobody sends on, say, or on `core::future::pending`). The message names the tick.
+///
+/// When called inside a run (by the future it polls), which would wait for its own turn for
+/// ever: await the inner future instead. A panic of the future's own goes on as it is.
 ///
 /// ```
 /// use embassy_time::{Duration, Instant, Timer};

@@ -706,10 +706,6 @@ impl Serialize for Status {
     }
 }
 
-/// The lists' keys, in the order a status's rules are looked for in them.
-const STATUS_RULES: [(StatusRule, &str); 3] =
-    [(StatusRule::Retry, "retry"), (StatusRule::Fail, "fail"), (StatusRule::Success, "success")];
-
 #[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 struct RawClassifier {
@@ -722,47 +718,40 @@ struct RawClassifier {
 }
 
 impl RawClassifier {
-    fn list(&self, rule: StatusRule) -> &[Status] {
-        match rule {
-            StatusRule::Retry => &self.retry,
-            StatusRule::Fail => &self.fail,
-            StatusRule::Success => &self.success,
-        }
-    }
-
-    fn list_mut(&mut self, rule: StatusRule) -> &mut Vec<Status> {
-        match rule {
-            StatusRule::Retry => &mut self.retry,
-            StatusRule::Fail => &mut self.fail,
-            StatusRule::Success => &mut self.success,
-        }
-    }
-
     /// What `classifier` is written as: its overrides, by rule, each list in ascending order.
     fn of(classifier: &StatusClassifier) -> Self {
         let mut raw = Self::default();
         for (status, rule) in classifier.overrides() {
-            raw.list_mut(rule).push(Status(status));
+            match rule {
+                StatusRule::Retry => &mut raw.retry,
+                StatusRule::Fail => &mut raw.fail,
+                StatusRule::Success => &mut raw.success,
+            }
+            .push(Status(status));
         }
-        for (rule, _) in STATUS_RULES {
-            raw.list_mut(rule).sort_unstable();
+        for list in [&mut raw.retry, &mut raw.fail, &mut raw.success] {
+            list.sort_unstable();
         }
         raw
     }
 
     fn build(self) -> Result<StatusClassifier, String> {
+        let lists = [
+            (StatusRule::Retry, "retry", self.retry),
+            (StatusRule::Fail, "fail", self.fail),
+            (StatusRule::Success, "success", self.success),
+        ];
         let mut classifier = StatusClassifier::default();
-        for (i, (rule, key)) in STATUS_RULES.into_iter().enumerate() {
-            for &Status(status) in self.list(rule) {
-                if let Some((_, other)) = STATUS_RULES[i + 1..]
-                    .iter()
-                    .find(|(other, _)| self.list(*other).contains(&Status(status)))
-                {
+        let mut seen: Vec<(StatusCode, &str)> = Vec::new();
+        for (rule, key, list) in lists {
+            for Status(status) in list {
+                if let Some((_, first)) = seen.iter().find(|(s, k)| *s == status && *k != key) {
                     return Err(format!(
-                        "status {} is in both `{key}` and `{other}`: give each status one rule",
+                        "status {} is in both `{first}` and `{key}`: give each status one rule",
                         status.as_u16()
                     ));
                 }
+                seen.push((status, key));
                 classifier = classifier.rule(status, rule);
             }
         }
@@ -1255,7 +1244,7 @@ mod tests {
         /// same rule for every status.
         #[test]
         fn every_classifier_reads_back_as_it_was_written(
-            rules in proptest::collection::vec((100u16..1000, proptest::sample::select(STATUS_RULES.map(|(r, _)| r).to_vec())), 0..12)
+            rules in proptest::collection::vec((100u16..1000, proptest::sample::select(vec![StatusRule::Retry, StatusRule::Fail, StatusRule::Success])), 0..12)
         ) {
             let classifier = rules
                 .iter()
