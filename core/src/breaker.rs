@@ -20,7 +20,18 @@
 //! counts start afresh), and one failure re-opens it for another `break_for`. An attempt slower than
 //! the optional slow-call threshold counts as a failure whatever its result: a dependency that
 //! answers in 20 s is down for a caller with a 3 s timeout.
+//!
+//! An operator may also hold the circuit **isolated** (Polly's `Isolate`, resilience4j's forced
+//! open state): in an incident, or while a provider is known to be down for maintenance, every
+//! attempt is refused with `circuit_isolated` and no instant to try again, whatever the counts say,
+//! until the operator closes the circuit ([`Dependency::isolate_circuit`] and
+//! [`Dependency::close_circuit`]). It has a code of its own so that a dashboard tells a decision
+//! someone made from one the breaker made, and a caller does not wait for a break that has no end.
+//!
+//! [`Dependency::isolate_circuit`]: crate::Dependency::isolate_circuit
+//! [`Dependency::close_circuit`]: crate::Dependency::close_circuit
 
+use crate::completion::Problem;
 use crate::error::ConfigError;
 #[cfg(feature = "breaker-count-window")]
 use crate::packed::U64;
@@ -215,9 +226,11 @@ impl<const HZ: u64> BreakerConfig<HZ> {
     }
 }
 
-/// The state of a circuit, as events and getters report it.
+/// The state of a circuit, as events and getters report it. Non-exhaustive: match the states you
+/// act on and keep a fallback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum CircuitState {
     /// Calls go through.
     Closed,
@@ -225,6 +238,11 @@ pub enum CircuitState {
     Open,
     /// A limited number of probes go through.
     HalfOpen,
+    /// An operator isolated the circuit: calls are refused until the operator closes it
+    /// ([`Dependency::isolate_circuit`](crate::Dependency::isolate_circuit)). Feature
+    /// `breaker-isolate`.
+    #[cfg(feature = "breaker-isolate")]
+    Isolated,
 }
 
 impl CircuitState {
@@ -234,6 +252,8 @@ impl CircuitState {
             Self::Closed => "closed",
             Self::Open => "open",
             Self::HalfOpen => "half_open",
+            #[cfg(feature = "breaker-isolate")]
+            Self::Isolated => "isolated",
         }
     }
 }
@@ -242,13 +262,23 @@ impl CircuitState {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Phase {
     Closed,
-    Open { until: Ticks },
-    HalfOpen { in_flight: u8, successes: u8 },
+    Open {
+        until: Ticks,
+    },
+    HalfOpen {
+        in_flight: u8,
+        successes: u8,
+    },
+    /// Held open by an operator, with no end.
+    #[cfg(feature = "breaker-isolate")]
+    Isolated,
 }
 
-/// Why the breaker refused an attempt: open until an instant, or half-open with every probe out.
+/// Why the breaker refused an attempt: open until an instant, half-open with every probe out, or
+/// isolated (the problem code says which it was).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Refused {
+    pub(crate) problem: Problem,
     pub(crate) until: Option<Ticks>,
 }
 
@@ -292,7 +322,29 @@ impl Breaker {
             Phase::Closed => CircuitState::Closed,
             Phase::Open { .. } => CircuitState::Open,
             Phase::HalfOpen { .. } => CircuitState::HalfOpen,
+            #[cfg(feature = "breaker-isolate")]
+            Phase::Isolated => CircuitState::Isolated,
         }
+    }
+
+    #[cfg(feature = "breaker-isolate")]
+    /// Holds the circuit isolated until [`Breaker::force_close`]; its run of failures starts afresh.
+    /// Returns the transition, `None` if it was isolated already.
+    pub(crate) fn isolate(&mut self) -> Option<CircuitState> {
+        if self.phase == Phase::Isolated {
+            return None;
+        }
+        self.phase = Phase::Isolated;
+        self.consecutive = 0;
+        Some(CircuitState::Isolated)
+    }
+
+    /// Closes the circuit from any state with no outcomes remembered (the caller clears the
+    /// window's failures, as on any closing). Returns the transition, `None` if it was closed.
+    pub(crate) fn force_close(&mut self) -> Option<CircuitState> {
+        let was = self.phase;
+        self.close();
+        (was != Phase::Closed).then_some(CircuitState::Closed)
     }
 
     /// Moves the instant an open circuit's break ends `by` ticks earlier.
@@ -321,7 +373,7 @@ impl Breaker {
         let mut transition = None;
         if let Phase::Open { until } = self.phase {
             if now < until {
-                return (Err(Refused { until: Some(until) }), None);
+                return (Err(Refused { problem: Problem::CircuitOpen, until: Some(until) }), None);
             }
             self.phase = Phase::HalfOpen { in_flight: 0, successes: 0 };
             self.episode = self.episode.wrapping_add(1);
@@ -333,10 +385,12 @@ impl Breaker {
                 if in_flight.saturating_add(successes) < probes {
                     Ok(Some(self.episode))
                 } else {
-                    Err(Refused { until: None })
+                    Err(Refused { problem: Problem::CircuitOpen, until: None })
                 }
             }
-            Phase::Open { until } => Err(Refused { until: Some(until) }),
+            Phase::Open { until } => Err(Refused { problem: Problem::CircuitOpen, until: Some(until) }),
+            #[cfg(feature = "breaker-isolate")]
+            Phase::Isolated => Err(Refused { problem: Problem::CircuitIsolated, until: None }),
         };
         (verdict, transition)
     }
@@ -421,9 +475,11 @@ impl Breaker {
                 self.phase = Phase::HalfOpen { in_flight: in_flight.saturating_sub(1), successes };
                 None
             }
-            // A late outcome of an attempt dispatched before the circuit opened, or of a probe of an
-            // earlier episode, says nothing about the dependency now.
+            // A late outcome of an attempt dispatched before the circuit opened (or was isolated),
+            // or of a probe of an earlier episode, says nothing about the dependency now.
             Phase::HalfOpen { .. } | Phase::Open { .. } => None,
+            #[cfg(feature = "breaker-isolate")]
+            Phase::Isolated => None,
             Phase::Closed => {
                 self.consecutive = if failed { self.consecutive.saturating_add(1) } else { 0 };
                 let trips = match config.trip {
@@ -510,6 +566,12 @@ impl Breaker {
                 w.ticks(0);
                 w.u8(successes);
             }
+            #[cfg(feature = "breaker-isolate")]
+            Phase::Isolated => {
+                w.u8(3);
+                w.ticks(0);
+                w.u8(0);
+            }
         }
         w.u16(self.episode);
         w.u32(self.consecutive);
@@ -532,6 +594,10 @@ impl Breaker {
             // A break that ended during the sleep becomes half-open on the next attempt.
             1 => Phase::Open { until: rebase.until(remaining) },
             2 => Phase::HalfOpen { in_flight: 0, successes },
+            // An operator's isolation outlives the sleep: only the operator ends it. A build
+            // without `breaker-isolate` cannot hold it, and finds the snapshot corrupted.
+            #[cfg(feature = "breaker-isolate")]
+            3 => Phase::Isolated,
             _ => return Err(crate::snapshot::SnapshotError::Corrupted),
         };
         let (episode, consecutive, ring, ring_len, ring_next) = (r.u16(), r.u32(), r.u64(), r.u8(), r.u8());
@@ -638,10 +704,17 @@ mod tests {
         assert_eq!(outcome(&mut b, &cfg, true, 2), None);
         assert_eq!(outcome(&mut b, &cfg, true, 3), None);
         assert_eq!(outcome(&mut b, &cfg, true, 4), Some(CircuitState::Open));
-        assert_eq!(b.check(1, 30_003), (Err(Refused { until: Some(30_004) }), None));
+        assert_eq!(
+            b.check(1, 30_003),
+            (Err(Refused { problem: Problem::CircuitOpen, until: Some(30_004) }), None)
+        );
         assert_eq!(b.check(1, 30_004), (Ok(Some(1)), Some(CircuitState::HalfOpen)));
         b.take_probe();
-        assert_eq!(b.check(1, 30_005).0, Err(Refused { until: None }), "one probe at a time");
+        assert_eq!(
+            b.check(1, 30_005).0,
+            Err(Refused { problem: Problem::CircuitOpen, until: None }),
+            "one probe at a time"
+        );
         assert_eq!(b.on_outcome(&cfg, None, Some(1), 30_010), Some(CircuitState::Closed));
     }
 
@@ -670,7 +743,11 @@ mod tests {
         assert_eq!(current, Ok(Some(2)));
         b.take_probe();
         b.release_probe(stale.unwrap());
-        assert_eq!(b.check(1, 20_001).0, Err(Refused { until: None }), "the stale release freed nothing");
+        assert_eq!(
+            b.check(1, 20_001).0,
+            Err(Refused { problem: Problem::CircuitOpen, until: None }),
+            "the stale release freed nothing"
+        );
         b.release_probe(current.unwrap());
         assert_eq!(b.check(1, 20_002).0, Ok(Some(2)));
     }
@@ -735,7 +812,7 @@ mod tests {
         assert_eq!(outcome(&mut b, &cfg, true, 50_000), Some(CircuitState::Open));
         b.rebase(40_000);
         assert_eq!(b.open_until(), Some(20_000));
-        assert_eq!(b.check(1, 19_999).0, Err(Refused { until: Some(20_000) }));
+        assert_eq!(b.check(1, 19_999).0, Err(Refused { problem: Problem::CircuitOpen, until: Some(20_000) }));
         assert_eq!(b.check(1, 20_000).1, Some(CircuitState::HalfOpen));
     }
 
@@ -753,6 +830,53 @@ mod tests {
         assert_eq!(restore(64, 63), Ok(()));
         assert_eq!(restore(65, 0), Err(SnapshotError::Corrupted));
         assert_eq!(restore(0, 64), Err(SnapshotError::Corrupted));
+    }
+
+    /// The phase tags a snapshot may hold: 0 to 2 in every build, 3 (isolated) only where a build
+    /// can hold it; without `breaker-isolate` it is as corrupted as 4.
+    #[test]
+    fn a_saved_phase_restores_only_where_this_build_has_it() {
+        use crate::snapshot::{Reader, Rebase, SnapshotError, Writer};
+        let mut isolated = Breaker::new();
+        #[cfg(feature = "breaker-isolate")]
+        assert_eq!(isolated.isolate(), Some(CircuitState::Isolated));
+        #[cfg(not(feature = "breaker-isolate"))]
+        {
+            isolated.phase = Phase::Open { until: 5 };
+        }
+        let mut buf = [0u8; Breaker::SNAPSHOT_LEN];
+        isolated.save(&mut Writer::new(&mut buf), 0);
+        let restore = |tag: u8| {
+            let mut edited = buf;
+            edited[0] = tag;
+            Breaker::restore(&mut Reader::new(&edited), Rebase { now: 0, slept: 0 }).map(|b| b.state())
+        };
+        #[cfg(feature = "breaker-isolate")]
+        assert_eq!((buf[0], restore(3)), (3, Ok(CircuitState::Isolated)));
+        #[cfg(not(feature = "breaker-isolate"))]
+        assert_eq!(restore(3), Err(SnapshotError::Corrupted));
+        assert_eq!(restore(2), Ok(CircuitState::HalfOpen));
+        assert_eq!(restore(4), Err(SnapshotError::Corrupted));
+    }
+
+    #[cfg(feature = "breaker-isolate")]
+    #[test]
+    fn isolation_holds_against_every_outcome_and_only_a_close_ends_it() {
+        let config = BreakerConfig::<1_000>::consecutive_failures(1, D::from_secs(1));
+        let mut b = Breaker::new();
+        let (verdict, transition) = b.check(1, 0);
+        assert_eq!((verdict, transition), (Ok(None), None));
+        assert_eq!(b.isolate(), Some(CircuitState::Isolated));
+        let refused = Err(Refused { problem: Problem::CircuitIsolated, until: None });
+        for outcome in [None, Some(Counts { calls: 9, retries: 0, failures: 9 })] {
+            assert_eq!(b.on_outcome(&config, outcome, None, 10), None);
+            assert_eq!(b.on_failure(&config, Counts { calls: 1, retries: 0, failures: 1 }, None, 10), None);
+        }
+        assert_eq!(b.check(1, Ticks::MAX), (refused, None), "for ever");
+        assert_eq!(b.isolate(), None);
+        assert_eq!(b.force_close(), Some(CircuitState::Closed));
+        assert_eq!(b.force_close(), None);
+        assert_eq!(b.check(1, 20), (Ok(None), None));
     }
 
     #[cfg(any(feature = "breaker-failure-ratio", feature = "breaker-count-window"))]

@@ -69,6 +69,11 @@ pub enum Problem {
     ReplayStatementExpired,
     /// The circuit breaker is open (or half-open with every probe out).
     CircuitOpen,
+    /// An operator isolated the circuit: refused with no instant to try again, until the operator
+    /// closes it ([`Dependency::isolate_circuit`](crate::Dependency::isolate_circuit)). Feature
+    /// `breaker-isolate`.
+    #[cfg(feature = "breaker-isolate")]
+    CircuitIsolated,
     /// The bulkhead has no free slot.
     BulkheadFull,
     /// The rate limit has no unit available soon enough.
@@ -94,6 +99,8 @@ impl Problem {
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::ReplayStatementExpired => "replay_statement_expired",
             Self::CircuitOpen => "circuit_open",
+            #[cfg(feature = "breaker-isolate")]
+            Self::CircuitIsolated => "circuit_isolated",
             Self::BulkheadFull => "bulkhead_full",
             Self::RateLimited => "rate_limited",
             Self::CooldownActive => "cooldown_active",

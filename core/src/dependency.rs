@@ -24,7 +24,8 @@
 //! 1. **cooldown** (`cooldown_active`): the far side said "not before"; nothing else matters, and
 //!    nothing is spent finding out;
 //! 2. **circuit** (`circuit_open`): our own observation says the dependency is failing; an open
-//!    circuit whose break has ended becomes half-open here;
+//!    circuit whose break has ended becomes half-open here (`circuit_isolated` when an operator
+//!    isolated it);
 //! 3. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end;
 //! 4. **rate limit** (`rate_limited`): a unit is spent only for an attempt that will really go
 //!    out, so an open circuit or a full bulkhead never burns the rate;
@@ -600,6 +601,72 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         }
     }
 
+    /// Isolates the circuit: from now on every attempt is refused with
+    /// [`Problem::CircuitIsolated`] (disposition rejected, no instant to try again), whatever the
+    /// counts say, until [`close_circuit`](Self::close_circuit). For an operator in an incident
+    /// (Polly's `Isolate`, resilience4j's forced open state): a provider known to be down, or one
+    /// that must not be called during a migration. A retry that an isolation finds waiting ends at
+    /// once with that code instead of waiting out its backoff. The isolation is saved in a
+    /// snapshot and outlives a deep sleep.
+    ///
+    /// Returns the change to report, `None` if the circuit was isolated already. Attempts in
+    /// flight finish; their outcomes are not counted. A dependency whose configuration has no
+    /// breaker has no circuit to isolate: [`ConfigError::NoBreaker`].
+    ///
+    /// ```
+    /// use relent_core::{BreakerConfig, CircuitState, Dependency, DependencyConfig, Duration, Instant};
+    /// type D = Duration<1_000>;
+    ///
+    /// const PAYRAIL: DependencyConfig<1_000> =
+    ///     DependencyConfig::new(D::from_secs(10)).breaker(BreakerConfig::consecutive_failures(5, D::from_secs(30)));
+    /// let now = Instant::from_ticks(0);
+    /// let mut payrail = Dependency::<1_000, 4>::new(&PAYRAIL, now)?;
+    /// assert_eq!(payrail.isolate_circuit(&PAYRAIL), Ok(Some(CircuitState::Isolated)));
+    /// assert_eq!(payrail.isolate_circuit(&PAYRAIL), Ok(None)); // already
+    /// assert_eq!((payrail.circuit(now), payrail.circuit_open_until(now)), (CircuitState::Isolated, None));
+    /// assert_eq!(payrail.close_circuit(&PAYRAIL), Ok(Some(CircuitState::Closed)));
+    /// assert_eq!(payrail.circuit(now), CircuitState::Closed);
+    /// # Ok::<(), relent_core::ConfigError>(())
+    /// ```
+    ///
+    /// Feature `breaker-isolate` (on by default): on a Cortex-M3 the checks cost about 60 bytes
+    /// of flash, which firmware that never isolates a circuit keeps by leaving it out.
+    #[cfg(feature = "breaker-isolate")]
+    pub fn isolate_circuit(
+        &mut self,
+        config: &DependencyConfig<HZ>,
+    ) -> Result<Option<CircuitState>, ConfigError> {
+        match (config.breaker_on(), self.breaker.get_mut()) {
+            (Some(_), Some(breaker)) => Ok(breaker.isolate()),
+            _ => Err(ConfigError::NoBreaker),
+        }
+    }
+
+    /// Closes the circuit from any state (isolated, open, half-open) and starts its counts afresh:
+    /// the breaker's run of failures or count window, and the window's failures (which a ratio
+    /// budget reads too), as when probes close it. Calls go through at once. For an operator
+    /// ending an isolation, or overriding a break after fixing what tripped it.
+    ///
+    /// Returns the change to report, `None` if the circuit was closed already (its counts are
+    /// cleared all the same). [`ConfigError::NoBreaker`] without a breaker.
+    pub fn close_circuit(
+        &mut self,
+        config: &DependencyConfig<HZ>,
+    ) -> Result<Option<CircuitState>, ConfigError> {
+        let (Some(_), Some(breaker)) = (config.breaker_on(), self.breaker.get_mut()) else {
+            return Err(ConfigError::NoBreaker);
+        };
+        let change = breaker.force_close();
+        self.window.clear_failures();
+        Ok(change)
+    }
+
+    /// Whether an operator isolated the circuit ([`isolate_circuit`](Self::isolate_circuit)).
+    #[cfg(feature = "breaker-isolate")]
+    pub(crate) fn circuit_isolated(&self) -> bool {
+        self.breaker.get().is_some_and(|b| b.state() == CircuitState::Isolated)
+    }
+
     /// Attempts in flight (holding a bulkhead slot).
     pub fn in_flight(&self) -> u16 {
         self.bulkhead.get().map_or(0, Bulkhead::in_flight)
@@ -691,7 +758,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             changes.circuit = transition;
             match verdict {
                 Ok(is_probe) => probe = is_probe,
-                Err(refused) => return refuse(Problem::CircuitOpen, refused.until),
+                Err(refused) => return refuse(refused.problem, refused.until),
             }
         }
         if let (Some(max), Some(bulkhead)) = (config.bulkhead_on(), self.bulkhead.get()) {

@@ -87,6 +87,12 @@ pub enum ConfigError {
     AirtimeLogSize,
     /// A duration longer than [`MAX_SPAN`](crate::MAX_SPAN) ticks, with 32-bit ticks.
     SpanTooLongForTicks,
+    /// An operator's control of the circuit ([`Dependency::isolate_circuit`],
+    /// [`Dependency::close_circuit`]) on a dependency configured without a breaker.
+    ///
+    /// [`Dependency::isolate_circuit`]: crate::Dependency::isolate_circuit
+    /// [`Dependency::close_circuit`]: crate::Dependency::close_circuit
+    NoBreaker,
 }
 
 impl ConfigError {
@@ -123,6 +129,7 @@ impl ConfigError {
             Self::DutyCycleAirtimeTooLarge => "duty_cycle_airtime_too_large",
             Self::AirtimeLogSize => "airtime_log_size",
             Self::SpanTooLongForTicks => "span_too_long_for_ticks",
+            Self::NoBreaker => "no_breaker",
         }
     }
 
@@ -212,6 +219,9 @@ impl ConfigError {
             }
             Self::SpanTooLongForTicks => {
                 "with 32-bit ticks (the ticks-u32 feature) no delay, timeout, window, break, cooldown or period may exceed MAX_SPAN, 2^30 ticks (12.4 days at 1 kHz, 17.9 minutes at 1 MHz): shorten it, use a lower tick rate, or 64-bit ticks"
+            }
+            Self::NoBreaker => {
+                "this dependency has no circuit breaker, so there is no circuit to isolate or close: configure one with DependencyConfig::breaker (the breaker feature, on by default)"
             }
         }
     }
@@ -340,7 +350,7 @@ mod tests {
     /// Every configuration refusal, in declaration order. `refusal` matches without a wildcard,
     /// so a new variant does not build until it names the configuration that produces it; list it
     /// here as well.
-    const ALL: [ConfigError; 30] = [
+    const ALL: [ConfigError; 31] = [
         ConfigError::MaxAttemptsOutOfRange,
         ConfigError::MaxDelayBelowBaseDelay,
         ConfigError::ZeroBaseDelay,
@@ -371,6 +381,7 @@ mod tests {
         ConfigError::DutyCycleAirtimeTooLarge,
         ConfigError::AirtimeLogSize,
         ConfigError::SpanTooLongForTicks,
+        ConfigError::NoBreaker,
     ];
 
     /// What building a policy or budget, or a dependency's state, came to.
@@ -497,6 +508,10 @@ mod tests {
             #[cfg(feature = "ticks-u32")]
             ConfigError::SpanTooLongForTicks => {
                 built(RetryPolicy::<HZ>::exponential(3, second, D::from_ticks(MAX_SPAN + 1)).build())
+            }
+            ConfigError::NoBreaker => {
+                let mut state = Dependency::<HZ, 10, 4>::new(&window(), T0).ok()?;
+                built(state.close_circuit(&window()))
             }
             // What this build cannot state (see above).
             #[cfg(not(feature = "token-bucket"))]

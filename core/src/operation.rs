@@ -707,7 +707,17 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             return stop(Disposition::Failed, Problem::ReplayStatementExpired);
         }
         // A circuit that this failure (or another operation) opened, and that stays open past the
-        // retry's start, would refuse it: end now rather than wait for a refusal.
+        // retry's start, would refuse it: end now rather than wait for a refusal. So would an
+        // isolated one, for ever.
+        #[cfg(feature = "breaker-isolate")]
+        if dependency.circuit_isolated() {
+            return Decision::Stop {
+                disposition: Disposition::Rejected,
+                problem: Problem::CircuitIsolated,
+                refused: true,
+                retry_at: None,
+            };
+        }
         if let Some(until) = dependency.circuit_open_until(now) {
             if until > starts {
                 return Decision::Stop {

@@ -28,7 +28,7 @@ use core::cell::RefCell;
 
 use embassy_sync::blocking_mutex::Mutex;
 use embassy_sync::blocking_mutex::raw::RawMutex;
-use relent_core::{Dependency, DependencyConfig};
+use relent_core::{CircuitState, ConfigError, Dependency, DependencyConfig};
 
 use crate::epoch::Epoch;
 use crate::{HZ, Instant};
@@ -87,6 +87,29 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
         self.lock_in(|state, now, _| f(state, now))
     }
 
+    /// Isolates the circuit: every attempt is refused unsent with `circuit_isolated`, and no
+    /// instant to try again, until [`close_circuit`](Self::close_circuit). For a command from the
+    /// backend ("stay off the modem link") or a mode of the firmware's own (a firmware update on
+    /// the same radio). The isolation outlives a deep sleep in the dependency's snapshot. Returns
+    /// the change (`None` if it was isolated already), logged with defmt (feature `defmt`); a
+    /// dependency without a breaker has no circuit to isolate (`ConfigError::NoBreaker`). Feature
+    /// `breaker-isolate`. See `relent_core::Dependency::isolate_circuit`.
+    #[cfg(feature = "breaker-isolate")]
+    pub fn isolate_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
+        let change = self.lock(|state, _| state.isolate_circuit(self.config))?;
+        log_change(change);
+        Ok(change)
+    }
+
+    /// Closes the circuit from any state, with its counts started afresh: calls go through at
+    /// once. Ends an isolation, or overrides a break. Returns the change (`None` if it was closed
+    /// already), logged with defmt (feature `defmt`); `ConfigError::NoBreaker` without a breaker.
+    pub fn close_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
+        let change = self.lock(|state, _| state.close_circuit(self.config))?;
+        log_change(change);
+        Ok(change)
+    }
+
     /// As [`lock`](Self::lock), also giving the epoch `now` was read in. With 32-bit ticks, a state
     /// last used in an earlier epoch is rebased first.
     pub(crate) fn lock_in<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N, L>, Instant, Epoch) -> R) -> R {
@@ -96,4 +119,14 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
             f(&mut held.state, now, epoch)
         })
     }
+}
+
+/// Logs an operator's change of the circuit with defmt, outside the lock (feature `defmt`).
+fn log_change(change: Option<CircuitState>) {
+    #[cfg(feature = "defmt")]
+    if let Some(state) = change {
+        defmt::warn!("relent: circuit {} by the firmware's command", state);
+    }
+    #[cfg(not(feature = "defmt"))]
+    let _ = change;
 }

@@ -164,6 +164,50 @@ fn a_deferral_says_when_to_try_again_on_embassys_clock() {
     assert_eq!(ok.retry_at(), None);
 }
 
+/// A command that isolates the link while a frame is out (an interrupt handler, here the attempt
+/// itself) ends the operation when that frame fails, without waiting out the backoff; every later
+/// operation is refused unsent, with no instant to try again, until the link is closed.
+#[cfg(feature = "breaker-isolate")]
+#[test]
+fn an_isolated_link_refuses_frames_unsent_until_it_is_closed() {
+    use relent_embassy::core::{BreakerConfig, CircuitState, ConfigError, Disposition};
+    const GUARDED: DependencyConfig<HZ> =
+        RETRIES.breaker(BreakerConfig::consecutive_failures(5, Duration::from_secs(60)));
+    static UPLINK: SharedDependency<'static, CriticalSectionRawMutex, 4> =
+        match Dependency::new(&GUARDED, relent_embassy::Instant::from_ticks(0)) {
+            Ok(state) => SharedDependency::new(&GUARDED, state),
+            Err(e) => panic!("{}", e.message()),
+        };
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    let mut rng = rng();
+    let t0 = embassy_time::Instant::now();
+    let cut = run(UPLINK.execute(&CHECKOUT, read(10_000), &mut rng, |_| async {
+        embassy_time::Timer::after_millis(40).await;
+        assert_eq!(UPLINK.isolate_circuit(), Ok(Some(CircuitState::Isolated)));
+        Err::<(), _>(LinkError::Busy(0))
+    }))
+    .unwrap();
+    assert_eq!(
+        (cut.completion.disposition, cut.completion.problem, cut.completion.summary.dispatched),
+        (Disposition::Rejected, Some(Problem::CircuitIsolated), 1)
+    );
+    assert_eq!((elapsed_ms(t0), cut.retry_at()), (40, None), "ended at the failure, with no time to retry");
+    let sent = RefCell::new(0);
+    let attempt = || {
+        *sent.borrow_mut() += 1;
+        async { Ok::<_, LinkError>(()) }
+    };
+    let refused = run(UPLINK.execute(&CHECKOUT, read(10_000), &mut rng, |_| attempt())).unwrap();
+    assert_eq!((refused.completion.problem, *sent.borrow()), (Some(Problem::CircuitIsolated), 0));
+    assert_eq!(UPLINK.close_circuit(), Ok(Some(CircuitState::Closed)));
+    assert_eq!(UPLINK.lock(|state, now| state.circuit(now)), CircuitState::Closed);
+    let ok = run(UPLINK.execute(&CHECKOUT, read(10_000), &mut rng, |_| attempt())).unwrap();
+    assert_eq!((ok.completion.is_success(), *sent.borrow()), (true, 1));
+    // A link with no breaker has no circuit to isolate.
+    assert_eq!(shared().isolate_circuit(), Err(ConfigError::NoBreaker));
+}
+
 /// The observer runs under the dependency's lock (`execute_with` says so): a call back into the
 /// dependency from it finds the state borrowed.
 #[test]

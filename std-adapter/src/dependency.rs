@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use relent_core::{ConfigError, DependencyConfig};
+use relent_core::{CircuitState, ConfigError, DependencyConfig};
 
 use crate::clock::{Clock, HZ, Instant};
 use crate::trace::{Deferred, Trace};
@@ -176,6 +176,81 @@ impl Dependency {
     /// The current time on this dependency's clock.
     pub fn now(&self) -> Instant {
         self.inner.clock.now()
+    }
+
+    /// Isolates the dependency's circuit, for an operator in an incident: from now on every call is
+    /// refused unsent with the problem `circuit_isolated` and no time to try again, whatever the
+    /// counts say, until [`close_circuit`](Self::close_circuit). A retry waiting for its backoff
+    /// is refused when it is due; a call in flight finishes, and an operation whose attempt then
+    /// fails ends at once rather than waiting for a retry that could not go. Each change is logged
+    /// at WARN as the breaker's own are (`relent: circuit changed`, `state="isolated"`), with
+    /// `by="operator"`.
+    ///
+    /// Returns the change, `None` if the circuit was isolated already. A dependency configured
+    /// without a breaker has no circuit: [`ConfigError::NoBreaker`], which says how to configure
+    /// one. See `relent_core::Dependency::isolate_circuit`.
+    ///
+    /// An admin endpoint that takes a provider out during its maintenance window, and puts it back:
+    ///
+    /// ```
+    /// use relent_tokio::core::{BreakerConfig, CircuitState, Context, DependencyConfig, Disposition};
+    /// use relent_tokio::core::{ReplaySafety, RetryBudget, RetryPolicy};
+    /// use relent_tokio::{Dependency, Duration};
+    /// # use relent_tokio::{HZ, core::{Classify, Verdict}};
+    /// # #[derive(Debug)]
+    /// # struct Down;
+    /// # impl std::fmt::Display for Down {
+    /// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("down") }
+    /// # }
+    /// # impl std::error::Error for Down {}
+    /// # impl Classify<HZ> for Down {
+    /// #     fn classify(&self) -> Verdict<HZ> { Verdict::Retryable }
+    /// # }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = DependencyConfig::new(Duration::from_secs(10))
+    ///     .budget(RetryBudget::ratio(10, 5)?)
+    ///     .breaker(BreakerConfig::consecutive_failures(5, Duration::from_secs(30)));
+    /// let payrail = Dependency::new("payrail", config)?;
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1)).build()?;
+    /// let read = || Context::new(Duration::from_secs(5), ReplaySafety::replayable_read(Duration::from_secs(60)));
+    ///
+    /// assert_eq!(payrail.isolate_circuit()?, Some(CircuitState::Isolated));
+    /// let refused = payrail.execute(&policy, read(), |_| async { Ok::<_, Down>("sent") }).await;
+    /// let Err(error) = refused else { panic!("sent while isolated") };
+    /// assert_eq!((error.code(), error.retry_in()), ("circuit_isolated", None));
+    /// let completion = error.completion().unwrap();
+    /// assert_eq!((completion.disposition, completion.summary.dispatched), (Disposition::Rejected, 0));
+    ///
+    /// assert_eq!(payrail.close_circuit()?, Some(CircuitState::Closed));
+    /// assert_eq!(payrail.execute(&policy, read(), |_| async { Ok::<_, Down>("sent") }).await?, "sent");
+    /// # Ok(()) }
+    /// ```
+    pub fn isolate_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
+        let change = self.inner.lock().state.isolate_circuit(&self.inner.config)?;
+        self.log_change(change);
+        Ok(change)
+    }
+
+    /// Closes the dependency's circuit from any state (isolated, open, half-open), for an operator:
+    /// calls go through at once, and the breaker's counts and the window's failures start afresh,
+    /// as when probes close it. Ends an isolation, or overrides a break after what tripped it was
+    /// fixed. Logged at WARN with `by="operator"` when it changes the state.
+    ///
+    /// Returns the change, `None` if the circuit was closed already (its counts are cleared all
+    /// the same). [`ConfigError::NoBreaker`] without a breaker.
+    pub fn close_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
+        let change = self.inner.lock().state.close_circuit(&self.inner.config)?;
+        self.log_change(change);
+        Ok(change)
+    }
+
+    /// Logs an operator's change of the circuit, after the lock is released.
+    fn log_change(&self, change: Option<CircuitState>) {
+        if let Some(state) = change {
+            crate::trace::circuit_changed_by_operator(&self.inner.name, state);
+        }
     }
 }
 

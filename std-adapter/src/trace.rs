@@ -22,6 +22,13 @@ use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
 use crate::clock::{Duration, HZ};
 
+/// An operator's change of a dependency's circuit (`Dependency::isolate_circuit`,
+/// `Dependency::close_circuit`): the line the breaker's own changes log, with `by="operator"` and no
+/// operation.
+pub(crate) fn circuit_changed_by_operator(dependency: &str, state: relent_core::CircuitState) {
+    tracing::warn!(dependency, state = state.as_str(), by = "operator", "relent: circuit changed");
+}
+
 /// The most events one step under the lock makes: a report and the poll after it, two calls into
 /// the core.
 pub(crate) const STEP_EVENTS: usize = 2 * MAX_EVENTS_PER_CALL;

@@ -467,3 +467,34 @@ async fn a_deadline_cut_by_the_enclosing_attempt_or_the_request_is_logged_with_w
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_operator_s_isolation_and_close_are_logged_at_warn_beside_the_refusals_they_cause() {
+    let (captured, _guard) = capture(Level::INFO);
+    let config = DependencyConfig::new(Duration::from_secs(10))
+        .budget(RetryBudget::ratio(10, 10).unwrap())
+        .breaker(BreakerConfig::consecutive_failures(5, Duration::from_secs(30)));
+    let dep = Dependency::with_seed("payrail", config, 7).unwrap();
+    let context = || {
+        Context::new(
+            relent_tokio::ticks(Std::from_secs(10)),
+            ReplaySafety::replayable_read(Duration::from_secs(3600)),
+        )
+    };
+    assert!(dep.isolate_circuit().unwrap().is_some());
+    assert_eq!(dep.isolate_circuit().unwrap(), None, "no change, no line");
+    let refused = dep.execute(&CHECKOUT, context().id(7), |_| async { Ok::<_, Busy>(()) }).await;
+    assert_eq!(refused.unwrap_err().code(), "circuit_isolated");
+    assert!(dep.close_circuit().unwrap().is_some());
+    assert_eq!(dep.close_circuit().unwrap(), None);
+    dep.execute(&CHECKOUT, context().id(8), |_| async { Ok::<_, Busy>(()) }).await.unwrap();
+    assert_eq!(
+        captured.lines(),
+        [
+            "WARN relent: circuit changed dependency=\"payrail\" state=\"isolated\" by=\"operator\"",
+            "WARN relent: attempt refused dependency=\"payrail\" operation=7 attempt=1 code=\"circuit_isolated\"",
+            "INFO relent: operation ended dependency=\"payrail\" operation=7 dispatched=0 disposition=\"rejected\" code=\"circuit_isolated\"",
+            "WARN relent: circuit changed dependency=\"payrail\" state=\"closed\" by=\"operator\"",
+        ]
+    );
+}

@@ -457,3 +457,168 @@ fn bad_protections_are_refused_with_their_codes() {
         "a circuit breaker needs at least 1 half-open probe, or it can never close again"
     );
 }
+
+/// A breaker that needs five failures in a row, so that these tests' single failures never trip it.
+fn guarded() -> Dep {
+    Dep::new(base().breaker(BreakerConfig::consecutive_failures(5, D::from_secs(30))))
+}
+
+#[test]
+fn an_isolated_circuit_refuses_every_attempt_with_circuit_isolated_and_no_time_to_try_again_until_closed() {
+    let mut dep = guarded();
+    let mut rec = Recorder::tagged();
+    assert_eq!(dep.state.isolate_circuit(&dep.config), Ok(Some(CircuitState::Isolated)));
+    assert_eq!(dep.state.isolate_circuit(&dep.config), Ok(None), "isolated already");
+    for (id, ms) in [(1, 0), (2, 3_600_000)] {
+        let mut op = Operation::start(&POLICY, &dep.config, read(id), t(ms)).unwrap();
+        done(&mut op, ms, &mut dep.state, &mut rec);
+        let completion = op.take_completion().unwrap();
+        assert_eq!(
+            (completion.disposition, completion.problem, completion.not_before),
+            (Disposition::Rejected, Some(Problem::CircuitIsolated), None)
+        );
+        assert_eq!(dep.state.circuit(t(ms)), CircuitState::Isolated, "an hour changes nothing");
+        assert_eq!(dep.state.circuit_open_until(t(ms)), None, "no end to wait for");
+    }
+    assert_eq!(dep.state.close_circuit(&dep.config), Ok(Some(CircuitState::Closed)));
+    let mut op = Operation::start(&POLICY, &dep.config, read(3), t(3_600_001)).unwrap();
+    let x = dispatch(&mut op, 3_600_001, &mut dep.state, &mut rec);
+    op.on_success(x, t(3_600_002), &mut dep.state, &mut rec);
+    assert_eq!(
+        rec.lines,
+        [
+            "op1: 0.000 refused #1: circuit_isolated",
+            "op1: 0.000 done: rejected, circuit_isolated after 0 dispatched",
+            "op2: 3600.000 refused #1: circuit_isolated",
+            "op2: 3600.000 done: rejected, circuit_isolated after 0 dispatched",
+            "op3: 3600.001 dispatch #1 timeout 1.000",
+            "op3: 3600.002 #1 succeeded",
+            "op3: 3600.002 done: succeeded after 1 dispatched",
+        ]
+    );
+}
+
+#[test]
+fn an_isolation_while_an_attempt_is_out_ends_the_operation_at_its_failure_with_the_failure_kept() {
+    let mut dep = guarded();
+    let mut rec = Recorder::tagged();
+    let mut op = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut op, 0, &mut dep.state, &mut rec);
+    dep.state.isolate_circuit(&dep.config).unwrap();
+    op.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    done(&mut op, 10, &mut dep.state, &mut rec);
+    let completion = op.take_completion().unwrap();
+    assert_eq!(
+        (completion.disposition, completion.problem, completion.not_before, completion.last_failure),
+        (Disposition::Rejected, Some(Problem::CircuitIsolated), None, Some(REFUSED))
+    );
+    assert_eq!(
+        rec.lines,
+        [
+            "op1: 0.000 dispatch #1 timeout 1.000",
+            "op1: 0.010 #1 failed (retryable): stop: circuit_isolated",
+            "op1: 0.010 refused #2: circuit_isolated",
+            "op1: 0.010 done: rejected, circuit_isolated after 1 dispatched",
+        ],
+        "no backoff waited out for a retry that could not go"
+    );
+}
+
+#[test]
+fn an_isolation_during_a_backoff_refuses_the_retry_when_it_is_due_with_the_failure_kept() {
+    let mut dep = guarded();
+    let mut rec = Recorder::tagged();
+    let mut op = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut op, 0, &mut dep.state, &mut rec);
+    op.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    dep.state.isolate_circuit(&dep.config).unwrap();
+    done(&mut op, 110, &mut dep.state, &mut rec);
+    let completion = op.take_completion().unwrap();
+    assert_eq!(
+        (completion.disposition, completion.problem, completion.last_failure),
+        (Disposition::Rejected, Some(Problem::CircuitIsolated), Some(REFUSED))
+    );
+    assert_eq!(
+        rec.lines,
+        [
+            "op1: 0.000 dispatch #1 timeout 1.000",
+            "op1: 0.010 #1 failed (retryable): retry",
+            "op1: wait 0.100 (backoff 0.100) until 0.110 for #2",
+            "op1: 0.110 refused #2: circuit_isolated",
+            "op1: 0.110 done: rejected, circuit_isolated after 1 dispatched",
+        ]
+    );
+}
+
+#[test]
+fn a_probe_out_when_the_circuit_is_isolated_counts_for_nothing_and_closing_takes_calls_at_once() {
+    let mut dep = Dep::new(base().breaker(BreakerConfig::consecutive_failures(1, D::from_secs(5))));
+    let mut rec = Recorder::tagged();
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut a = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
+    a.on_failure(x, t(1), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    let mut probe = Operation::start(&once, &dep.config, read(2), t(5_001)).unwrap();
+    let p = dispatch(&mut probe, 5_001, &mut dep.state, &mut rec);
+    assert_eq!(dep.state.isolate_circuit(&dep.config), Ok(Some(CircuitState::Isolated)));
+    probe.on_success(p, t(5_005), &mut dep.state, &mut rec);
+    assert_eq!(dep.state.circuit(t(5_005)), CircuitState::Isolated, "the probe's success closes nothing");
+
+    // Closing starts the counts afresh: the failure that opened the circuit is forgotten, the
+    // calls are not.
+    let counts = dep.state.counts(t(5_005));
+    assert_eq!((counts.calls, counts.failures), (2, 1));
+    assert_eq!(dep.state.close_circuit(&dep.config), Ok(Some(CircuitState::Closed)));
+    let counts = dep.state.counts(t(5_005));
+    assert_eq!((counts.calls, counts.failures), (2, 0));
+    let mut b = Operation::start(&once, &dep.config, read(3), t(5_006)).unwrap();
+    let x = dispatch(&mut b, 5_006, &mut dep.state, &mut rec);
+    b.on_success(x, t(5_007), &mut dep.state, &mut rec);
+    assert_eq!(b.take_completion().unwrap().disposition, Disposition::Succeeded);
+    assert_eq!(
+        rec.lines[4..],
+        [
+            "op2: 5.001 circuit half_open",
+            "op2: 5.001 dispatch #1 timeout 60.000",
+            "op2: 5.005 #1 succeeded",
+            "op2: 5.005 done: succeeded after 1 dispatched",
+            "op3: 5.006 dispatch #1 timeout 60.000",
+            "op3: 5.007 #1 succeeded",
+            "op3: 5.007 done: succeeded after 1 dispatched",
+        ],
+        "the probe's success is reported to its caller, and changes no circuit"
+    );
+}
+
+#[test]
+fn closing_an_open_circuit_lets_calls_through_before_its_break_ends() {
+    let mut dep = Dep::new(base().breaker(BreakerConfig::consecutive_failures(1, D::from_secs(30))));
+    let mut rec = Recorder::tagged();
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut a = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
+    a.on_failure(x, t(1), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    assert_eq!(dep.state.circuit_open_until(t(1)), Some(t(30_001)));
+    assert_eq!(dep.state.close_circuit(&dep.config), Ok(Some(CircuitState::Closed)));
+    assert_eq!(dep.state.close_circuit(&dep.config), Ok(None), "closed already");
+    assert_eq!(dep.state.circuit_open_until(t(2)), None);
+    let mut b = Operation::start(&once, &dep.config, read(2), t(2)).unwrap();
+    let x = dispatch(&mut b, 2, &mut dep.state, &mut rec);
+    // One failure trips it again: the run of failures started afresh at one, not at two.
+    b.on_failure(x, t(3), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    assert_eq!(dep.state.circuit_open_until(t(3)), Some(t(30_003)));
+}
+
+#[test]
+fn a_dependency_without_a_breaker_has_no_circuit_to_isolate_or_close_and_says_how_to_get_one() {
+    let mut dep = Dep::new(base());
+    assert_eq!(dep.state.isolate_circuit(&dep.config), Err(ConfigError::NoBreaker));
+    assert_eq!(dep.state.close_circuit(&dep.config), Err(ConfigError::NoBreaker));
+    assert_eq!(
+        ConfigError::NoBreaker.to_string(),
+        "this dependency has no circuit breaker, so there is no circuit to isolate or close: configure one with DependencyConfig::breaker (the breaker feature, on by default)"
+    );
+    let mut op = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut op, 0, &mut dep.state, &mut Recorder::tagged());
+    op.on_success(x, t(1), &mut dep.state, &mut ());
+}

@@ -133,6 +133,20 @@ fn an_open_circuit_still_open_after_a_short_sleep_stays_open_for_what_remains() 
     assert_eq!(dep.circuit_open_until(woke), Some(T::from_ticks(15_000)));
 }
 
+#[test]
+fn an_isolated_circuit_stays_isolated_after_any_sleep_until_the_operator_closes_it() {
+    let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
+    dep.isolate_circuit(&CONFIG).unwrap();
+    let mut bytes = [0u8; LEN];
+    dep.save(T::from_ticks(1_000), &mut bytes).unwrap();
+    let woke = T::from_ticks(0);
+    let mut dep = Dep::restore(&CONFIG, &bytes, woke, D::from_secs(30 * 24 * 3600)).unwrap();
+    assert_eq!((dep.circuit(woke), dep.circuit_open_until(woke)), (CircuitState::Isolated, None));
+    assert_eq!(failing_op(&mut dep, &ONCE, 0, &[]), 0, "refused unsent");
+    assert_eq!(dep.close_circuit(&CONFIG), Ok(Some(CircuitState::Closed)));
+    assert_eq!(failing_op(&mut dep, &ONCE, 0, &[]), 1);
+}
+
 /// A fresh dependency after `n` frames of 400 ms sent back to back from 0, each acknowledged.
 fn frames_back_to_back(n: u64) -> Dep {
     let mut dep = Dep::new(&CONFIG, T::from_ticks(0)).unwrap();
