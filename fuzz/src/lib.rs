@@ -9,7 +9,7 @@
 //! (report each attempt, sleep out each wait), so that it retries and spends its policy; its other
 //! steps are one call each, in any order. Its `now` goes backwards at times. It reports attempts
 //! twice, reports another operation's attempt, drops operations without abandoning them, rebases by
-//! any amount, and restores snapshots whose bytes are arbitrary but carry a valid CRC (what a flash
+//! any amount, isolates and closes the circuit as an operator would, and restores snapshots whose bytes are arbitrary but carry a valid CRC (what a flash
 //! page written by another firmware could hold). libFuzzer steers the bytes toward branches no
 //! input has taken yet.
 //!
@@ -101,6 +101,10 @@ pub struct Reached {
     pub restored: u32,
     /// Snapshots refused (edited, cut short).
     pub refused_snapshots: u32,
+    /// An operator's isolations and closes that changed the circuit.
+    pub operator_changes: u32,
+    /// Completions refused by an isolated circuit.
+    pub isolated_refusals: u32,
 }
 
 /// Runs the script that `data` encodes. Running out of bytes ends it early, which is not a
@@ -390,7 +394,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
     fn step(&mut self, u: &mut Unstructured) -> Result<()> {
         // Most steps act on the first operation, so that one operation often goes a long way.
         let k = *u.choose(&[0, 0, 0, 0, 0, 1, 2, 3])?;
-        match u.int_in_range(0..=12u8)? {
+        match u.int_in_range(0..=13u8)? {
             0 => self.start(u, k)?,
             1 => {
                 self.poll(k);
@@ -409,6 +413,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             9 => self.now = Instant::<HZ>::from_ticks(self.now.as_ticks().saturating_sub(ticks(u)?)),
             10 => self.inspect(),
             11 => self.rebase(duration(u)?),
+            12 => self.operator(u)?,
             _ => self.snapshot(u)?,
         }
         Ok(())
@@ -456,12 +461,14 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let (policy, max_in_flight, uncounted) = (self.policy, self.config.bulkhead_slots(), self.uncounted);
         let Some(slot) = &mut self.slots[k] else { return None };
         let was_done = slot.op.is_done();
+        let isolated = isolated(&self.state, now);
         let mut events = Events::default();
         let action = slot.op.poll(now, &mut self.state, &mut events);
         events.within_bound();
         match action {
             Action::Dispatch(attempt) => {
                 assert!(!was_done, "an ended operation dispatched {attempt:?}");
+                assert!(!isolated, "{attempt:?} dispatched through an isolated circuit");
                 assert!(slot.out.is_none(), "a second attempt dispatched while {:?} was out", slot.out);
                 assert_eq!(attempt.number(), slot.op.dispatched());
                 assert!(attempt.number() >= 1 && attempt.number() <= policy.max_attempts().max(1));
@@ -628,6 +635,11 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             _ => assert!(c.problem.is_some() || c.last_failure.is_some_and(|f| !f.is_retryable())),
         }
         assert_eq!(c.code(), c.problem.map_or("", |p| p.as_str()));
+        if c.code() == "circuit_isolated" {
+            // Someone's decision, not the breaker's: there is no end to wait for.
+            assert_eq!((c.disposition, c.not_before), (Disposition::Rejected, None), "{c:?}");
+            self.reached.isolated_refusals += 1;
+        }
         // How an operation that ran this one inside an attempt judges its end, with the wait the
         // adapters give it (seed 000: exactly one layer retries). It retries only an operation
         // whose policy allowed it a single attempt, by that attempt's own verdict; it waits out a
@@ -649,6 +661,41 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         self.reached.successes += u32::from(c.is_success());
         self.reached.spent +=
             u32::from(c.problem == Some(relent_core::Problem::AttemptsExhausted) && c.summary.dispatched > 1);
+    }
+
+    /// An operator's control of the circuit: isolate it, or close it from any state. Only a
+    /// dependency with a breaker has a circuit; each call says whether it changed the state.
+    fn operator(&mut self, u: &mut Unstructured) -> Result<()> {
+        let (config, now) = (self.config, self.now);
+        let was = self.state.circuit(now);
+        let isolate = cfg!(feature = "breaker-isolate") && u.arbitrary()?;
+        let (made, changed) = if isolate {
+            #[cfg(feature = "breaker-isolate")]
+            {
+                (relent_core::CircuitState::Isolated, self.state.isolate_circuit(config))
+            }
+            #[cfg(not(feature = "breaker-isolate"))]
+            unreachable!()
+        } else {
+            (relent_core::CircuitState::Closed, self.state.close_circuit(config))
+        };
+        match changed {
+            Ok(changed) => {
+                assert!(config.circuit_breaker().is_some(), "a circuit without a breaker");
+                assert_eq!(self.state.circuit(now), made);
+                assert_eq!(self.state.circuit_open_until(now), None);
+                assert_eq!(changed, (was != made).then_some(made), "{was:?} to {made:?}");
+                self.reached.operator_changes += u32::from(changed.is_some());
+                if !isolate {
+                    assert_eq!(self.state.counts(now).failures, 0, "closed with its failures still counted");
+                }
+            }
+            Err(e) => {
+                assert_eq!(e, ConfigError::NoBreaker);
+                assert!(config.circuit_breaker().is_none(), "a breaker whose circuit could not be reached");
+            }
+        }
+        Ok(())
     }
 
     /// Every read of the dependency's state, at the current time.
@@ -756,6 +803,21 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         if !self.uncounted {
             assert_eq!(self.state.in_flight(), 0, "bulkhead slots held after every operation ended");
         }
+    }
+}
+
+/// Whether an operator isolated the dependency's circuit (never, without `breaker-isolate`).
+fn isolated<const HZ: u64>(state: &State<HZ>, now: Instant<HZ>) -> bool {
+    isolated_state(state.circuit(now))
+}
+
+fn isolated_state(circuit: relent_core::CircuitState) -> bool {
+    #[cfg(feature = "breaker-isolate")]
+    return circuit == relent_core::CircuitState::Isolated;
+    #[cfg(not(feature = "breaker-isolate"))]
+    {
+        let _ = circuit;
+        false
     }
 }
 

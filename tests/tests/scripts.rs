@@ -30,6 +30,8 @@ fn the_kept_seeds_keep_every_promise() {
         ignored_reports,
         restored,
         refused_snapshots,
+        operator_changes,
+        isolated_refusals,
         ..
     } = reached;
     for (what, n) in [
@@ -41,6 +43,8 @@ fn the_kept_seeds_keep_every_promise() {
         ("reports of attempts not out", ignored_reports),
         ("snapshots restored", restored),
         ("snapshots refused", refused_snapshots),
+        ("changes of the circuit by an operator", operator_changes),
+        ("operations refused by an isolated circuit", isolated_refusals),
     ] {
         assert!(n >= 10, "the seeds reach {n} {what}: make them again");
     }

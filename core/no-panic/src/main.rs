@@ -321,6 +321,18 @@ fn run(x: &mut Opaque) {
                 opaque(dep.next_rate_unit(&config, now));
                 opaque(dep.next_airtime(&config, now, x.duration()));
                 opaque(dep.airtime_used(&config, now));
+                // An operator's control of the circuit.
+                #[cfg(feature = "every-protection")]
+                if x.bool() {
+                    match dep.isolate_circuit(&config) {
+                        Ok(change) => drop(opaque(change.map(|c| c.as_str()))),
+                        Err(e) => drop(opaque(e.message())),
+                    }
+                }
+                match dep.close_circuit(&config) {
+                    Ok(change) => drop(opaque(change.map(|c| c.as_str()))),
+                    Err(e) => drop(opaque(e.message())),
+                }
             }
             9 => {
                 opaque(policy.delay(x.u8(), x.duration(), &mut rng));
