@@ -389,6 +389,7 @@ impl Breaker {
                 }
             }
             Phase::Open { until } => Err(Refused { problem: Problem::CircuitOpen, until: Some(until) }),
+            // Admission refuses an isolated circuit before it gets here (before the cooldown).
             #[cfg(feature = "breaker-isolate")]
             Phase::Isolated => Err(Refused { problem: Problem::CircuitIsolated, until: None }),
         };

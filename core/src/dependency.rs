@@ -21,11 +21,13 @@
 //! them are checked before any of them is charged, so a refusal never leaves a probe, a slot, a rate
 //! unit or a budget token taken:
 //!
+//! 0. **isolation** (`circuit_isolated`, feature `breaker-isolate`): an operator took the
+//!    dependency out ([`Dependency::isolate_circuit`]); it has no end, so it comes before anything
+//!    that would name an instant to try again;
 //! 1. **cooldown** (`cooldown_active`): the far side said "not before"; nothing else matters, and
 //!    nothing is spent finding out;
 //! 2. **circuit** (`circuit_open`): our own observation says the dependency is failing; an open
-//!    circuit whose break has ended becomes half-open here (`circuit_isolated` when an operator
-//!    isolated it);
+//!    circuit whose break has ended becomes half-open here;
 //! 3. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end;
 //! 4. **rate limit** (`rate_limited`): a unit is spent only for an attempt that will really go
 //!    out, so an open circuit or a full bulkhead never burns the rate;
@@ -605,9 +607,11 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// [`Problem::CircuitIsolated`] (disposition rejected, no instant to try again), whatever the
     /// counts say, until [`close_circuit`](Self::close_circuit). For an operator in an incident
     /// (Polly's `Isolate`, resilience4j's forced open state): a provider known to be down, or one
-    /// that must not be called during a migration. A retry that an isolation finds waiting ends at
-    /// once with that code instead of waiting out its backoff. The isolation is saved in a
-    /// snapshot and outlives a deep sleep.
+    /// that must not be called during a migration. It comes first in admission, before the
+    /// cooldown, since it outlasts any instant the others would name. An operation whose attempt
+    /// fails while the circuit is isolated ends at once with that code, rather than wait out a
+    /// backoff (or be deferred) for a retry that could not go; one already waiting is refused when
+    /// its retry is due. The isolation is saved in a snapshot and outlives a deep sleep.
     ///
     /// Returns the change to report, `None` if the circuit was isolated already. Attempts in
     /// flight finish; their outcomes are not counted. A dependency whose configuration has no
@@ -629,7 +633,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// # Ok::<(), relent_core::ConfigError>(())
     /// ```
     ///
-    /// Feature `breaker-isolate` (on by default): on a Cortex-M3 the checks cost about 60 bytes
+    /// Feature `breaker-isolate` (on by default): on a Cortex-M3 the checks cost about 100 bytes
     /// of flash, which firmware that never isolates a circuit keeps by leaving it out.
     #[cfg(feature = "breaker-isolate")]
     pub fn isolate_circuit(
@@ -747,6 +751,11 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             problem,
             until: until.and_then(core::num::NonZero::<Ticks>::new),
         };
+        // An operator's isolation first: it outlasts any instant the others would name.
+        #[cfg(feature = "breaker-isolate")]
+        if self.circuit_isolated() {
+            return refuse(Problem::CircuitIsolated, None);
+        }
         if let (Some(_), Some(cooldown)) = (config.cooldown_on(), self.cooldown.get()) {
             if let Some(until) = cooldown.active_until(t) {
                 return refuse(Problem::CooldownActive, Some(until));

@@ -669,6 +669,17 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         if self.dispatched >= policy.max_attempts() {
             return stop(Disposition::Failed, Problem::AttemptsExhausted);
         }
+        // An isolated circuit would refuse any retry, for as long as the operator says: end now,
+        // before a deferral could name an instant to try again that the isolation does not keep.
+        #[cfg(feature = "breaker-isolate")]
+        if dependency.circuit_isolated() {
+            return Decision::Stop {
+                disposition: Disposition::Rejected,
+                problem: Problem::CircuitIsolated,
+                refused: true,
+                retry_at: None,
+            };
+        }
         let remaining = time::since(self.deadline, now).as_ticks();
         // A retry must leave this much before the deadline once its delay has passed (one tick at
         // least: `RetryPolicyBuilder::build` sees to it).
@@ -707,17 +718,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             return stop(Disposition::Failed, Problem::ReplayStatementExpired);
         }
         // A circuit that this failure (or another operation) opened, and that stays open past the
-        // retry's start, would refuse it: end now rather than wait for a refusal. So would an
-        // isolated one, for ever.
-        #[cfg(feature = "breaker-isolate")]
-        if dependency.circuit_isolated() {
-            return Decision::Stop {
-                disposition: Disposition::Rejected,
-                problem: Problem::CircuitIsolated,
-                refused: true,
-                retry_at: None,
-            };
-        }
+        // retry's start, would refuse it: end now rather than wait for a refusal.
         if let Some(until) = dependency.circuit_open_until(now) {
             if until > starts {
                 return Decision::Stop {

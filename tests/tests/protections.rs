@@ -622,3 +622,52 @@ fn a_dependency_without_a_breaker_has_no_circuit_to_isolate_or_close_and_says_ho
     let x = dispatch(&mut op, 0, &mut dep.state, &mut Recorder::tagged());
     op.on_success(x, t(1), &mut dep.state, &mut ());
 }
+
+#[test]
+fn an_isolation_comes_before_a_cooldown_whose_instant_it_would_outlast() {
+    let mut dep = Dep::new(
+        base().breaker(BreakerConfig::consecutive_failures(5, D::from_secs(30))).cooldown(D::from_secs(120)),
+    );
+    let mut rec = Recorder::tagged();
+    let busy = Failure { name: "busy", verdict: Verdict::RetryableAfter(D::from_secs(30)) };
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut a = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
+    a.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), busy, &mut rec);
+    assert_eq!(dep.state.cooldown_until(t(10)), Some(t(30_010)));
+    dep.state.isolate_circuit(&dep.config).unwrap();
+    let mut b = Operation::start(&POLICY, &dep.config, read(2), t(20)).unwrap();
+    done(&mut b, 20, &mut dep.state, &mut rec);
+    let completion = b.take_completion().unwrap();
+    assert_eq!(
+        (completion.disposition, completion.problem, completion.not_before),
+        (Disposition::Rejected, Some(Problem::CircuitIsolated), None),
+        "not deferred to 30.010, when the isolation would still refuse it"
+    );
+}
+
+#[test]
+fn a_failure_whose_retry_after_would_defer_the_operation_ends_it_isolated_instead() {
+    let mut dep = guarded();
+    let mut rec = Recorder::tagged();
+    let too_long = Failure { name: "busy", verdict: Verdict::RetryableAfter(D::from_secs(100)) };
+    let mut op = Operation::start(&POLICY, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut op, 0, &mut dep.state, &mut rec);
+    dep.state.isolate_circuit(&dep.config).unwrap();
+    op.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), too_long, &mut rec);
+    let completion = op.take_completion().unwrap();
+    assert_eq!(
+        (completion.disposition, completion.problem, completion.not_before, completion.last_failure),
+        (Disposition::Rejected, Some(Problem::CircuitIsolated), None, Some(too_long)),
+        "not deferred by the 100 s Retry-After (the policy's maximum delay is 2 s)"
+    );
+
+    // With its attempts spent, an operation ends as it would have without the isolation.
+    let once = valid(RetryPolicy::single_attempt().build());
+    dep.state.close_circuit(&dep.config).unwrap();
+    let mut op = Operation::start(&once, &dep.config, read(2), t(20)).unwrap();
+    let x = dispatch(&mut op, 20, &mut dep.state, &mut rec);
+    dep.state.isolate_circuit(&dep.config).unwrap();
+    op.on_failure(x, t(30), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    assert_eq!(op.take_completion().unwrap().problem, Some(Problem::AttemptsExhausted));
+}
