@@ -614,8 +614,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// its retry is due. The isolation is saved in a snapshot and outlives a deep sleep.
     ///
     /// Returns the change to report, `None` if the circuit was isolated already. Attempts in
-    /// flight finish; their outcomes are not counted. A dependency whose configuration has no
-    /// breaker has no circuit to isolate: [`ConfigError::NoBreaker`].
+    /// flight finish; their outcomes are counted in the window (which a ratio budget reads) but
+    /// move no circuit, as late outcomes of an open one do not. A dependency whose configuration
+    /// has no breaker has no circuit to isolate: [`ConfigError::NoBreaker`].
     ///
     /// ```
     /// use relent_core::{BreakerConfig, CircuitState, Dependency, DependencyConfig, Duration, Instant};
