@@ -31,7 +31,6 @@
 //! [`Dependency::isolate_circuit`]: crate::Dependency::isolate_circuit
 //! [`Dependency::close_circuit`]: crate::Dependency::close_circuit
 
-use crate::completion::Problem;
 use crate::error::ConfigError;
 #[cfg(feature = "breaker-count-window")]
 use crate::packed::U64;
@@ -274,11 +273,10 @@ enum Phase {
     Isolated,
 }
 
-/// Why the breaker refused an attempt: open until an instant, half-open with every probe out, or
-/// isolated (the problem code says which it was).
+/// Why the breaker refused an attempt: open until an instant, or half-open with every probe out.
+/// (An isolated circuit is refused by admission before the breaker is asked.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Refused {
-    pub(crate) problem: Problem,
     pub(crate) until: Option<Ticks>,
 }
 
@@ -373,7 +371,7 @@ impl Breaker {
         let mut transition = None;
         if let Phase::Open { until } = self.phase {
             if now < until {
-                return (Err(Refused { problem: Problem::CircuitOpen, until: Some(until) }), None);
+                return (Err(Refused { until: Some(until) }), None);
             }
             self.phase = Phase::HalfOpen { in_flight: 0, successes: 0 };
             self.episode = self.episode.wrapping_add(1);
@@ -385,13 +383,14 @@ impl Breaker {
                 if in_flight.saturating_add(successes) < probes {
                     Ok(Some(self.episode))
                 } else {
-                    Err(Refused { problem: Problem::CircuitOpen, until: None })
+                    Err(Refused { until: None })
                 }
             }
-            Phase::Open { until } => Err(Refused { problem: Problem::CircuitOpen, until: Some(until) }),
-            // Admission refuses an isolated circuit before it gets here (before the cooldown).
+            Phase::Open { until } => Err(Refused { until: Some(until) }),
+            // Admission refuses an isolated circuit, with its own code, before it asks the breaker
+            // (before the cooldown); here it is refused all the same, with no end.
             #[cfg(feature = "breaker-isolate")]
-            Phase::Isolated => Err(Refused { problem: Problem::CircuitIsolated, until: None }),
+            Phase::Isolated => Err(Refused { until: None }),
         };
         (verdict, transition)
     }
@@ -705,17 +704,10 @@ mod tests {
         assert_eq!(outcome(&mut b, &cfg, true, 2), None);
         assert_eq!(outcome(&mut b, &cfg, true, 3), None);
         assert_eq!(outcome(&mut b, &cfg, true, 4), Some(CircuitState::Open));
-        assert_eq!(
-            b.check(1, 30_003),
-            (Err(Refused { problem: Problem::CircuitOpen, until: Some(30_004) }), None)
-        );
+        assert_eq!(b.check(1, 30_003), (Err(Refused { until: Some(30_004) }), None));
         assert_eq!(b.check(1, 30_004), (Ok(Some(1)), Some(CircuitState::HalfOpen)));
         b.take_probe();
-        assert_eq!(
-            b.check(1, 30_005).0,
-            Err(Refused { problem: Problem::CircuitOpen, until: None }),
-            "one probe at a time"
-        );
+        assert_eq!(b.check(1, 30_005).0, Err(Refused { until: None }), "one probe at a time");
         assert_eq!(b.on_outcome(&cfg, None, Some(1), 30_010), Some(CircuitState::Closed));
     }
 
@@ -744,11 +736,7 @@ mod tests {
         assert_eq!(current, Ok(Some(2)));
         b.take_probe();
         b.release_probe(stale.unwrap());
-        assert_eq!(
-            b.check(1, 20_001).0,
-            Err(Refused { problem: Problem::CircuitOpen, until: None }),
-            "the stale release freed nothing"
-        );
+        assert_eq!(b.check(1, 20_001).0, Err(Refused { until: None }), "the stale release freed nothing");
         b.release_probe(current.unwrap());
         assert_eq!(b.check(1, 20_002).0, Ok(Some(2)));
     }
@@ -813,7 +801,7 @@ mod tests {
         assert_eq!(outcome(&mut b, &cfg, true, 50_000), Some(CircuitState::Open));
         b.rebase(40_000);
         assert_eq!(b.open_until(), Some(20_000));
-        assert_eq!(b.check(1, 19_999).0, Err(Refused { problem: Problem::CircuitOpen, until: Some(20_000) }));
+        assert_eq!(b.check(1, 19_999).0, Err(Refused { until: Some(20_000) }));
         assert_eq!(b.check(1, 20_000).1, Some(CircuitState::HalfOpen));
     }
 
@@ -868,7 +856,7 @@ mod tests {
         let (verdict, transition) = b.check(1, 0);
         assert_eq!((verdict, transition), (Ok(None), None));
         assert_eq!(b.isolate(), Some(CircuitState::Isolated));
-        let refused = Err(Refused { problem: Problem::CircuitIsolated, until: None });
+        let refused = Err(Refused { until: None });
         for outcome in [None, Some(Counts { calls: 9, retries: 0, failures: 9 })] {
             assert_eq!(b.on_outcome(&config, outcome, None, 10), None);
             assert_eq!(b.on_failure(&config, Counts { calls: 1, retries: 0, failures: 1 }, None, 10), None);

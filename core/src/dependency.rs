@@ -768,7 +768,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             changes.circuit = transition;
             match verdict {
                 Ok(is_probe) => probe = is_probe,
-                Err(refused) => return refuse(refused.problem, refused.until),
+                Err(refused) => return refuse(Problem::CircuitOpen, refused.until),
             }
         }
         if let (Some(max), Some(bulkhead)) = (config.bulkhead_on(), self.bulkhead.get()) {
