@@ -125,7 +125,7 @@ pub struct Summary<const HZ: u64> {
     /// Of those, retries.
     pub retries: u8,
     /// Total time the core had the operation wait: backoff delays between attempts, and waits for
-    /// a rate-limit unit or for airtime before one.
+    /// a rate-limit unit, for airtime or for a bulkhead slot before one.
     pub waited: Duration<HZ>,
     /// From the operation's start to its end.
     pub elapsed: Duration<HZ>,

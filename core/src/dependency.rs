@@ -7,7 +7,8 @@
 //! - a [`DependencyConfig`]: its window, retry budget, circuit breaker, bulkhead, rate limit,
 //!   duty cycle and cooldown, usually a `const` (in flash on firmware);
 //! - a [`Dependency`]: only what changes (the window of counts, the budget's tokens, the breaker's
-//!   state, slots in flight, the limiter's next arrival, the airtime log, the cooldown's end).
+//!   state, slots in flight and operations waiting for one, the limiter's next arrival, the airtime
+//!   log, the cooldown's end).
 //!   This is plain, fixed-size data with no pointers, so it can sit in a `static`, behind any
 //!   lock, and be saved across a reset.
 //!
@@ -28,7 +29,9 @@
 //!    nothing is spent finding out;
 //! 2. **circuit** (`circuit_open`): our own observation says the dependency is failing; an open
 //!    circuit whose break has ended becomes half-open here;
-//! 3. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end;
+//! 3. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end; with a queue
+//!    ([`DependencyConfig::bulkhead_queue`]), a full bulkhead is waited for, for a bounded time,
+//!    holding a place in the queue and nothing else, and those that wait go first;
 //! 4. **rate limit** (`rate_limited`): a unit is spent only for an attempt that will really go
 //!    out, so an open circuit or a full bulkhead never burns the rate;
 //! 5. **duty cycle** (`duty_cycle_exceeded`, deferred): the attempt's airtime must fit the duty
@@ -45,7 +48,7 @@
 
 use crate::breaker::{Breaker, BreakerConfig, CircuitState};
 use crate::budget::{BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows, ratio_headroom};
-use crate::bulkhead::Bulkhead;
+use crate::bulkhead::{Bulkhead, Queue};
 use crate::completion::Problem;
 use crate::cooldown::Cooldown;
 use crate::duty::{AirtimeLog, DutyCycle};
@@ -62,6 +65,7 @@ pub struct DependencyConfig<const HZ: u64> {
     budget: Option<RetryBudget<HZ>>,
     breaker: Option<BreakerConfig<HZ>>,
     bulkhead: Option<u16>,
+    bulkhead_queue: Option<Queue<HZ>>,
     rate_limit: Option<RateLimit<HZ>>,
     duty_cycle: Option<DutyCycle<HZ>>,
     cooldown: Option<Duration<HZ>>,
@@ -76,6 +80,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             budget: None,
             breaker: None,
             bulkhead: None,
+            bulkhead_queue: None,
             rate_limit: None,
             duty_cycle: None,
             cooldown: None,
@@ -102,6 +107,19 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn bulkhead(mut self, max_in_flight: u16) -> Self {
         self.bulkhead = Some(max_in_flight);
+        self
+    }
+
+    #[cfg(feature = "bulkhead")]
+    /// Lets an attempt that finds the bulkhead full wait for a slot, for at most `max_wait` (and
+    /// never past the time its operation needs before its deadline), with at most `places`
+    /// operations waiting at once; an attempt that finds the queue full too is refused with
+    /// `bulkhead_full`, as without a queue. Operations that wait go first: while any waits, an
+    /// attempt that did not finds no room. Needs [`bulkhead`](Self::bulkhead). The adapter wakes a
+    /// waiting operation when a slot frees (see [`Dependency::slot_for_waiting`]).
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub const fn bulkhead_queue(mut self, places: u16, max_wait: Duration<HZ>) -> Self {
+        self.bulkhead_queue = Some(Queue { places, max_wait });
         self
     }
 
@@ -147,6 +165,20 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     pub const fn bulkhead_slots(&self) -> Option<u16> {
         self.bulkhead
     }
+    /// How many operations may wait for a bulkhead slot at once, if the bulkhead has a queue.
+    pub const fn bulkhead_queue_places(&self) -> Option<u16> {
+        match self.bulkhead_queue {
+            Some(q) => Some(q.places),
+            None => None,
+        }
+    }
+    /// The longest an attempt waits for a bulkhead slot, if the bulkhead has a queue.
+    pub const fn bulkhead_max_wait(&self) -> Option<Duration<HZ>> {
+        match self.bulkhead_queue {
+            Some(q) => Some(q.max_wait),
+            None => None,
+        }
+    }
     /// The rate limit, if any.
     pub const fn rate(&self) -> Option<RateLimit<HZ>> {
         self.rate_limit
@@ -169,6 +201,10 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     #[inline(always)]
     fn bulkhead_on(&self) -> Option<u16> {
         if cfg!(feature = "bulkhead") { self.bulkhead } else { None }
+    }
+    #[inline(always)]
+    fn bulkhead_queue_on(&self) -> Option<Queue<HZ>> {
+        if cfg!(feature = "bulkhead") { self.bulkhead_queue } else { None }
     }
     #[inline(always)]
     fn rate_limit_on(&self) -> Option<&RateLimit<HZ>> {
@@ -195,6 +231,17 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         }
         if let Some(0) = self.bulkhead {
             return Err(ConfigError::ZeroBulkhead);
+        }
+        if let Some(q) = &self.bulkhead_queue {
+            if self.bulkhead.is_none() {
+                return Err(ConfigError::BulkheadQueueWithoutBulkhead);
+            }
+            if q.places == 0 {
+                return Err(ConfigError::ZeroBulkheadQueue);
+            }
+            if q.max_wait.as_ticks() == 0 {
+                return Err(ConfigError::ZeroBulkheadWait);
+            }
         }
         if let Some(r) = &self.rate_limit {
             if r.count == 0 {
@@ -235,6 +282,10 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             Some(r) => (r.period.as_ticks(), r.max_wait.as_ticks()),
             None => (0, 0),
         };
+        let queue_wait = match &self.bulkhead_queue {
+            Some(q) => q.max_wait.as_ticks(),
+            None => 0,
+        };
         let duty_window = match &self.duty_cycle {
             Some(d) => d.window.as_ticks(),
             None => 0,
@@ -247,6 +298,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             slow_call,
             rate_period,
             max_wait,
+            queue_wait,
             duty_window,
             ticks_or_zero(self.cooldown),
         ])
@@ -417,6 +469,10 @@ pub(crate) struct Request {
     pub(crate) retry: bool,
     /// A rate unit and the attempt's airtime were reserved for it while it waited.
     pub(crate) reserved: bool,
+    /// It holds a place in the bulkhead's queue, which it waits in until `queue_until`.
+    pub(crate) queued: bool,
+    /// When its wait in the bulkhead's queue ends (read only if `queued`).
+    pub(crate) queue_until: Ticks,
     /// The last tick at which the operation could still start this attempt.
     pub(crate) latest_start: Ticks,
     /// The attempt's airtime, in ticks (a duty cycle charges it).
@@ -439,6 +495,9 @@ pub(crate) enum Admission {
     Go(Ticket),
     /// A rate unit and airtime were reserved for this instant: wait for it, holding nothing else.
     Wait(Ticks, WaitFor),
+    /// The bulkhead is full: wait in its queue for a slot, until this instant at the latest,
+    /// holding a place in it and nothing else.
+    Queued(Ticks),
     /// Refused by a protection, with its problem code and, where known, when to try again
     /// (always after `now`, so never zero: with `NonZero` ticks and the ticket packed, an admission
     /// is 16 bytes and comes back from `admit` in registers).
@@ -677,6 +736,32 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         self.bulkhead.get().map_or(0, Bulkhead::in_flight)
     }
 
+    /// Operations waiting in the bulkhead's queue for a slot.
+    pub fn bulkhead_waiting(&self) -> u16 {
+        self.bulkhead.get().map_or(0, Bulkhead::waiting)
+    }
+
+    /// Whether a bulkhead slot is free while operations wait for one: an adapter that finds this
+    /// after any call into the core wakes one waiting operation, which polls and takes the slot
+    /// (the core cannot know when a slot frees, so a waiting operation is never woken by it). False
+    /// without a queue. An adapter that never wakes them is still correct, only slower: each
+    /// waiting operation tries once more at the end of its wait, and until then the free slot
+    /// stays free, as the operations that did not wait find no room while any does.
+    pub fn slot_for_waiting(&self, config: &DependencyConfig<HZ>) -> bool {
+        match (config.bulkhead_on(), self.bulkhead.get()) {
+            (Some(max), Some(bulkhead)) => bulkhead.waiting() > 0 && bulkhead.has_room(max),
+            _ => false,
+        }
+    }
+
+    /// An operation waiting in the bulkhead's queue ends without asking for its slot again (its
+    /// deadline, its replay statement, or its caller ended it).
+    pub(crate) fn leave_queue(&mut self) {
+        if let Some(bulkhead) = self.bulkhead.get_mut() {
+            bulkhead.leave();
+        }
+    }
+
     /// The end of the cooldown, if it is active at `now`.
     pub fn cooldown_until(&self, now: Instant<HZ>) -> Option<Instant<HZ>> {
         self.cooldown.get()?.active_until(now.as_ticks()).map(Instant::<HZ>::from_ticks)
@@ -752,6 +837,11 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             problem,
             until: until.and_then(core::num::NonZero::<Ticks>::new),
         };
+        // A place in the bulkhead's queue is given back whatever comes of this admission, and taken
+        // again below if the attempt goes on waiting.
+        if let (true, Some(bulkhead)) = (request.queued, self.bulkhead.get_mut()) {
+            bulkhead.leave();
+        }
         // An operator's isolation first: it outlasts any instant the others would name.
         #[cfg(feature = "breaker-isolate")]
         if self.circuit_isolated() {
@@ -771,8 +861,20 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
                 Err(refused) => return refuse(Problem::CircuitOpen, refused.until),
             }
         }
-        if let (Some(max), Some(bulkhead)) = (config.bulkhead_on(), self.bulkhead.get()) {
-            if !bulkhead.has_room(max) {
+        if let (Some(max), Some(bulkhead)) = (config.bulkhead_on(), self.bulkhead.get_mut()) {
+            // Those that wait go first: an attempt that did not wait finds no room while any does.
+            if !bulkhead.has_room(max) || (!request.queued && bulkhead.waiting() > 0) {
+                if let Some(queue) = config.bulkhead_queue_on() {
+                    let until = if request.queued {
+                        request.queue_until
+                    } else {
+                        t.saturating_add(queue.max_wait.as_ticks()).min(request.latest_start)
+                    };
+                    if t < until && (request.queued || bulkhead.waiting() < queue.places) {
+                        bulkhead.join();
+                        return Admission::Queued(until);
+                    }
+                }
                 return refuse(Problem::BulkheadFull, None);
             }
         }
@@ -939,7 +1041,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<Breaker>(), if t == 8 { 24 } else { 16 } + ring);
         assert_eq!(core::mem::size_of::<Limiter>(), 2 * t);
         assert_eq!(core::mem::size_of::<Cooldown>(), t);
-        assert_eq!(core::mem::size_of::<Bulkhead>(), 2);
+        // Slots in flight, and operations waiting for one.
+        assert_eq!(core::mem::size_of::<Bulkhead>(), 4);
     }
 
     /// A dependency's read-outs for the protections it does not have: a closed circuit, no wait
@@ -956,6 +1059,7 @@ mod tests {
         assert_eq!(dep.next_airtime(&config, now, Duration::<HZ>::from_secs(1)), Some(now));
         assert_eq!(dep.airtime_used(&config, now), Duration::<HZ>::from_ticks(0));
         assert_eq!((dep.in_flight(), dep.cooldown_until(now)), (0, None));
+        assert_eq!((dep.bulkhead_waiting(), dep.slot_for_waiting(&config)), (0, false));
         assert_eq!(dep.retries_available(&config, now), None);
     }
 

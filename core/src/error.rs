@@ -69,6 +69,12 @@ pub enum ConfigError {
     BreakerZeroSlowCall,
     /// A bulkhead with no slots admits nothing.
     ZeroBulkhead,
+    /// A bulkhead queue on a dependency with no bulkhead.
+    BulkheadQueueWithoutBulkhead,
+    /// A bulkhead queue with no places queues nothing.
+    ZeroBulkheadQueue,
+    /// A bulkhead queue whose operations wait for no time.
+    ZeroBulkheadWait,
     /// A rate limit of zero units per period admits nothing.
     ZeroRate,
     /// A rate limit with a zero period.
@@ -120,6 +126,9 @@ impl ConfigError {
             Self::BreakerZeroProbes => "breaker_zero_probes",
             Self::BreakerZeroSlowCall => "breaker_zero_slow_call",
             Self::ZeroBulkhead => "zero_bulkhead",
+            Self::BulkheadQueueWithoutBulkhead => "bulkhead_queue_without_bulkhead",
+            Self::ZeroBulkheadQueue => "zero_bulkhead_queue",
+            Self::ZeroBulkheadWait => "zero_bulkhead_wait",
             Self::ZeroRate => "zero_rate",
             Self::ZeroRatePeriod => "zero_rate_period",
             Self::ZeroRateBurst => "zero_rate_burst",
@@ -196,6 +205,15 @@ impl ConfigError {
             }
             Self::ZeroBulkhead => {
                 "a bulkhead of 0 slots admits no attempt: allow at least 1 attempt in flight, or no bulkhead"
+            }
+            Self::BulkheadQueueWithoutBulkhead => {
+                "a bulkhead queue holds attempts waiting for a bulkhead slot, and this dependency has no bulkhead: add one with DependencyConfig::bulkhead, or leave out bulkhead_queue"
+            }
+            Self::ZeroBulkheadQueue => {
+                "a bulkhead queue of 0 places holds no waiting attempt: allow at least 1, or leave out bulkhead_queue"
+            }
+            Self::ZeroBulkheadWait => {
+                "a bulkhead queue whose attempts wait for 0 ticks holds none: give a positive maximum wait, or leave out bulkhead_queue"
             }
             Self::ZeroRate => "a rate limit of 0 attempts per period admits nothing: allow at least 1",
             Self::ZeroRatePeriod => {
@@ -350,7 +368,7 @@ mod tests {
     /// Every configuration refusal, in declaration order. `refusal` matches without a wildcard,
     /// so a new variant does not build until it names the configuration that produces it; list it
     /// here as well.
-    const ALL: [ConfigError; 31] = [
+    const ALL: [ConfigError; 34] = [
         ConfigError::MaxAttemptsOutOfRange,
         ConfigError::MaxDelayBelowBaseDelay,
         ConfigError::ZeroBaseDelay,
@@ -372,6 +390,9 @@ mod tests {
         ConfigError::BreakerZeroProbes,
         ConfigError::BreakerZeroSlowCall,
         ConfigError::ZeroBulkhead,
+        ConfigError::BulkheadQueueWithoutBulkhead,
+        ConfigError::ZeroBulkheadQueue,
+        ConfigError::ZeroBulkheadWait,
         ConfigError::ZeroRate,
         ConfigError::ZeroRatePeriod,
         ConfigError::ZeroRateBurst,
@@ -473,6 +494,18 @@ mod tests {
             )),
             #[cfg(feature = "bulkhead")]
             ConfigError::ZeroBulkhead => dependency(window().bulkhead(0)),
+            #[cfg(feature = "bulkhead")]
+            ConfigError::BulkheadQueueWithoutBulkhead => {
+                dependency(window().bulkhead_queue(64, D::from_millis(200)))
+            }
+            #[cfg(feature = "bulkhead")]
+            ConfigError::ZeroBulkheadQueue => {
+                dependency(window().bulkhead(32).bulkhead_queue(0, D::from_millis(200)))
+            }
+            #[cfg(feature = "bulkhead")]
+            ConfigError::ZeroBulkheadWait => {
+                dependency(window().bulkhead(32).bulkhead_queue(64, D::from_ticks(0)))
+            }
             #[cfg(feature = "rate-limit")]
             ConfigError::ZeroRate => dependency(window().rate_limit(RateLimit::new(0, second))),
             #[cfg(feature = "rate-limit")]
@@ -532,7 +565,10 @@ mod tests {
             | ConfigError::BreakerZeroProbes
             | ConfigError::BreakerZeroSlowCall => None,
             #[cfg(not(feature = "bulkhead"))]
-            ConfigError::ZeroBulkhead => None,
+            ConfigError::ZeroBulkhead
+            | ConfigError::BulkheadQueueWithoutBulkhead
+            | ConfigError::ZeroBulkheadQueue
+            | ConfigError::ZeroBulkheadWait => None,
             #[cfg(not(feature = "rate-limit"))]
             ConfigError::ZeroRate | ConfigError::ZeroRatePeriod | ConfigError::ZeroRateBurst => None,
             #[cfg(not(feature = "duty-cycle"))]

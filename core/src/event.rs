@@ -128,6 +128,16 @@ pub enum Event<const HZ: u64> {
         /// When the attempt may go.
         until: Instant<HZ>,
     },
+    /// Attempt `attempt` found the bulkhead full and waits in its queue for a slot, until `until`
+    /// at the latest: the adapter wakes it sooner when a slot frees.
+    WaitingForSlot {
+        /// The operation.
+        operation: OperationId,
+        /// The attempt number.
+        attempt: u8,
+        /// The end of its wait: it is refused with `bulkhead_full` if no slot has freed by then.
+        until: Instant<HZ>,
+    },
     /// The dependency's circuit changed state, in a call made by `operation`.
     CircuitChanged {
         /// The operation whose call caused the change.
@@ -173,6 +183,7 @@ impl<const HZ: u64> Event<HZ> {
             | Self::Refused { operation, .. }
             | Self::WaitingForRateLimit { operation, .. }
             | Self::WaitingForAirtime { operation, .. }
+            | Self::WaitingForSlot { operation, .. }
             | Self::CircuitChanged { operation, .. }
             | Self::CooldownExtended { operation, .. }
             | Self::Completed { operation, .. } => operation,

@@ -48,7 +48,9 @@ use rand_core::RngCore;
 
 use crate::classify::{Classify, Verdict};
 use crate::completion::{Completion, Disposition, Problem, Summary};
-use crate::dependency::{Admission, Changes, Dependency, DependencyConfig, Ending, Request, Ticket, WaitFor};
+use crate::dependency::{
+    Admission, BULKHEAD, Changes, Dependency, DependencyConfig, Ending, Request, Ticket, WaitFor,
+};
 use crate::error::StartError;
 use crate::event::{AfterFailure, DelaySource, Event, Observer, OperationId};
 use crate::policy::{RetryPolicy, check_hold};
@@ -183,9 +185,13 @@ pub enum Action<const HZ: u64> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 enum Phase<const HZ: u64> {
     /// `reserved`: a rate unit and airtime were reserved for the next attempt while it waited.
+    /// `queued`: it holds a place in the bulkhead's queue, and `not_before` is the end of that
+    /// wait, not a time before which it may not go. An array of one flag with the bulkhead compiled
+    /// in and of none without, so that a build without it neither stores nor reads the flag.
     Ready {
         not_before: Instant<HZ>,
         reserved: bool,
+        queued: Queued,
     },
     /// What the attempt out holds, and when it was dispatched.
     InFlight {
@@ -198,6 +204,14 @@ enum Phase<const HZ: u64> {
         at: Instant<HZ>,
     },
     Taken,
+}
+
+/// Whether an operation waits in the bulkhead's queue: see `Phase::Ready`.
+type Queued = [bool; BULKHEAD];
+const NOT_QUEUED: Queued = [false; BULKHEAD];
+
+const fn is_queued(queued: Queued) -> bool {
+    matches!(queued.first(), Some(true))
 }
 
 /// What to do after a failure, decided before anything is emitted.
@@ -299,7 +313,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             latest: now,
             #[cfg(feature = "duty-cycle")]
             airtime: context.airtime,
-            phase: Phase::Ready { not_before: now, reserved: false },
+            phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
             dispatched: 0,
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),
@@ -370,6 +384,12 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     pub const fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done { .. } | Phase::Taken)
     }
+    /// Whether the operation waits in the bulkhead's queue for a slot. Its [`Action::Wait`]'s
+    /// instant is then the end of that wait: poll it sooner when a slot frees (see
+    /// [`Dependency::slot_for_waiting`]), and it takes the slot.
+    pub const fn waits_for_slot(&self) -> bool {
+        matches!(self.phase, Phase::Ready { queued, .. } if is_queued(queued))
+    }
 
     /// What each attempt costs against a duty cycle, in ticks (none without one compiled in).
     #[inline(always)]
@@ -392,8 +412,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         dependency: &mut Dependency<HZ, N, L>,
         observer: &mut O,
     ) -> Action<HZ> {
+        let before = self.latest;
         let now = self.clamp(now);
-        let (not_before, reserved) = match self.phase {
+        let (not_before, reserved, queued) = match self.phase {
             Phase::Done { .. } | Phase::Taken => return Action::Done,
             Phase::InFlight { ticket, since } => {
                 // An attempt is out and was never reported. It cannot outlive the deadline.
@@ -406,9 +427,14 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 self.finish(now, Disposition::Failed, Some(Problem::DeadlineExceeded), observer);
                 return Action::Done;
             }
-            Phase::Ready { not_before, reserved } => (not_before, reserved),
+            Phase::Ready { not_before, reserved, queued } => (not_before, reserved, queued),
         };
-        if now < not_before {
+        // A waiting operation asks for its slot again at each poll (the adapter polls it when one
+        // frees), and counts the time since its last poll as waited.
+        let queued = is_queued(queued);
+        if queued {
+            self.waited = time::sum(self.waited, time::since(now, before));
+        } else if now < not_before {
             return Action::Wait { until: not_before };
         }
         let remaining = time::since(self.deadline, now);
@@ -423,6 +449,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             None
         };
         if let Some(problem) = stop {
+            if queued {
+                dependency.leave_queue();
+            }
             self.finish(now, Disposition::Failed, Some(problem), observer);
             return Action::Done;
         }
@@ -432,6 +461,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let request = Request {
             retry,
             reserved,
+            queued,
+            queue_until: not_before.as_ticks(),
             latest_start,
             airtime: self.airtime(),
             airtime_wait: self.policy.max_delay().as_ticks(),
@@ -443,12 +474,20 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             Admission::Wait(at, wait_for) => {
                 let until = Instant::<HZ>::from_ticks(at);
                 self.waited = time::sum(self.waited, time::since(until, now));
-                self.phase = Phase::Ready { not_before: until, reserved: true };
+                self.phase = Phase::Ready { not_before: until, reserved: true, queued: NOT_QUEUED };
                 let (operation, attempt) = (self.id, number);
                 observer.on_event(&match wait_for {
                     WaitFor::RateUnit => Event::WaitingForRateLimit { operation, attempt, until },
                     WaitFor::Airtime => Event::WaitingForAirtime { operation, attempt, until },
                 });
+                return Action::Wait { until };
+            }
+            Admission::Queued(at) => {
+                let until = Instant::<HZ>::from_ticks(at);
+                self.phase = Phase::Ready { not_before: until, reserved, queued: [true; BULKHEAD] };
+                if !queued {
+                    observer.on_event(&Event::WaitingForSlot { operation: self.id, attempt: number, until });
+                }
                 return Action::Wait { until };
             }
             Admission::Refused { problem, until } => {
@@ -530,6 +569,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         dependency: &mut Dependency<HZ, N, L>,
         observer: &mut O,
     ) {
+        let before = self.latest;
         let now = self.clamp(now);
         match self.phase {
             Phase::Done { .. } | Phase::Taken => return,
@@ -537,6 +577,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 let changes =
                     dependency.complete(self.config, now, ticket, Ending::Abandoned, time::since(now, since));
                 self.announce(now, changes, observer);
+            }
+            Phase::Ready { queued, .. } if is_queued(queued) => {
+                self.waited = time::sum(self.waited, time::since(now, before));
+                dependency.leave_queue();
             }
             Phase::Ready { .. } => {}
         }
@@ -622,7 +666,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 if let DelaySource::Backoff { .. } = source {
                     self.previous_delay = delay;
                 }
-                self.phase = Phase::Ready { not_before: until, reserved: false };
+                self.phase = Phase::Ready { not_before: until, reserved: false, queued: NOT_QUEUED };
                 observer.on_event(&Event::RetryScheduled {
                     operation: self.id,
                     attempt: attempt.number.saturating_add(1),

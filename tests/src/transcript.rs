@@ -155,6 +155,9 @@ pub fn line(event: &Event<HZ>) -> String {
         Event::WaitingForAirtime { attempt, until, .. } => {
             write!(s, "wait for airtime until {} for #{attempt}", secs(until.as_ticks()))
         }
+        Event::WaitingForSlot { attempt, until, .. } => {
+            write!(s, "wait for a bulkhead slot until {} for #{attempt}", secs(until.as_ticks()))
+        }
         Event::CircuitChanged { at, state, .. } => {
             write!(s, "{} circuit {}", secs(at.as_ticks()), state.as_str())
         }

@@ -45,17 +45,22 @@ prop_compose! {
         burst in 1..5u32,
         max_wait in prop_oneof![Just(0u64), 0..2_000u64],
         cooldown in 1..30_000u64,
+        queue in proptest::option::of((1..4u16, 1..2_000u64)),
     ) -> DependencyConfig<HZ> {
         let mut breaker = BreakerConfig::consecutive_failures(threshold, D::from_ticks(break_ms)).probes(probes);
         if let Some(s) = slow {
             breaker = breaker.slow_calls(D::from_ticks(s));
         }
-        DependencyConfig::new(D::from_secs(10))
+        let config = DependencyConfig::new(D::from_secs(10))
             .budget(RetryBudget::ratio(20, 2).unwrap())
             .breaker(breaker)
             .bulkhead(bulkhead)
             .rate_limit(RateLimit::new(count, D::from_ticks(period)).burst(burst).max_wait(D::from_ticks(max_wait)))
-            .cooldown(D::from_ticks(cooldown))
+            .cooldown(D::from_ticks(cooldown));
+        match queue {
+            Some((places, wait)) => config.bulkhead_queue(places, D::from_ticks(wait)),
+            None => config,
+        }
     }
 }
 
@@ -80,6 +85,9 @@ struct Run {
     dispatches: Vec<u64>,
     max_in_flight: u16,
     in_flight_at_end: u16,
+    /// The most operations waiting in the bulkhead's queue at once, and how many at the end.
+    max_waiting: u16,
+    waiting_at_end: u16,
     unfinished: usize,
     /// The most events any one call into the operation made.
     most_events_in_a_call: usize,
@@ -102,6 +110,8 @@ fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed:
         dispatches: Vec::new(),
         max_in_flight: 0,
         in_flight_at_end: 0,
+        max_waiting: 0,
+        waiting_at_end: 0,
         unfinished: 0,
         most_events_in_a_call: 0,
     };
@@ -151,12 +161,26 @@ fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed:
         };
         run.max_in_flight = run.max_in_flight.max(dep.in_flight());
         run.most_events_in_a_call = run.most_events_in_a_call.max(run.events.len() - events_before);
+        run.max_waiting = run.max_waiting.max(dep.bulkhead_waiting());
         if let Some((when, slot)) = next {
             seq += 1;
             queue.insert((when, seq), slot);
         }
+        // As an adapter does: a slot free while operations wait for one wakes the first of them.
+        if dep.slot_for_waiting(config) {
+            let woken = queue.iter().find_map(|(&key, slot)| match slot {
+                Slot::Poll(op) if op.waits_for_slot() => Some(key),
+                _ => None,
+            });
+            if let Some(key) = woken {
+                let slot = queue.remove(&key).unwrap();
+                seq += 1;
+                queue.insert((now, seq), slot);
+            }
+        }
     }
     run.in_flight_at_end = dep.in_flight();
+    run.waiting_at_end = dep.bulkhead_waiting();
     run
 }
 
@@ -176,6 +200,8 @@ proptest! {
         prop_assert_eq!(run.unfinished, 0);
         prop_assert!(run.max_in_flight <= config.bulkhead_slots().unwrap());
         prop_assert_eq!(run.in_flight_at_end, 0, "a permit leaked");
+        prop_assert!(run.max_waiting <= config.bulkhead_queue_places().unwrap_or(0));
+        prop_assert_eq!(run.waiting_at_end, 0, "a place in the queue leaked");
         let completed = run.events.iter().filter(|e| matches!(e, Event::Completed { .. })).count();
         prop_assert_eq!(completed, starts.len(), "every operation ends exactly once");
         prop_assert!(run.most_events_in_a_call <= MAX_EVENTS_PER_CALL, "{}", run.most_events_in_a_call);

@@ -671,3 +671,216 @@ fn a_failure_whose_retry_after_would_defer_the_operation_ends_it_isolated_instea
     op.on_failure(x, t(30), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
     assert_eq!(op.take_completion().unwrap().problem, Some(Problem::AttemptsExhausted));
 }
+
+/// One slot, and a queue of `places` that waits at most 200 ms.
+fn queued(places: u16) -> Dep {
+    Dep::new(base().bulkhead(1).bulkhead_queue(places, D::from_millis(200)))
+}
+
+#[track_caller]
+fn waits(
+    op: &mut Operation<'_, HZ, Failure>,
+    ms: u64,
+    state: &mut Dependency<HZ, 10, 8>,
+    rec: &mut Recorder,
+) -> u64 {
+    match op.poll(t(ms), state, rec) {
+        Action::Wait { until } => until.as_ticks(),
+        other => panic!("expected a wait at {ms} ms, got {other:?}\n{:#?}", rec.lines),
+    }
+}
+
+#[test]
+fn a_full_bulkhead_queues_attempts_and_a_freed_slot_goes_to_one_that_waited_not_to_a_newcomer() {
+    let mut dep = queued(3);
+    let mut rec = Recorder::tagged();
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut ops: Vec<_> =
+        (1..=5).map(|id| Operation::start(&once, &dep.config, read(id), t(0)).unwrap()).collect();
+    let [a, b, c, d, e] = &mut ops[..] else { unreachable!() };
+    let x = dispatch(a, 0, &mut dep.state, &mut rec);
+    assert_eq!(waits(b, 10, &mut dep.state, &mut rec), 210);
+    assert!(b.waits_for_slot());
+    assert_eq!(waits(c, 20, &mut dep.state, &mut rec), 220);
+    assert_eq!((dep.state.bulkhead_waiting(), dep.state.slot_for_waiting(&dep.config)), (2, false));
+    // Polled before a slot frees (a spurious wake-up), it waits on to the same end, unannounced.
+    assert_eq!(waits(b, 30, &mut dep.state, &mut rec), 210);
+    a.on_success(x, t(50), &mut dep.state, &mut rec);
+    assert!(dep.state.slot_for_waiting(&dep.config), "a slot is free and two wait: the adapter wakes one");
+    // A newcomer finds the slot free, but two operations wait: it queues behind them.
+    assert_eq!(waits(d, 55, &mut dep.state, &mut rec), 255);
+    assert!(!e.waits_for_slot());
+    // The queue is full (3 places): the next newcomer is refused, as without a queue.
+    done(e, 56, &mut dep.state, &mut rec);
+    // The woken waiter takes the slot (any waiter may: c, here, before b).
+    let y = dispatch(c, 60, &mut dep.state, &mut rec);
+    assert!(!c.waits_for_slot());
+    assert_eq!((dep.state.bulkhead_waiting(), dep.state.slot_for_waiting(&dep.config)), (2, false));
+    c.on_success(y, t(70), &mut dep.state, &mut rec);
+    let z = dispatch(b, 75, &mut dep.state, &mut rec);
+    b.on_success(z, t(80), &mut dep.state, &mut rec);
+    let w = dispatch(d, 85, &mut dep.state, &mut rec);
+    d.on_success(w, t(90), &mut dep.state, &mut rec);
+    assert_eq!((dep.state.in_flight(), dep.state.bulkhead_waiting()), (0, 0));
+    let waited: Vec<_> =
+        ops.iter_mut().map(|op| op.take_completion().unwrap().summary.waited.as_ticks()).collect();
+    assert_eq!(waited, [0, 65, 40, 30, 0], "time in the queue counts as waited");
+    assert_eq!(
+        rec.lines,
+        [
+            "op1: 0.000 dispatch #1 timeout 60.000",
+            "op2: wait for a bulkhead slot until 0.210 for #1",
+            "op3: wait for a bulkhead slot until 0.220 for #1",
+            "op1: 0.050 #1 succeeded",
+            "op1: 0.050 done: succeeded after 1 dispatched",
+            "op4: wait for a bulkhead slot until 0.255 for #1",
+            "op5: 0.056 refused #1: bulkhead_full",
+            "op5: 0.056 done: rejected, bulkhead_full after 0 dispatched",
+            "op3: 0.060 dispatch #1 timeout 59.940",
+            "op3: 0.070 #1 succeeded",
+            "op3: 0.070 done: succeeded after 1 dispatched",
+            "op2: 0.075 dispatch #1 timeout 59.925",
+            "op2: 0.080 #1 succeeded",
+            "op2: 0.080 done: succeeded after 1 dispatched",
+            "op4: 0.085 dispatch #1 timeout 59.915",
+            "op4: 0.090 #1 succeeded",
+            "op4: 0.090 done: succeeded after 1 dispatched",
+        ]
+    );
+}
+
+#[test]
+fn a_retry_that_waits_its_whole_time_in_the_queue_is_refused_with_bulkhead_full_and_its_failure_kept() {
+    let mut dep = queued(4);
+    let mut rec = Recorder::tagged();
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut holder = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let mut a = Operation::start(&POLICY, &dep.config, read(2), t(0)).unwrap();
+    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
+    a.on_failure(x, t(10), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    let _held = dispatch(&mut holder, 20, &mut dep.state, &mut rec);
+    assert_eq!(waits(&mut a, 110, &mut dep.state, &mut rec), 310, "the retry queues when due");
+    assert_eq!(waits(&mut a, 309, &mut dep.state, &mut rec), 310);
+    done(&mut a, 310, &mut dep.state, &mut rec);
+    assert_eq!(dep.state.bulkhead_waiting(), 0, "its place was given back");
+    let completion = a.take_completion().unwrap();
+    assert_eq!(
+        (completion.disposition, completion.problem, completion.last_failure),
+        (Disposition::Rejected, Some(Problem::BulkheadFull), Some(REFUSED))
+    );
+    assert_eq!(completion.summary.waited, D::from_millis(300), "100 ms of backoff, 200 in the queue");
+    assert_eq!(
+        rec.lines,
+        [
+            "op2: 0.000 dispatch #1 timeout 1.000",
+            "op2: 0.010 #1 failed (retryable): retry",
+            "op2: wait 0.100 (backoff 0.100) until 0.110 for #2",
+            "op1: 0.020 dispatch #1 timeout 59.980",
+            "op2: wait for a bulkhead slot until 0.310 for #2",
+            "op2: 0.310 refused #2: bulkhead_full",
+            "op2: 0.310 done: rejected, bulkhead_full after 1 dispatched",
+        ]
+    );
+}
+
+#[test]
+fn a_wait_in_the_queue_ends_in_time_for_the_deadline_and_then_the_operation_ends_as_its_deadline_says() {
+    let mut dep = queued(4);
+    let mut rec = Recorder::tagged();
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut holder = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let _held = dispatch(&mut holder, 0, &mut dep.state, &mut rec);
+    // 150 ms to its deadline: a first attempt needs one tick, so it waits until 149 at the latest.
+    let short = Context::new(D::from_millis(150), ReplaySafety::replayable_read(D::from_secs(60))).id(2);
+    let mut a = Operation::start(&once, &dep.config, short, t(0)).unwrap();
+    assert_eq!(waits(&mut a, 0, &mut dep.state, &mut rec), 149);
+    done(&mut a, 149, &mut dep.state, &mut rec);
+    assert_eq!(a.take_completion().unwrap().problem, Some(Problem::BulkheadFull));
+    // Polled only after its deadline (an adapter that woke late), it ends with deadline_exceeded,
+    // and gives its place back all the same.
+    let mut b = Operation::start(&once, &dep.config, short.id(3), t(0)).unwrap();
+    assert_eq!(waits(&mut b, 0, &mut dep.state, &mut rec), 149);
+    assert_eq!(dep.state.bulkhead_waiting(), 1);
+    done(&mut b, 150, &mut dep.state, &mut rec);
+    assert_eq!(b.take_completion().unwrap().problem, Some(Problem::DeadlineExceeded));
+    assert_eq!(dep.state.bulkhead_waiting(), 0);
+    // With no time left to wait at all, the attempt is refused at once, as without a queue.
+    let mut c = Operation::start(&once, &dep.config, short.id(4), t(0)).unwrap();
+    done(&mut c, 149, &mut dep.state, &mut rec);
+    assert_eq!(c.take_completion().unwrap().problem, Some(Problem::BulkheadFull));
+    assert_eq!(dep.state.bulkhead_waiting(), 0);
+}
+
+#[test]
+fn abandoning_an_operation_that_waits_in_the_queue_gives_its_place_back() {
+    let mut dep = queued(1);
+    let mut rec = Recorder::tagged();
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut holder = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let _held = dispatch(&mut holder, 0, &mut dep.state, &mut rec);
+    let mut a = Operation::start(&once, &dep.config, read(2), t(0)).unwrap();
+    assert_eq!(waits(&mut a, 0, &mut dep.state, &mut rec), 200);
+    a.abandon(t(40), &mut dep.state, &mut rec);
+    assert_eq!(dep.state.bulkhead_waiting(), 0);
+    let completion = a.take_completion().unwrap();
+    assert_eq!(
+        (completion.problem, completion.summary.waited),
+        (Some(Problem::Cancelled), D::from_millis(40))
+    );
+    // The place is free for another.
+    let mut b = Operation::start(&once, &dep.config, read(3), t(50)).unwrap();
+    assert_eq!(waits(&mut b, 50, &mut dep.state, &mut rec), 250);
+}
+
+#[test]
+fn an_isolation_refuses_an_operation_waiting_in_the_queue_and_gives_its_place_back() {
+    let mut dep = Dep::new(
+        base()
+            .breaker(BreakerConfig::consecutive_failures(5, D::from_secs(30)))
+            .bulkhead(1)
+            .bulkhead_queue(2, D::from_millis(200)),
+    );
+    let mut rec = Recorder::tagged();
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut holder = Operation::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let held = dispatch(&mut holder, 0, &mut dep.state, &mut rec);
+    let mut a = Operation::start(&once, &dep.config, read(2), t(0)).unwrap();
+    assert_eq!(waits(&mut a, 0, &mut dep.state, &mut rec), 200);
+    dep.state.isolate_circuit(&dep.config).unwrap();
+    holder.on_success(held, t(10), &mut dep.state, &mut rec);
+    assert!(dep.state.slot_for_waiting(&dep.config));
+    done(&mut a, 10, &mut dep.state, &mut rec);
+    assert_eq!(a.take_completion().unwrap().problem, Some(Problem::CircuitIsolated));
+    assert_eq!((dep.state.bulkhead_waiting(), dep.state.in_flight()), (0, 0));
+}
+
+#[test]
+fn a_bulkhead_queue_is_refused_without_a_bulkhead_without_places_or_without_a_wait_each_saying_how_to_fix_it()
+{
+    let check = |config: DependencyConfig<HZ>| Dependency::<HZ, 10>::new(&config, t(0)).map(|_| ());
+    let wait = D::from_millis(200);
+    let cases = [
+        (
+            base().bulkhead_queue(64, wait),
+            ConfigError::BulkheadQueueWithoutBulkhead,
+            "a bulkhead queue holds attempts waiting for a bulkhead slot, and this dependency has no bulkhead: add one with DependencyConfig::bulkhead, or leave out bulkhead_queue",
+        ),
+        (
+            base().bulkhead(32).bulkhead_queue(0, wait),
+            ConfigError::ZeroBulkheadQueue,
+            "a bulkhead queue of 0 places holds no waiting attempt: allow at least 1, or leave out bulkhead_queue",
+        ),
+        (
+            base().bulkhead(32).bulkhead_queue(64, D::from_ticks(0)),
+            ConfigError::ZeroBulkheadWait,
+            "a bulkhead queue whose attempts wait for 0 ticks holds none: give a positive maximum wait, or leave out bulkhead_queue",
+        ),
+    ];
+    for (config, error, message) in cases {
+        assert_eq!(check(config), Err(error));
+        assert_eq!(error.to_string(), message);
+    }
+    let config = base().bulkhead(32).bulkhead_queue(64, wait);
+    assert_eq!((config.bulkhead_queue_places(), config.bulkhead_max_wait()), (Some(64), Some(wait)));
+    assert_eq!((base().bulkhead_queue_places(), base().bulkhead_max_wait()), (None, None));
+}

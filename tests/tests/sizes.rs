@@ -22,7 +22,7 @@ fn state_types_stay_small() {
         (
             "DependencyConfig<HZ> (everything on; a const, in flash on firmware)",
             size_of::<DependencyConfig<HZ>>(),
-            192,
+            216,
         ),
         ("CallWindow<10>", size_of::<CallWindow<10>>(), 152),
         (
