@@ -18,6 +18,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
+use tokio::sync::Notify;
+
 use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use relent_core::{CircuitState, ConfigError, DependencyConfig};
@@ -50,6 +52,10 @@ pub(crate) struct Inner {
     pub(crate) clock: Clock,
     /// On lines of its own: see `OwnLines`.
     locked: OwnLines<Mutex<Locked>>,
+    /// Wakes an operation waiting in the bulkhead's queue when a slot frees (see `step`). Only a
+    /// dependency with a queue has one; boxed, so that the others are not 128 bytes larger (the
+    /// fields before the lock fill their 256 bytes to within 8).
+    pub(crate) slot_freed: Option<Box<Notify>>,
 }
 
 /// Starts what it holds on a 128-byte boundary and pads it to one, so that the lock and the state
@@ -117,8 +123,13 @@ impl Dependency {
     fn build(name: Arc<str>, config: DependencyConfig<HZ>, seed: u64) -> Result<Self, ConfigError> {
         let state = State::new(&config, Instant::from_ticks(0))?;
         let locked = Locked { state, rng: Xoshiro256PlusPlus::seed_from_u64(seed), next_id: 1 };
-        let inner =
-            Inner { name, config, clock: Clock::starting_now(), locked: OwnLines(Mutex::new(locked)) };
+        let inner = Inner {
+            name,
+            config,
+            clock: Clock::starting_now(),
+            locked: OwnLines(Mutex::new(locked)),
+            slot_freed: config.bulkhead_queue_places().map(|_| Box::new(Notify::new())),
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -264,9 +275,22 @@ impl Inner {
     /// One step of an operation: `f` runs under the lock, with the state and an observer that
     /// keeps the step's events, and the events are logged after the lock is released (see
     /// `trace`). Every call an operation makes into the core goes through here.
+    ///
+    /// A step after which a bulkhead slot is free while operations wait in the queue for one (an
+    /// attempt reported, a waiting operation refused or cancelled, a newcomer queued behind them)
+    /// wakes one of them, the one that has waited longest. `Notify` keeps the wake-up if that
+    /// operation is between its step and its wait, so none is lost; a wake-up that finds no room
+    /// (another waiting operation took the slot first) only makes it wait on.
     pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R) -> R {
         let mut events = Deferred::new(Trace { dependency: &self.name });
-        let result = f(&mut self.lock(), &mut events);
+        let (result, wake) = {
+            let mut locked = self.lock();
+            let result = f(&mut locked, &mut events);
+            (result, locked.state.slot_for_waiting(&self.config))
+        };
+        if let (true, Some(slot_freed)) = (wake, &self.slot_freed) {
+            slot_freed.notify_one();
+        }
         events.emit();
         result
     }

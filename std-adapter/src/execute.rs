@@ -268,7 +268,16 @@ where
                 }
                 // Holding nothing: the lock was released above.
                 Action::Wait { until } => {
-                    timer::wait_until(timer.as_mut(), inner.clock.instant(until), bounded).await;
+                    let at = inner.clock.instant(until);
+                    if let (true, Some(slot_freed)) = (running.op.waits_for_slot(), &inner.slot_freed) {
+                        // In the bulkhead's queue: until the end of the wait, or sooner when a
+                        // slot frees. Boxed, so that this rare wait makes every operation's
+                        // future 8 bytes larger, not 56.
+                        let woken = Box::pin(slot_freed.notified());
+                        timer::wait_until_woken(timer.as_mut(), at, bounded, woken).await;
+                    } else {
+                        timer::wait_until(timer.as_mut(), at, bounded).await;
+                    }
                     let op = &mut running.op;
                     inner.step(|locked, events| op.poll(inner.clock.now(), &mut locked.state, events))
                 }

@@ -104,6 +104,24 @@ pub(crate) fn wait_until(
     })
 }
 
+/// As [`wait_until`], ending sooner if `woken` does (an operation in the bulkhead's queue, woken
+/// when a slot frees).
+pub(crate) fn wait_until_woken<'a>(
+    timer: Pin<&'a mut Timer>,
+    at: Instant,
+    bounded: bool,
+    mut woken: Pin<Box<impl Future<Output = ()> + 'a>>,
+) -> impl Future<Output = ()> + 'a {
+    let mut waited = wait_until(timer, at, bounded);
+    std::future::poll_fn(move |cx| {
+        if woken.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        // `wait_until`'s future holds only the pinned borrow of the timer: it is `Unpin`.
+        Pin::new(&mut waited).poll(cx)
+    })
+}
+
 /// Whether tokio's clock has reached `at`, whatever its timer says. For an operation started inside
 /// another's attempt, whose last instant is that attempt's expiry: tokio fires the timers of a
 /// millisecond under its driver's lock, and wakes their tasks 32 at a time with the lock released.

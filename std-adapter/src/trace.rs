@@ -205,6 +205,15 @@ impl Observer<HZ> for Trace<'_> {
                     "relent: waiting for airtime (duty cycle)"
                 )
             }
+            Event::WaitingForSlot { attempt, until, .. } => {
+                tracing::debug!(
+                    dependency,
+                    operation,
+                    attempt,
+                    until_us = until.as_ticks(),
+                    "relent: waiting for a bulkhead slot"
+                )
+            }
             Event::CircuitChanged { state, .. } => {
                 tracing::warn!(dependency, operation, state = state.as_str(), "relent: circuit changed")
             }
@@ -291,7 +300,7 @@ mod tests {
     fn the_level_checked_before_an_event_is_kept_is_the_level_it_is_logged_at() {
         use relent_core::{AfterFailure, CircuitState, DelaySource, Duration, Problem, Verdict};
         let (operation, attempt, at) = (OperationId(7), 2, Instant::from_ticks(5));
-        let every_kind: [Event<HZ>; 11] = [
+        let every_kind: [Event<HZ>; 12] = [
             Event::AttemptDispatched { operation, attempt, timeout: Duration::from_ticks(3), at },
             Event::AttemptSucceeded { operation, attempt, at },
             Event::AttemptFailed {
@@ -311,6 +320,7 @@ mod tests {
             Event::Refused { operation, attempt, at, problem: Problem::CircuitOpen, retry_at: None },
             Event::WaitingForRateLimit { operation, attempt, until: at },
             Event::WaitingForAirtime { operation, attempt, until: at },
+            Event::WaitingForSlot { operation, attempt, until: at },
             Event::CircuitChanged { operation, at, state: CircuitState::Open },
             Event::CooldownExtended { operation, at, until: at },
             Event::Completed {

@@ -72,11 +72,12 @@ fn execute_with_a_retry_does_not_allocate() {
 /// The future of `execute` holds the operation once (an `async fn` taking it as an argument, or one
 /// future awaiting another, would hold it twice), beside the context, the operation's timer and the
 /// attempt's own future, and not the attempt in flight. The rest (the loop's locals, the pinned
-/// references the attempt's race with its timer borrows, the states' tags) measures 103 bytes (95
+/// references the attempt's race with its timer borrows, the states' tags) measures 111 bytes (95
 /// until the race kept the clock and the expiry apart, for the bound of the operations inside the
-/// attempt, and a flag for its timer, in a word of its own), and the bound leaves 5 for another
-/// compiler's layout: a borrowed local kept across an await (8 bytes, as a closure's borrow of the
-/// start time once did) fails it, as would the attempt in flight (40).
+/// attempt, and a flag for its timer, in a word of its own; 103 until a wait in the bulkhead's
+/// queue held the pointer to its boxed wake-up), and the bound leaves 5 for another compiler's
+/// layout: a borrowed local kept across an await (8 bytes, as a closure's borrow of the start time
+/// once did) fails it, as would the attempt in flight (40).
 #[test]
 fn the_execute_future_holds_the_operation_once() {
     use relent_tokio::AttemptError;
@@ -98,7 +99,7 @@ fn the_execute_future_holds_the_operation_once() {
         ("execute_detailed", size_of_val(&dep.execute_detailed(&POLICY, context, |_| attempt()))),
     ] {
         assert!(size >= held, "{entry}: {size} < {held}: the operation is not in the future?");
-        assert!(size <= held + 108, "{entry}'s future is {size} bytes, {} more than it needs", size - held);
+        assert!(size <= held + 116, "{entry}'s future is {size} bytes, {} more than it needs", size - held);
         eprintln!("{entry}: {size} bytes, {held} held");
     }
 }

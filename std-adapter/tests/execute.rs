@@ -482,3 +482,116 @@ async fn a_dependency_tells_its_name_configuration_and_time() {
     assert_eq!(dep.now() - before, Duration::from_millis(1_500));
     assert_eq!(dep.inspect(|_, _, now| now), dep.now(), "inspect is given the same clock's time");
 }
+
+/// One slot, and a queue of four that waits at most `wait_ms`.
+fn queued(wait_ms: u64) -> Dependency {
+    payrail(budgeted().bulkhead(1).bulkhead_queue(4, Duration::from_millis(wait_ms)))
+}
+
+/// Runs one operation on `dep` from `delay` after t0 whose attempt takes `takes`, and says when
+/// its attempt started (from t0), what it came to, and the time it waited.
+async fn queued_call(
+    dep: Dependency,
+    t0: Instant,
+    delay: Std,
+    takes: Std,
+) -> (Option<Std>, Option<Problem>, Std) {
+    tokio::time::sleep(delay).await;
+    let started = Mutex::new(None);
+    let once = CHECKOUT.without_retries();
+    let detailed = dep
+        .execute_detailed(&once, read(Std::from_secs(10)), |_| {
+            *started.lock().unwrap() = Some(t0.elapsed());
+            async move {
+                tokio::time::sleep(takes).await;
+                Ok::<_, PayrailError>(())
+            }
+        })
+        .await
+        .unwrap();
+    let waited = relent_tokio::std_duration(detailed.completion.summary.waited);
+    (started.into_inner().unwrap(), detailed.completion.problem, waited)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_s_queue_hands_each_freed_slot_to_the_operation_that_waited_longest_at_once() {
+    let dep = queued(1_000);
+    let t0 = Instant::now();
+    let ms = Std::from_millis;
+    let calls = [
+        tokio::spawn(queued_call(dep.clone(), t0, ms(0), ms(100))),
+        tokio::spawn(queued_call(dep.clone(), t0, ms(10), ms(100))),
+        tokio::spawn(queued_call(dep.clone(), t0, ms(20), ms(50))),
+    ];
+    tokio::time::sleep(ms(30)).await;
+    assert_eq!(dep.inspect(|s, _, _| (s.in_flight(), s.bulkhead_waiting())), (1, 2));
+    let mut ended = Vec::new();
+    for call in calls {
+        ended.push(call.await.unwrap());
+    }
+    // Each freed slot went out the instant it was freed, in the order the calls arrived.
+    assert_eq!(
+        ended,
+        [(Some(ms(0)), None, ms(0)), (Some(ms(100)), None, ms(90)), (Some(ms(200)), None, ms(180)),]
+    );
+    assert_eq!(dep.inspect(|s, _, _| (s.in_flight(), s.bulkhead_waiting())), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_waits_its_whole_time_in_the_queue_is_refused_with_bulkhead_full_unsent() {
+    let dep = queued(50);
+    let t0 = Instant::now();
+    let ms = Std::from_millis;
+    let holder = tokio::spawn(queued_call(dep.clone(), t0, ms(0), ms(500)));
+    let (started, code, waited) = queued_call(dep.clone(), t0, ms(10), ms(1)).await;
+    assert_eq!((started, code, waited), (None, Some(Problem::BulkheadFull), ms(50)));
+    assert_eq!(t0.elapsed(), ms(60), "refused exactly at the end of its wait");
+    assert_eq!(holder.await.unwrap(), (Some(ms(0)), None, ms(0)));
+    assert_eq!(dep.inspect(|s, _, _| s.bulkhead_waiting()), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_call_that_waits_in_the_queue_gives_its_place_back_and_the_next_one_gets_the_slot() {
+    let dep = queued(1_000);
+    let t0 = Instant::now();
+    let ms = Std::from_millis;
+    let holder = tokio::spawn(queued_call(dep.clone(), t0, ms(0), ms(100)));
+    let dropped = tokio::spawn(queued_call(dep.clone(), t0, ms(10), ms(1)));
+    let next = tokio::spawn(queued_call(dep.clone(), t0, ms(20), ms(1)));
+    tokio::time::sleep(ms(30)).await;
+    assert_eq!(dep.inspect(|s, _, _| s.bulkhead_waiting()), 2);
+    dropped.abort();
+    assert!(dropped.await.unwrap_err().is_cancelled());
+    assert_eq!(dep.inspect(|s, _, _| s.bulkhead_waiting()), 1, "its place came back");
+    assert_eq!(holder.await.unwrap().0, Some(ms(0)));
+    assert_eq!(next.await.unwrap(), (Some(ms(100)), None, ms(80)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_through_a_queued_bulkhead_on_a_multi_threaded_runtime_lose_no_slot_and_no_place() {
+    // Each attempt holds its slot for a millisecond on the real clock; a queue of 400 places that
+    // waits up to 10 s lets every call through, two at a time.
+    let dep = payrail(budgeted().bulkhead(2).bulkhead_queue(400, Duration::from_secs(10)));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let (dep, peak) = (dep.clone(), peak.clone());
+        tasks.push(tokio::spawn(async move {
+            let once = CHECKOUT.without_retries();
+            dep.execute(&once, read(Std::from_secs(20)), |_| {
+                let (dep, peak) = (dep.clone(), peak.clone());
+                async move {
+                    peak.fetch_max(usize::from(dep.inspect(|s, _, _| s.in_flight())), Ordering::Relaxed);
+                    tokio::time::sleep(Std::from_millis(1)).await;
+                    Ok::<_, PayrailError>(())
+                }
+            })
+            .await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert!(peak.load(Ordering::Relaxed) <= 2, "the bulkhead held");
+    assert_eq!(dep.inspect(|s, _, _| (s.in_flight(), s.bulkhead_waiting())), (0, 0));
+}
