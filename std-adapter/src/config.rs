@@ -135,6 +135,7 @@ pub struct PolicySettings(pub RetryPolicy<HZ>);
 /// | `budget` | `{ kind = "ratio", percent, floor }` ([`RetryBudget::ratio`]; `floor` default 0) or `{ kind = "token_bucket", capacity, refill, period, hold }` ([`RetryBudget::token_bucket`]) |
 /// | `breaker` | `{ trip = "consecutive_failures", count, break_for }`, `{ trip = "failure_ratio", percent, min_calls, break_for }` or `{ trip = "count_window", size, percent, min_calls, break_for }` ([`BreakerConfig`]'s constructors), each with `probes` (default 1) and `slow_calls` (a threshold) if wanted |
 /// | `bulkhead` | the most attempts in flight at once |
+/// | `bulkhead_queue` | `{ places, max_wait }`: when the bulkhead is full, how many calls may wait for a slot, and for how long at most ([`DependencyConfig::bulkhead_queue`]; needs `bulkhead`) |
 /// | `rate_limit` | `{ count, period, burst, max_wait }` ([`RateLimit`]; `burst` default 1, `max_wait` default none) |
 /// | `duty_cycle` | `{ airtime, window }` or `{ per_mille, window }` ([`DutyCycle`]) |
 /// | `cooldown` | the longest cooldown a Retry-After starts ([`DependencyConfig::cooldown`]) |
@@ -434,6 +435,8 @@ struct RawDependency {
     #[serde(skip_serializing_if = "Option::is_none")]
     bulkhead: Option<Checked<Slots>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    bulkhead_queue: Option<Checked<RawQueue>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     rate_limit: Option<Checked<RawRateLimit>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     duty_cycle: Option<Checked<RawDutyCycle>>,
@@ -445,6 +448,15 @@ struct RawDependency {
 trait Part {
     /// `config` with this protection added: the builder calls its keys stand for.
     fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused>;
+
+    /// What this protection is checked in, as it is read: a dependency with a valid window and
+    /// nothing else, unless it needs another protection to mean anything.
+    fn alone() -> DependencyConfig<HZ>
+    where
+        Self: Sized,
+    {
+        DependencyConfig::new(Duration::from_secs(1))
+    }
 }
 
 /// A protection checked as it is read, so that the format's parser says where it is when it is
@@ -457,7 +469,7 @@ impl<'de, P: Part + Deserialize<'de>> Deserialize<'de> for Checked<P> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let part = P::deserialize(deserializer)?;
         // Alone in a dependency whose window is valid, a refusal can only be this part's.
-        let alone = part.add_to(DependencyConfig::new(Duration::from_secs(1))).map_err(de::Error::custom)?;
+        let alone = part.add_to(P::alone()).map_err(de::Error::custom)?;
         alone.validate().map_err(de::Error::custom)?;
         Ok(Self(part))
     }
@@ -471,6 +483,26 @@ struct Slots(u16);
 impl Part for Slots {
     fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
         Ok(config.bulkhead(self.0))
+    }
+}
+
+/// A bulkhead's queue.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueue {
+    places: u16,
+    max_wait: Span,
+}
+
+impl Part for RawQueue {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        Ok(config.bulkhead_queue(self.places, self.max_wait.0))
+    }
+
+    /// Checked beside a bulkhead, which a queue needs: a file that has none is refused when the
+    /// whole dependency is checked, with the message that says so.
+    fn alone() -> DependencyConfig<HZ> {
+        DependencyConfig::new(Duration::from_secs(1)).bulkhead(1)
     }
 }
 
@@ -581,6 +613,10 @@ impl RawDependency {
             }),
             breaker: breaker.map(Checked),
             bulkhead: config.bulkhead_slots().map(|slots| Checked(Slots(slots))),
+            bulkhead_queue: config
+                .bulkhead_queue_places()
+                .zip(config.bulkhead_max_wait())
+                .map(|(places, max_wait)| Checked(RawQueue { places, max_wait: Span(max_wait) })),
             rate_limit: config
                 .rate()
                 .map(|r| RawRateLimit {
@@ -604,10 +640,11 @@ impl RawDependency {
 
     fn build(self) -> Result<DependencyConfig<HZ>, Refused> {
         let mut config = DependencyConfig::new(self.window.0);
-        let parts: [Option<&dyn Part>; 5] = [
+        let parts: [Option<&dyn Part>; 6] = [
             self.budget.as_ref().map(|p| &p.0 as &dyn Part),
             self.breaker.as_ref().map(|p| &p.0 as &dyn Part),
             self.bulkhead.as_ref().map(|p| &p.0 as &dyn Part),
+            self.bulkhead_queue.as_ref().map(|p| &p.0 as &dyn Part),
             self.rate_limit.as_ref().map(|p| &p.0 as &dyn Part),
             self.duty_cycle.as_ref().map(|p| &p.0 as &dyn Part),
         ];
@@ -866,6 +903,9 @@ mod tests {
         for (file, message) in refusals {
             assert_eq!(policy(file), Err(format!("{message}\n")), "{file}");
         }
+        let queue_alone = "window = \"10s\"\nbulkhead_queue = { places = 64, max_wait = \"200ms\" }";
+        let message = ConfigError::BulkheadQueueWithoutBulkhead.message();
+        assert_eq!(dependency(queue_alone), Err(format!("{message}\n")));
     }
 
     /// What the builders refuse, a file cannot slip past: the same error, with the same message.
@@ -942,6 +982,7 @@ mod tests {
             budget = { kind = "token_bucket", capacity = 10, refill = 10, period = "60s", hold = "10s" }
             breaker = { trip = "failure_ratio", percent = 50, min_calls = 20, break_for = "15s", probes = 3, slow_calls = "2s" }
             bulkhead = 32
+            bulkhead_queue = { places = 64, max_wait = "200ms" }
             rate_limit = { count = 100, period = "1s", burst = 10, max_wait = "50ms" }
             duty_cycle = { per_mille = 10, window = "1h" }
             cooldown = "2m"
@@ -950,6 +991,7 @@ mod tests {
             .budget(RetryBudget::token_bucket(10, 10, SECS(60), SECS(10)).unwrap())
             .breaker(BreakerConfig::failure_ratio(50, 20, SECS(15)).probes(3).slow_calls(SECS(2)))
             .bulkhead(32)
+            .bulkhead_queue(64, MS(200))
             .rate_limit(RateLimit::new(100, SECS(1)).burst(10).max_wait(MS(50)))
             .duty_cycle(DutyCycle::per_mille(10, SECS(3_600)))
             .cooldown(SECS(120));
@@ -997,6 +1039,8 @@ mod tests {
                 ConfigError::BreakerZeroConsecutiveFailures.message(),
             ),
             (r#"bulkhead = 0"#, ConfigError::ZeroBulkhead.message()),
+            (r#"bulkhead_queue = { places = 0, max_wait = "1s" }"#, ConfigError::ZeroBulkheadQueue.message()),
+            (r#"bulkhead_queue = { places = 4, max_wait = "0s" }"#, ConfigError::ZeroBulkheadWait.message()),
             (r#"rate_limit = { count = 10, period = "0s" }"#, ConfigError::ZeroRatePeriod.message()),
             (r#"duty_cycle = { airtime = "1s", window = "0s" }"#, ConfigError::ZeroDutyCycleWindow.message()),
             (r#"duty_cycle = { airtime = "36s", per_mille = 10, window = "1h" }"#, duty_message),
@@ -1178,7 +1222,7 @@ mod tests {
         let protections = (
             proptest::option::of(budget),
             proptest::option::of(any_breaker()),
-            proptest::option::of(any::<u16>()),
+            proptest::option::of((any::<u16>(), proptest::option::of((any::<u16>(), span())))),
             proptest::option::of(rate),
             proptest::option::of(duty),
             proptest::option::of(span()),
@@ -1193,8 +1237,11 @@ mod tests {
                 if let Some(b) = breaker {
                     config = config.breaker(b);
                 }
-                if let Some(slots) = bulkhead {
+                if let Some((slots, queue)) = bulkhead {
                     config = config.bulkhead(slots);
+                    if let Some((places, max_wait)) = queue {
+                        config = config.bulkhead_queue(places, max_wait);
+                    }
                 }
                 if let Some(r) = rate {
                     config = config.rate_limit(r);
