@@ -182,15 +182,17 @@ impl<T, E> Done<T, E> {
 }
 
 /// The operation being run: abandoned if the future running it is dropped before it ends.
-struct Running<'a, 'c, M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> {
+struct Running<'a, 'c, M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: Observer<HZ>> {
     op: Operation<'a, HZ, AttemptError<E>>,
-    shared: &'a SharedDependency<'c, M, N, L>,
+    shared: &'a SharedDependency<'c, M, N, L, W>,
     observer: B,
     /// The restart of the core's clock the operation was last used in (32-bit ticks).
     epoch: Epoch,
 }
 
-impl<'a, M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Running<'a, '_, M, N, L, E, B> {
+impl<'a, M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: Observer<HZ>>
+    Running<'a, '_, M, N, L, W, E, B>
+{
     /// Runs `f` on the operation and the dependency's state under the dependency's lock, with the
     /// `now` read under it, and returns the epoch of that `now` (to convert the instants `f`
     /// returns). With 32-bit ticks, an operation last used in an earlier epoch is rebased first.
@@ -225,8 +227,8 @@ fn rebase<E>(op: &mut Operation<'_, HZ, AttemptError<E>>, mine: &mut Epoch, curr
     }
 }
 
-impl<M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Drop
-    for Running<'_, '_, M, N, L, E, B>
+impl<M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: Observer<HZ>> Drop
+    for Running<'_, '_, M, N, L, W, E, B>
 {
     fn drop(&mut self) {
         if !self.op.is_done() {
@@ -241,7 +243,7 @@ impl<M: RawMutex, const N: usize, const L: usize, E, B: Observer<HZ>> Drop
     }
 }
 
-impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N, L> {
+impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDependency<'c, M, N, L, W> {
     /// Runs `operation` through this dependency under `policy`, logging every event with defmt
     /// when that feature is on. `operation` is called once per attempt.
     ///
@@ -360,7 +362,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
         policy: &'a RetryPolicy<HZ>,
         context: Bounded,
         observer: B,
-    ) -> Result<Running<'a, 'c, M, N, L, E, B>, StartError> {
+    ) -> Result<Running<'a, 'c, M, N, L, W, E, B>, StartError> {
         let (now, epoch) = Epoch::now();
         let op = Operation::start(policy, self.config(), context.at(now, epoch), now)?;
         Ok(Running { op, shared: self, observer, epoch })
@@ -372,8 +374,8 @@ impl<'c, M: RawMutex, const N: usize, const L: usize> SharedDependency<'c, M, N,
 /// in place, beside the attempt's own future (a test checks it); the attempt in flight is given
 /// back by the operation when it is reported, so it is not held either.
 #[allow(clippy::manual_async_fn)]
-fn run<M: RawMutex, const N: usize, const L: usize, T, E, F, Fut, R, B>(
-    mut started: Result<Running<'_, '_, M, N, L, E, B>, StartError>,
+fn run<M: RawMutex, const N: usize, const L: usize, const W: usize, T, E, F, Fut, R, B>(
+    mut started: Result<Running<'_, '_, M, N, L, W, E, B>, StartError>,
     rng: &mut R,
     mut operation: F,
 ) -> impl Future<Output = Result<Done<T, E>, StartError>>
@@ -425,7 +427,10 @@ where
                 }
                 // Holding nothing: the lock was released above.
                 Action::Wait { until } => {
-                    embassy_time::Timer::at(epoch.to_embassy(until)).await;
+                    // In the bulkhead's queue, the wait also ends when a slot frees (see
+                    // `SharedDependency::wait`).
+                    let queue = (W > 0 && running.op.waits_for_slot()).then_some(running.shared);
+                    SharedDependency::wait(epoch.to_embassy(until), queue).await;
                     None
                 }
                 Action::Done => break,

@@ -1005,3 +1005,88 @@ mod nesting {
         assert_eq!(never.to_string(), format!("operation not started: {start}"));
     }
 }
+
+/// Both futures to their ends, polled in turn (the first first): several tasks in one future.
+#[cfg(feature = "bulkhead")]
+async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (core::pin::pin!(a), core::pin::pin!(b));
+    let (mut out_a, mut out_b) = (None, None);
+    core::future::poll_fn(|cx| {
+        if out_a.is_none() {
+            if let core::task::Poll::Ready(v) = a.as_mut().poll(cx) {
+                out_a = Some(v);
+            }
+        }
+        if out_b.is_none() {
+            if let core::task::Poll::Ready(v) = b.as_mut().poll(cx) {
+                out_b = Some(v);
+            }
+        }
+        if out_a.is_some() && out_b.is_some() {
+            core::task::Poll::Ready(())
+        } else {
+            core::task::Poll::Pending
+        }
+    })
+    .await;
+    (out_a.unwrap(), out_b.unwrap())
+}
+
+/// Three frames on a link with one slot and a queue of two that waits up to 1 s, from 0, 10 and
+/// 20 ms, each 100 ms on air: the milliseconds each went out at, and the time each waited.
+#[cfg(feature = "bulkhead")]
+fn three_frames_through_one_slot<const W: usize>() -> [(Option<u64>, Option<Problem>, u64); 3] {
+    const QUEUED: DependencyConfig<HZ> = LINK.bulkhead_queue(2, Duration::from_secs(1));
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4, 0, W> =
+        SharedDependency::new(&QUEUED, Dependency::new(&QUEUED, relent_embassy::now()).unwrap());
+    let t0 = embassy_time::Instant::now();
+    let once = CHECKOUT.without_retries();
+    let frame = |after_ms: u64| {
+        let (link, once) = (&link, &once);
+        async move {
+            embassy_time::Timer::after_millis(after_ms).await;
+            let mut rng = rng();
+            let sent = RefCell::new(None);
+            let done = link
+                .execute(once, read(10_000), &mut rng, |_| {
+                    *sent.borrow_mut() = Some(elapsed_ms(t0));
+                    async {
+                        embassy_time::Timer::after_millis(100).await;
+                        Ok::<_, LinkError>(())
+                    }
+                })
+                .await
+                .unwrap();
+            let waited = u64::from(done.completion.summary.waited.as_ticks()) / 1_000;
+            (sent.into_inner(), done.completion.problem, waited)
+        }
+    };
+    let (a, (b, c)) = run(join(frame(0), join(frame(10), frame(20))));
+    assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
+    [a, b, c]
+}
+
+#[cfg(feature = "bulkhead")]
+#[test]
+fn a_frame_waiting_in_the_bulkhead_s_queue_goes_the_tick_its_slot_frees() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    assert_eq!(
+        three_frames_through_one_slot::<2>(),
+        [(Some(0), None, 0), (Some(100), None, 90), (Some(200), None, 180)]
+    );
+}
+
+/// With no room for wakers (`W` of 0, the default), a waiting frame is not woken: it goes at the
+/// end of its wait, and the slot stays free until then, kept for the frames that wait; the third
+/// frame's wait ends while the second holds the slot, and it is refused.
+#[cfg(feature = "bulkhead")]
+#[test]
+fn without_room_for_wakers_a_frame_in_the_queue_goes_only_at_the_end_of_its_wait() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    assert_eq!(
+        three_frames_through_one_slot::<0>(),
+        [(Some(0), None, 0), (Some(1_010), None, 1_000), (None, Some(Problem::BulkheadFull), 1_000)]
+    );
+}
