@@ -11,7 +11,9 @@
 //!      attempt that timed out is a failure: report the caller's own timeout error). A caller that
 //!      would rather not hold the attempt while it runs gets it back from [`Operation::attempt`].
 //!    - [`Action::Wait`]: sleep until `until`, holding nothing (no lock, no slot), then poll again.
-//!      Waking late is fine; waking early just yields the same `Wait`.
+//!      Waking late is fine; waking early just yields the same `Wait`, except for an operation
+//!      waiting in the bulkhead's queue ([`Operation::waits_for_slot`]), which the adapter polls
+//!      sooner when [`Dependency::slot_for_waiting`] says a slot is free, and which then takes it.
 //!    - [`Action::Done`]: take the result with [`Operation::take_completion`].
 //!
 //! `now` must not go backwards; an earlier `now` is read as the latest one seen. Every rule lives
@@ -37,7 +39,8 @@
 //! (cooldown, circuit, bulkhead, rate limit, duty cycle, retry budget: see [`crate::Dependency`]);
 //! a refusal ends the operation with the protection's code, keeping the last failure. A rate unit
 //! due soon enough (within the limit's `max_wait`) and airtime free soon enough (within the
-//! policy's maximum delay), both before the deadline, are reserved and waited for instead.
+//! policy's maximum delay), both before the deadline, are reserved and waited for instead; so is a
+//! bulkhead slot, if the bulkhead has a queue, for at most its maximum wait.
 //!
 //! What an attempt holds (a bulkhead slot, a half-open probe, a budget reservation) is recorded in
 //! the operation as well as in the [`Attempt`], so it is given back when the attempt is reported,
