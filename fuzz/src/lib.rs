@@ -105,6 +105,10 @@ pub struct Reached {
     pub operator_changes: u32,
     /// Completions refused by an isolated circuit.
     pub isolated_refusals: u32,
+    /// Polls after which an operation waited in the bulkhead's queue.
+    pub queued: u32,
+    /// Attempts dispatched by an operation that had waited in the queue for a slot.
+    pub dispatched_from_queue: u32,
 }
 
 /// Runs the script that `data` encodes. Running out of bytes ends it early, which is not a
@@ -219,7 +223,10 @@ fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
     }
     #[cfg(feature = "bulkhead")]
     {
-        config = maybe(u, config, |c, u| Ok(c.bulkhead(count(u)?)))?;
+        config = maybe(u, config, |c, u| {
+            let c = c.bulkhead(count(u)?);
+            maybe(u, c, |c, u| Ok(c.bulkhead_queue(count(u)?, duration(u)?)))
+        })?;
     }
     #[cfg(feature = "rate-limit")]
     {
@@ -458,13 +465,39 @@ impl<'p, const HZ: u64> World<'p, HZ> {
     /// Polls operation `k`, returning the end of the wait it was told, if it was told to wait.
     fn poll(&mut self, k: usize) -> Option<Instant<HZ>> {
         let now = self.at(k);
-        let (policy, max_in_flight, uncounted) = (self.policy, self.config.bulkhead_slots(), self.uncounted);
+        let (policy, config, uncounted) = (self.policy, self.config, self.uncounted);
+        let max_in_flight = config.bulkhead_slots();
         let Some(slot) = &mut self.slots[k] else { return None };
         let was_done = slot.op.is_done();
         let isolated = isolated(&self.state, now);
+        let was_queued = slot.op.waits_for_slot();
+        let (waiting, slot_free) = (self.state.bulkhead_waiting(), self.state.slot_for_waiting(config));
         let mut events = Events::default();
         let action = slot.op.poll(now, &mut self.state, &mut events);
         events.within_bound();
+        if !uncounted {
+            let places = config.bulkhead_queue_places().unwrap_or(0);
+            assert!(
+                self.state.bulkhead_waiting() <= places,
+                "more operations waiting than the queue has places"
+            );
+            if was_queued && slot_free {
+                assert!(!slot.op.waits_for_slot(), "a waiting operation polled with a slot free waits on");
+            }
+            if !was_queued && waiting > 0 {
+                assert!(
+                    !matches!(action, Action::Dispatch(_)),
+                    "an attempt that did not wait took a slot while {waiting} operations waited for one"
+                );
+            }
+        }
+        if slot.op.waits_for_slot() {
+            assert!(matches!(action, Action::Wait { .. }), "{action:?} from an operation waiting for a slot");
+            self.reached.queued += 1;
+        }
+        if was_queued && matches!(action, Action::Dispatch(_)) {
+            self.reached.dispatched_from_queue += 1;
+        }
         match action {
             Action::Dispatch(attempt) => {
                 assert!(!was_done, "an ended operation dispatched {attempt:?}");
@@ -785,7 +818,8 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         self.reached.restored += u32::from(restored.is_ok());
         self.reached.refused_snapshots += u32::from(restored.is_err());
         if let Some(state) = accepted(restored) {
-            if self.slots.iter().flatten().any(|s| s.out.is_some()) {
+            // What the operations hold (slots, places in the queue) is not in a snapshot.
+            if self.slots.iter().flatten().any(|s| s.out.is_some() || s.op.waits_for_slot()) {
                 self.uncounted = true;
             }
             self.state = state;
@@ -794,7 +828,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
     }
 
     /// Ends every operation still running, takes every completion, and checks that nothing was
-    /// kept: no bulkhead slot is held once every attempt is reported or abandoned.
+    /// kept: no bulkhead slot or place in its queue is held once every operation has ended.
     fn end(&mut self) {
         for k in 0..SLOTS {
             self.abandon(k);
@@ -802,6 +836,11 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         }
         if !self.uncounted {
             assert_eq!(self.state.in_flight(), 0, "bulkhead slots held after every operation ended");
+            assert_eq!(
+                self.state.bulkhead_waiting(),
+                0,
+                "places in the queue held after every operation ended"
+            );
         }
     }
 }

@@ -32,6 +32,8 @@ fn the_kept_seeds_keep_every_promise() {
         refused_snapshots,
         operator_changes,
         isolated_refusals,
+        queued,
+        dispatched_from_queue,
         ..
     } = reached;
     for (what, n) in [
@@ -45,6 +47,8 @@ fn the_kept_seeds_keep_every_promise() {
         ("snapshots refused", refused_snapshots),
         ("changes of the circuit by an operator", operator_changes),
         ("operations refused by an isolated circuit", isolated_refusals),
+        ("waits in a bulkhead's queue", queued),
+        ("attempts dispatched after a wait in the queue", dispatched_from_queue),
     ] {
         assert!(n >= 10, "the seeds reach {n} {what}: make them again");
     }
