@@ -487,7 +487,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             }
             Admission::Queued(at) => {
                 let until = Instant::<HZ>::from_ticks(at);
-                self.phase = Phase::Ready { not_before: until, reserved, queued: [true; BULKHEAD] };
+                // A rate unit or airtime reserved for this tick is given up: the attempt will not go
+                // out at it, and the limits hold for the ticks attempts go out at. It takes them
+                // afresh when it gets its slot (the unit given up stays spent: the rate only errs
+                // low).
+                self.phase = Phase::Ready { not_before: until, reserved: false, queued: [true; BULKHEAD] };
                 if !queued {
                     observer.on_event(&Event::WaitingForSlot { operation: self.id, attempt: number, until });
                 }

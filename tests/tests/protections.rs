@@ -884,3 +884,53 @@ fn a_bulkhead_queue_is_refused_without_a_bulkhead_without_places_or_without_a_wa
     assert_eq!((config.bulkhead_queue_places(), config.bulkhead_max_wait()), (Some(64), Some(wait)));
     assert_eq!((base().bulkhead_queue_places(), base().bulkhead_max_wait()), (None, None));
 }
+
+/// A rate unit is reserved for the tick its attempt goes out at. One that finds the bulkhead full
+/// at that tick waits in the queue, and the unit it reserved is given up: when it gets its slot it
+/// takes a unit afresh, after those others reserved meanwhile, so that attempts go out at the
+/// rate's spacing (here 100 ms) whatever the queue did.
+#[test]
+fn a_reserved_rate_unit_is_given_up_when_its_attempt_waits_in_the_queue_so_the_rate_holds_at_dispatch() {
+    let config = base()
+        .bulkhead(1)
+        .bulkhead_queue(2, D::from_secs(1))
+        .rate_limit(RateLimit::new(1, D::from_millis(100)).max_wait(D::from_secs(1)));
+    let mut dep = Dep::new(config);
+    let mut rec = Recorder::tagged();
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut ops: Vec<_> =
+        (1..=4).map(|id| Operation::start(&once, &dep.config, read(id), t(0)).unwrap()).collect();
+    let [a, b, c, d] = &mut ops[..] else { unreachable!() };
+    let x = dispatch(a, 0, &mut dep.state, &mut rec);
+    a.on_success(x, t(5), &mut dep.state, &mut rec);
+    assert_eq!(waits(b, 10, &mut dep.state, &mut rec), 100, "b reserves the unit at 100");
+    assert_eq!(waits(c, 20, &mut dep.state, &mut rec), 200, "c the one at 200");
+    assert_eq!(waits(d, 30, &mut dep.state, &mut rec), 300, "d the one at 300");
+    let y = dispatch(b, 100, &mut dep.state, &mut rec);
+    assert_eq!(
+        waits(c, 200, &mut dep.state, &mut rec),
+        1_200,
+        "b holds the slot: c queues, giving up its unit"
+    );
+    b.on_success(y, t(250), &mut dep.state, &mut rec);
+    assert_eq!(
+        waits(c, 250, &mut dep.state, &mut rec),
+        400,
+        "its slot free, c takes the next unit, after d's"
+    );
+    let z = dispatch(d, 300, &mut dep.state, &mut rec);
+    d.on_success(z, t(310), &mut dep.state, &mut rec);
+    let w = dispatch(c, 400, &mut dep.state, &mut rec);
+    c.on_success(w, t(410), &mut dep.state, &mut rec);
+    let dispatched: Vec<_> = rec.lines.iter().filter(|l| l.contains(" dispatch #")).cloned().collect();
+    assert_eq!(
+        dispatched,
+        [
+            "op1: 0.000 dispatch #1 timeout 60.000",
+            "op2: 0.100 dispatch #1 timeout 59.900",
+            "op4: 0.300 dispatch #1 timeout 59.700",
+            "op3: 0.400 dispatch #1 timeout 59.600",
+        ]
+    );
+    assert_eq!((dep.state.in_flight(), dep.state.bulkhead_waiting()), (0, 0));
+}
