@@ -722,6 +722,7 @@ fn a_full_bulkhead_queues_attempts_and_a_freed_slot_goes_to_one_that_waited_not_
     let w = dispatch(d, 85, &mut dep.state, &mut rec);
     d.on_success(w, t(90), &mut dep.state, &mut rec);
     assert_eq!((dep.state.in_flight(), dep.state.bulkhead_waiting()), (0, 0));
+    assert!(!dep.state.slot_for_waiting(&dep.config), "a free slot with no one waiting wakes no one");
     let waited: Vec<_> =
         ops.iter_mut().map(|op| op.take_completion().unwrap().summary.waited.as_ticks()).collect();
     assert_eq!(waited, [0, 65, 40, 30, 0], "time in the queue counts as waited");
