@@ -821,6 +821,11 @@ fn abandoning_an_operation_that_waits_in_the_queue_gives_its_place_back() {
     let _held = dispatch(&mut holder, 0, &mut dep.state, &mut rec);
     let mut a = Operation::start(&once, &dep.config, read(2), t(0)).unwrap();
     assert_eq!(waits(&mut a, 0, &mut dep.state, &mut rec), 200);
+    // One that does not wait, cancelled meanwhile, gives back no place: it held none.
+    let mut idle = Operation::<HZ, Failure>::start(&once, &dep.config, read(4), t(0)).unwrap();
+    idle.abandon(t(30), &mut dep.state, &mut rec);
+    assert_eq!(dep.state.bulkhead_waiting(), 1);
+    assert_eq!(idle.take_completion().unwrap().summary.waited, D::from_ticks(0));
     a.abandon(t(40), &mut dep.state, &mut rec);
     assert_eq!(dep.state.bulkhead_waiting(), 0);
     let completion = a.take_completion().unwrap();
