@@ -1258,5 +1258,12 @@ mod tests {
             assert_eq!(MAX_SPAN, Ticks::MAX);
             assert!(policy.is_ok() && dependency.validate().is_ok() && started.is_ok());
         }
+        // Each span of a dependency is checked: the window above, a bulkhead queue's wait here.
+        #[cfg(feature = "bulkhead")]
+        assert_eq!(
+            fine.bulkhead(1).bulkhead_queue(1, long).validate().is_err(),
+            cfg!(feature = "ticks-u32"),
+            "a queue's wait longer than MAX_SPAN"
+        );
     }
 }
