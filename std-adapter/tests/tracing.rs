@@ -498,3 +498,33 @@ async fn an_operator_s_isolation_and_close_are_logged_at_warn_beside_the_refusal
         ]
     );
 }
+
+/// A call that waits in the bulkhead's queue logs its wait at DEBUG, once, with its end on the
+/// dependency's clock, and goes when the slot frees.
+#[tokio::test(start_paused = true)]
+async fn a_call_waiting_in_the_bulkhead_s_queue_logs_its_wait() {
+    let (captured, _guard) = capture(Level::DEBUG);
+    let config = DependencyConfig::new(Duration::from_secs(10))
+        .budget(RetryBudget::ratio(10, 10).unwrap())
+        .bulkhead(1)
+        .bulkhead_queue(1, Duration::from_millis(500));
+    let dep = Dependency::with_seed("payrail", config, 7).unwrap();
+    let context = |id| {
+        Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600))).id(id)
+    };
+    let holder = dep.execute(&ONCE, context(1), |_| async {
+        tokio::time::sleep(Std::from_millis(100)).await;
+        Ok::<_, Busy>(())
+    });
+    let waiter = dep.execute(&ONCE, context(2), |_| async { Ok::<_, Busy>(()) });
+    let (a, b) = tokio::join!(holder, waiter);
+    assert!(a.is_ok() && b.is_ok());
+    let lines = captured.lines();
+    let waits: Vec<_> = lines.iter().filter(|l| l.contains("slot")).collect();
+    assert_eq!(
+        waits,
+        [
+            "DEBUG relent: waiting for a bulkhead slot dependency=\"payrail\" operation=2 attempt=1 until_us=500000"
+        ]
+    );
+}
