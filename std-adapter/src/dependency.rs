@@ -286,7 +286,8 @@ impl Inner {
         let (result, wake) = {
             let mut locked = self.lock();
             let result = f(&mut locked, &mut events);
-            (result, locked.state.slot_for_waiting(&self.config))
+            // A dependency without a queue has no box, and reads nothing more.
+            (result, self.slot_freed.is_some() && locked.state.slot_for_waiting(&self.config))
         };
         if let (true, Some(slot_freed)) = (wake, &self.slot_freed) {
             slot_freed.notify_one();
