@@ -1006,27 +1006,52 @@ mod nesting {
     }
 }
 
-/// Both futures to their ends, polled in turn (the first first): several tasks in one future.
+/// Both futures to their ends, as two tasks of one executor: each is polled first, and then only
+/// when its own waker was woken (the first first), so a wake-up the code under test fails to make
+/// is not made up for by the other's.
 #[cfg(feature = "bulkhead")]
 async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    /// A task's waker: marks the task to be polled, and wakes the executor (the joined future).
+    struct Task {
+        woken: AtomicBool,
+        executor: Mutex<Option<Waker>>,
+    }
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.woken.store(true, Ordering::SeqCst);
+            if let Some(executor) = self.executor.lock().unwrap().as_ref() {
+                executor.wake_by_ref();
+            }
+        }
+    }
+    /// Polls `future` if its task was woken (or never polled), with the task's own waker.
+    fn step<F: Future>(future: core::pin::Pin<&mut F>, task: &Arc<Task>, out: &mut Option<F::Output>) {
+        if out.is_none() && task.woken.swap(false, Ordering::SeqCst) {
+            let waker = Waker::from(task.clone());
+            if let Poll::Ready(v) = future.poll(&mut Context::from_waker(&waker)) {
+                *out = Some(v);
+            }
+        }
+    }
+
     let (mut a, mut b) = (core::pin::pin!(a), core::pin::pin!(b));
+    let task = || Arc::new(Task { woken: AtomicBool::new(true), executor: Mutex::new(None) });
+    let (task_a, task_b) = (task(), task());
     let (mut out_a, mut out_b) = (None, None);
     core::future::poll_fn(|cx| {
-        if out_a.is_none() {
-            if let core::task::Poll::Ready(v) = a.as_mut().poll(cx) {
-                out_a = Some(v);
-            }
+        for t in [&task_a, &task_b] {
+            *t.executor.lock().unwrap() = Some(cx.waker().clone());
         }
-        if out_b.is_none() {
-            if let core::task::Poll::Ready(v) = b.as_mut().poll(cx) {
-                out_b = Some(v);
-            }
-        }
-        if out_a.is_some() && out_b.is_some() {
-            core::task::Poll::Ready(())
-        } else {
-            core::task::Poll::Pending
-        }
+        step(a.as_mut(), &task_a, &mut out_a);
+        step(b.as_mut(), &task_b, &mut out_b);
+        if out_a.is_some() && out_b.is_some() { Poll::Ready(()) } else { Poll::Pending }
     })
     .await;
     (out_a.unwrap(), out_b.unwrap())
@@ -1089,4 +1114,47 @@ fn without_room_for_wakers_a_frame_in_the_queue_goes_only_at_the_end_of_its_wait
         three_frames_through_one_slot::<0>(),
         [(Some(0), None, 0), (Some(1_010), None, 1_000), (None, Some(Problem::BulkheadFull), 1_000)]
     );
+}
+
+/// A free slot wakes only the operations in the bulkhead's queue: a frame waiting out a
+/// Retry-After is not woken by it (were it, its wait would end at once, over and over, while the
+/// slot stays free for the frame in the queue). The frame that waits out its Retry-After is polled
+/// first when both are woken, so such a loop would never let the queued one run: the test hangs.
+#[cfg(feature = "bulkhead")]
+#[test]
+fn a_free_slot_does_not_end_a_wait_outside_the_bulkhead_s_queue() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    const QUEUED: DependencyConfig<HZ> = LINK.bulkhead_queue(2, Duration::from_secs(1));
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4, 0, 2> =
+        SharedDependency::new(&QUEUED, Dependency::new(&QUEUED, relent_embassy::now()).unwrap());
+    let t0 = embassy_time::Instant::now();
+    // From `after_ms`, attempts of `on_air_ms`; the first answers "busy for 1 s" if `busy`.
+    let frame = |after_ms: u64, on_air_ms: u64, busy: bool| {
+        let link = &link;
+        async move {
+            embassy_time::Timer::after_millis(after_ms).await;
+            let mut rng = rng();
+            let sent = RefCell::new(Vec::new());
+            let done = link
+                .execute(&CHECKOUT, read(10_000), &mut rng, |info| {
+                    sent.borrow_mut().push(elapsed_ms(t0));
+                    let answer = if busy && info.number() == 1 { Err(LinkError::Busy(1)) } else { Ok(()) };
+                    async move {
+                        embassy_time::Timer::after_millis(on_air_ms).await;
+                        answer
+                    }
+                })
+                .await
+                .unwrap();
+            (sent.into_inner(), done.completion.problem)
+        }
+    };
+    // The slot's holder from 20 ms; of the other two, the busy frame is polled first.
+    let (holder, (busy, queued)) =
+        run(join(frame(20, 100, false), join(frame(0, 10, true), frame(30, 100, false))));
+    assert_eq!(busy, (vec![0, 1_010], None));
+    assert_eq!(holder, (vec![20], None));
+    assert_eq!(queued, (vec![120], None));
+    assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
 }
