@@ -16,7 +16,9 @@
 //! - The layer's deadline is the most any request may take. A request may carry a sooner one, a
 //!   [`RequestDeadline`] in its extensions: the deadline of the call it serves, passed on as seed
 //!   000's wrapper passes `ctx.remaining()`, so that a handler's outbound calls together never
-//!   outlast the handler's own deadline.
+//!   outlast the handler's own deadline. With [`RetryLayer::timeout_header`], each attempt also tells
+//!   the far side how long it will be waited for, and [`RequestDeadline::from_header`] reads that
+//!   on the far side: the deadline crosses the network too.
 //! - Responses go back to the caller as responses, whatever their status: the last 503 after the
 //!   attempts ran out, or the 429 whose Retry-After was too long to wait, with the [`RetryReport`] in
 //!   the response's extensions. Only what has no response is an error: a transport error, a timeout,
@@ -107,6 +109,84 @@ impl RequestDeadline {
         self.0.saturating_duration_since(now)
     }
 }
+
+impl RequestDeadline {
+    /// The deadline a caller sent in header `name` (as [`RetryLayer::timeout_header`] sends it):
+    /// whole milliseconds from now, on tokio's clock. Put it in the extensions of the requests a
+    /// handler makes for that call, and they end when the caller stops waiting.
+    ///
+    /// `Ok(None)` when the header is absent; with several values, the smallest. Counted from this
+    /// call, so the request's time in transit is not taken off: a far side that wants a margin
+    /// for its answer's way back takes it off itself. A value beyond 30 years counts as 30 years,
+    /// as in [`within`](Self::within).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use http::HeaderName;
+    /// use relent_tokio::RequestDeadline;
+    ///
+    /// const TIMEOUT: HeaderName = HeaderName::from_static("x-request-timeout-ms");
+    /// // The caller waits 2.5 s for this request; the handler's own limit is 10 s.
+    /// let inbound = http::Request::get("/checkout").header(&TIMEOUT, "2500").body(())?;
+    /// let deadline = RequestDeadline::from_header(inbound.headers(), &TIMEOUT)? // a 400 for a bad value
+    ///     .unwrap_or_else(|| RequestDeadline::within(Duration::from_secs(10)));
+    /// assert_eq!(deadline.remaining_at(tokio::time::Instant::now()), Duration::from_millis(2_500));
+    /// // Each outbound request of the handler carries it (the layer ends it by then).
+    /// let mut quote = http::Request::get("http://payrail.test/quote").body(String::new())?;
+    /// quote.extensions_mut().insert(deadline);
+    ///
+    /// // A value that is not whole milliseconds is refused, saying so.
+    /// let bad = http::Request::get("/").header(&TIMEOUT, "2.5s").body(())?;
+    /// let err = RequestDeadline::from_header(bad.headers(), &TIMEOUT).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "`2.5s` in header x-request-timeout-ms is not a timeout: the header holds whole milliseconds, such as 2500"
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub fn from_header(
+        headers: &http::HeaderMap,
+        name: &http::HeaderName,
+    ) -> Result<Option<Self>, InvalidTimeout> {
+        let mut least: Option<u64> = None;
+        for value in headers.get_all(name) {
+            let bytes = value.as_bytes();
+            if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
+                return Err(InvalidTimeout {
+                    header: name.clone(),
+                    value: String::from_utf8_lossy(bytes).into_owned(),
+                });
+            }
+            // Digits alone: only a number too large for 64 bits fails, and it is as far as any.
+            let ms = std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()).unwrap_or(u64::MAX);
+            least = Some(least.map_or(ms, |l| l.min(ms)));
+        }
+        Ok(least.map(|ms| Self::within(std::time::Duration::from_millis(ms))))
+    }
+}
+
+/// A timeout header whose value is not whole milliseconds ([`RequestDeadline::from_header`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidTimeout {
+    /// The header's name.
+    pub header: http::HeaderName,
+    /// Its value as sent (bytes that are not UTF-8 replaced).
+    pub value: String,
+}
+
+impl fmt::Display for InvalidTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` in header {} is not a timeout: the header holds whole milliseconds, such as 2500",
+            self.value, self.header
+        )
+    }
+}
+
+impl std::error::Error for InvalidTimeout {}
 
 /// How a request went through the pipeline: in the response's extensions, or in the error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,6 +440,7 @@ pub struct RetryLayer<C = StatusClassifier> {
     policy: RetryPolicy<HZ>,
     deadline: std::time::Duration,
     replay_valid_for: std::time::Duration,
+    timeout_header: Option<http::HeaderName>,
     classifier: C,
 }
 
@@ -373,6 +454,7 @@ impl RetryLayer<StatusClassifier> {
             policy,
             deadline,
             replay_valid_for: std::time::Duration::from_secs(24 * 3600),
+            timeout_header: None,
             classifier: StatusClassifier::default(),
         }
     }
@@ -386,6 +468,7 @@ impl<C> RetryLayer<C> {
             policy: self.policy,
             deadline: self.deadline,
             replay_valid_for: self.replay_valid_for,
+            timeout_header: self.timeout_header,
             classifier,
         }
     }
@@ -395,6 +478,38 @@ impl<C> RetryLayer<C> {
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub fn replay_valid_for(mut self, valid_for: std::time::Duration) -> Self {
         self.replay_valid_for = valid_for;
+        self
+    }
+
+    /// Tells the far side how long each attempt will be waited for: every attempt's request
+    /// carries its timeout in header `name`, in whole milliseconds rounded down (the policy's
+    /// attempt timeout, or the time left before the deadline when that is sooner, as
+    /// [`AttemptInfo::timeout`](crate::AttemptInfo::timeout) says), in place of any value of that
+    /// name the request had. Seed 000: "an attempt that cannot finish inside the client's patience
+    /// is an attempt whose answer nobody will read"; a far side that reads the header (with
+    /// [`RequestDeadline::from_header`], if it runs relent-tokio) can stop that work, and pass
+    /// what is left on to its own calls. No header is sent by default: there is no standard name
+    /// (Envoy sends `x-envoy-expected-rq-timeout-ms`; `x-request-timeout-ms` is a common choice).
+    ///
+    /// ```
+    /// use std::time::Duration as Std;
+    /// use http::HeaderName;
+    /// use relent_tokio::core::{DependencyConfig, RetryBudget, RetryPolicy};
+    /// use relent_tokio::{Dependency, Duration, RetryLayer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let payrail = Dependency::new("payrail", DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?))?;
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1))
+    ///     .attempt_timeout(Duration::from_millis(500))
+    ///     .build()?;
+    /// // Each attempt says `x-request-timeout-ms: 500`, or less for one cut by the 5 s deadline.
+    /// let layer = RetryLayer::new(payrail, policy, Std::from_secs(5))
+    ///     .timeout_header(HeaderName::from_static("x-request-timeout-ms"));
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub fn timeout_header(mut self, name: http::HeaderName) -> Self {
+        self.timeout_header = Some(name);
         self
     }
 }
@@ -507,7 +622,8 @@ where
         // The layer's deadline, cut (on the operation's first clock read) to the request's own
         // and to the expiry of the attempt the request is sent from, when either is sooner.
         let context = Context::new(ticks(shared.deadline), safety);
-        let classifier = &shared.classifier;
+        // One reference for the classifier and the timeout header: the closure holds it once.
+        let layer = &*shared;
         let last = policy.max_attempts();
         // The attempts borrow the request's parts and body and the inner service, which this
         // future holds once; moved into the closure, they would take their room twice, here and
@@ -531,7 +647,14 @@ where
                     let copy = copy.take().or_else(|| body.as_ref().and_then(ReplayBody::try_clone));
                     (copy.and_then(|body| Some((parts.clone()?, body))), inner.clone())
                 };
-                let request = request.map(|(parts, body)| Request::from_parts(parts, body));
+                let request = request.map(|(parts, body)| {
+                    let mut request = Request::from_parts(parts, body);
+                    if let Some(name) = &layer.timeout_header {
+                        let ms = u64::try_from(info.timeout().as_millis()).unwrap_or(u64::MAX);
+                        request.headers_mut().insert(name.clone(), http::HeaderValue::from(ms));
+                    }
+                    request
+                });
                 async move {
                     // Checked before the service's readiness is awaited. The request is moved
                     // out of the future's own field only by the call: bound to a local of its
@@ -548,6 +671,7 @@ where
                         },
                         Err(e) => Err(e),
                     };
+                    let classifier = &layer.classifier;
                     match result {
                         Ok(response) => match classifier.response(&response) {
                             Exchange::Success => Ok(response),

@@ -681,3 +681,96 @@ async fn an_inner_service_that_fails_to_get_ready_fails_the_attempt_with_its_err
     assert_eq!(err.report(), Some(report));
     assert_eq!(*calls.lock().unwrap(), 1, "no call reached a service that was not ready");
 }
+
+const TIMEOUT: http::HeaderName = http::HeaderName::from_static("x-request-timeout-ms");
+
+/// A service that records each request's timeout header, as sent and as the far side reads it
+/// (the time left until its deadline), and hangs.
+#[allow(clippy::type_complexity)]
+fn reads_timeouts() -> (
+    Arc<Mutex<Vec<(Option<String>, Option<Std>)>>>,
+    impl Service<Request<String>, Response = Response<String>, Error = std::io::Error, Future: Send> + Clone,
+) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let inner = {
+        let seen = seen.clone();
+        tower::service_fn(move |req: Request<String>| {
+            let seen = seen.clone();
+            async move {
+                let sent = req.headers().get(&TIMEOUT).map(|v| v.to_str().unwrap().to_owned());
+                let read = RequestDeadline::from_header(req.headers(), &TIMEOUT).unwrap();
+                let left = read.map(|d| d.remaining_at(tokio::time::Instant::now()));
+                seen.lock().unwrap().push((sent, left));
+                std::future::pending::<Result<Response<String>, std::io::Error>>().await
+            }
+        })
+    };
+    (seen, inner)
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_tells_the_far_side_its_timeout_in_whole_milliseconds() {
+    let (seen, inner) = reads_timeouts();
+    let mut svc = layer(budgeted()).timeout_header(TIMEOUT).layer(inner);
+    // 1 s per attempt; the caller has 1,500.7 ms: the second attempt, after the 100 ms backoff,
+    // gets 400.7 ms, sent as 400. The caller's own value of the header is replaced.
+    let mut request = request(Method::GET, "/hangs", None);
+    request.headers_mut().insert(&TIMEOUT, http::HeaderValue::from_static("60000"));
+    let request = with_deadline(request, RequestDeadline::within(Std::from_micros(1_500_700)));
+    let err = svc.ready().await.unwrap().call(request).await.unwrap_err();
+    assert!(matches!(err, HttpError::TimedOut { after, .. } if after == Std::from_micros(400_700)), "{err}");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(Some("1000".into()), Some(ms(1_000))), (Some("400".into()), Some(ms(400)))],
+        "each attempt's timeout, sent and read back on the far side"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_timeout_header_the_request_goes_as_it_was_given() {
+    let (seen, inner) = reads_timeouts();
+    let mut svc = layer(budgeted()).layer(inner);
+    let mut request = request(Method::GET, "/hangs", None);
+    request.headers_mut().insert(&TIMEOUT, http::HeaderValue::from_static("60000"));
+    let _ = tokio::time::timeout(ms(1_500), svc.ready().await.unwrap().call(request)).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(Some("60000".into()), Some(ms(60_000))), (Some("60000".into()), Some(ms(60_000)))]
+    );
+    let request = self::request(Method::GET, "/hangs", None);
+    let _ = tokio::time::timeout(ms(10), svc.ready().await.unwrap().call(request)).await;
+    assert_eq!(seen.lock().unwrap()[2], (None, None));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_header_is_read_as_whole_milliseconds_the_smallest_of_several() {
+    let read = |values: &[&[u8]]| {
+        let mut headers = http::HeaderMap::new();
+        for v in values {
+            headers.append(&TIMEOUT, http::HeaderValue::from_bytes(v).unwrap());
+        }
+        RequestDeadline::from_header(&headers, &TIMEOUT)
+            .map(|d| d.map(|d| d.remaining_at(tokio::time::Instant::now())))
+    };
+    assert_eq!(read(&[]), Ok(None));
+    assert_eq!(read(&[b"0"]), Ok(Some(Std::ZERO)));
+    assert_eq!(read(&[b"2500"]), Ok(Some(ms(2_500))));
+    assert_eq!(read(&[b"0042"]), Ok(Some(ms(42))));
+    assert_eq!(read(&[b"900", b"300", b"700"]), Ok(Some(ms(300))));
+    // Too large for 64 bits, or for tokio's clock: 30 years, as `RequestDeadline::within` says.
+    let thirty_years = Std::from_secs(30 * 365 * 24 * 3600);
+    assert_eq!(read(&[b"99999999999999999999999"]), Ok(Some(thirty_years)));
+    assert_eq!(read(&[b"18446744073709551615"]), Ok(Some(thirty_years)));
+    for bad in [&b""[..], b"2.5", b"2500ms", b"-1", b"+1", b" 1", b"1 ", b"1e3", b"\xff1"] {
+        let err = read(&[b"100", bad]).unwrap_err();
+        assert_eq!(err.header, TIMEOUT);
+        assert_eq!(err.value, String::from_utf8_lossy(bad), "{bad:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "`{}` in header x-request-timeout-ms is not a timeout: the header holds whole milliseconds, such as 2500",
+                err.value
+            )
+        );
+    }
+}
