@@ -213,6 +213,30 @@ impl<const HZ: u64, E> Completion<HZ, E> {
             None => "",
         }
     }
+
+    /// The same completion with its last failure turned by `f`: for an adapter that reports a
+    /// failure of its own type where it kept one of another (a service's error without the verdict
+    /// it was given, say), as the completion cannot be built outside this crate.
+    ///
+    /// ```
+    /// # use relent_core::Completion;
+    /// /// A completion whose failures kept a status code beside their message, without the code.
+    /// fn messages(done: Completion<1_000, (u16, &'static str)>) -> Completion<1_000, &'static str> {
+    ///     done.map_last_failure(|(_, message)| message)
+    /// }
+    /// # let _ = messages;
+    /// ```
+    pub fn map_last_failure<F>(self, f: impl FnOnce(E) -> F) -> Completion<HZ, F> {
+        Completion {
+            operation: self.operation,
+            disposition: self.disposition,
+            problem: self.problem,
+            summary: self.summary,
+            last_failure: self.last_failure.map(f),
+            retry_after: self.retry_after,
+            not_before: self.not_before,
+        }
+    }
 }
 
 /// How an operation ended, in words, as the adapters begin their errors' messages: "deferred
@@ -280,6 +304,29 @@ mod tests {
             assert_eq!(ended.code(), "attempts_exhausted");
         }
         assert!(!ended(Disposition::Failed, None).is_success(), "a failure not retried");
+    }
+
+    #[test]
+    fn mapping_the_last_failure_keeps_every_other_field() {
+        let mut done = ended(Disposition::Deferred, Some(Problem::RetryAfterExceedsMaximumDelay));
+        done.summary = Summary {
+            dispatched: 2,
+            retries: 1,
+            waited: Duration::from_ticks(7),
+            elapsed: Duration::from_ticks(9),
+        };
+        done.retry_after = Some(Duration::from_ticks(600));
+        done.not_before = Some(Instant::from_ticks(609));
+        done.last_failure = Some(());
+        let mapped = done.clone().map_last_failure(|()| 300u16);
+        assert_eq!(
+            (mapped.operation, mapped.disposition, mapped.problem, mapped.summary),
+            (done.operation, done.disposition, done.problem, done.summary)
+        );
+        assert_eq!((mapped.retry_after, mapped.not_before), (done.retry_after, done.not_before));
+        assert_eq!(mapped.last_failure, Some(300));
+        done.last_failure = None;
+        assert_eq!(done.map_last_failure(|()| 1u8).last_failure, None, "none stays none");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod error;
 mod execute;
 pub mod http;
 mod layer;
+mod service;
 mod timer;
 mod trace;
 
@@ -20,6 +21,7 @@ pub use dependency::{AIRTIME_LOG, BUCKETS, Dependency, State};
 pub use error::{AttemptError, Detailed, Error};
 pub use execute::AttemptInfo;
 pub use layer::{HttpError, InvalidTimeout, RequestDeadline, Retry, RetryLayer, RetryReport, SingleAttempt};
+pub use service::{Pipeline, PipelineLayer, Plan};
 
 /// The core, re-exported: policies, configurations, verdicts and completions are its types.
 pub use relent_core as core;

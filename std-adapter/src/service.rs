@@ -1,0 +1,283 @@
+//! A tower `Layer` that runs every request of any service through one dependency's pipeline: the
+//! HTTP layer ([`RetryLayer`](crate::RetryLayer)) for requests that are not HTTP.
+//!
+//! tower's own `Retry` takes any request type, and a service of RPC frames, of queries to a store
+//! or of a client's own request type needs the same pipeline as an HTTP client: the retry budget,
+//! the deadline, the protections, the completion. What HTTP tells the HTTP layer (which methods
+//! may be repeated, which statuses failed, a request's deadline in its extensions) a [`Plan`] tells
+//! this one, as a `Policy` tells tower's `Retry`:
+//!
+//! - the replay-safety statement for each request (seed 003: made on every call). A request
+//!   stated `Unsafe` gets exactly one attempt, whatever the policy allows, as a keyless POST does
+//!   through the HTTP layer;
+//! - the verdict on each error: retryable, retryable after a stated wait, or not;
+//! - optionally, the request's own deadline, sooner than the layer's.
+//!
+//! A response is a success. A service that answers some failures with a response (a status field)
+//! turns those into errors below this layer (tower's `ServiceExt::and_then`), so that the plan
+//! classifies them. Each attempt that a retry may follow sends a clone of the request (`Req:
+//! Clone`, as tower's `Retry` clones it for each call) through a clone of the inner service; the
+//! last attempt the policy allows sends the request itself through the service `call` was given.
+//! The inner service's readiness is awaited inside each attempt, so `poll_ready` is always ready
+//! and an open circuit fails in `call` without waiting for it (as in the HTTP layer).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use relent_core::{Classify, Context, ReplaySafety, RetryPolicy, Verdict};
+use tower::{Layer, Service, ServiceExt};
+
+use crate::clock::{HZ, ticks};
+use crate::dependency::Dependency;
+use crate::error::{AttemptError, Detailed, Error};
+use crate::execute;
+
+/// What [`PipelineLayer`] needs to know of a service's requests and errors, as tower's `Policy`
+/// tells its `Retry`.
+///
+/// ```
+/// use relent_tokio::core::{ReplaySafety, Verdict};
+/// use relent_tokio::{Duration, HZ, Plan};
+///
+/// /// A key-value store's request: a read may be repeated, a write may not.
+/// #[derive(Clone)]
+/// enum Query { Get(String), Put(String, Vec<u8>) }
+///
+/// #[derive(Debug)]
+/// enum StoreError { Busy { retry_in_ms: u64 }, Unreachable, NotFound }
+///
+/// #[derive(Clone)]
+/// struct Store;
+///
+/// impl Plan<Query, StoreError> for Store {
+///     fn safety(&self, query: &Query) -> ReplaySafety<HZ> {
+///         match query {
+///             Query::Get(_) => ReplaySafety::replayable_read(Duration::from_secs(60)),
+///             Query::Put(..) => ReplaySafety::Unsafe, // one attempt
+///         }
+///     }
+///     fn classify(&self, error: &StoreError) -> Verdict<HZ> {
+///         match error {
+///             StoreError::Busy { retry_in_ms } => Verdict::RetryableAfter(Duration::from_millis(*retry_in_ms)),
+///             StoreError::Unreachable => Verdict::Retryable,
+///             StoreError::NotFound => Verdict::NotRetryable,
+///         }
+///     }
+/// }
+/// # let _ = Store;
+/// ```
+pub trait Plan<Req, E> {
+    /// Your statement that `request` may be sent again, and for how long
+    /// ([`ReplaySafety::replayable_read`], [`ReplaySafety::provider_idempotent_mutation`]);
+    /// [`ReplaySafety::Unsafe`] gives it exactly one attempt. The layer cannot know: it never
+    /// infers that repeating a request is safe.
+    fn safety(&self, request: &Req) -> ReplaySafety<HZ>;
+
+    /// Whether an attempt's error is worth another attempt, and when.
+    fn classify(&self, error: &E) -> Verdict<HZ>;
+
+    /// The instant `request` must be over by, on tokio's clock, if it carries one (the deadline
+    /// of the call it serves): its attempts and waits then end by the sooner of it and the
+    /// layer's deadline, as a [`RequestDeadline`](crate::RequestDeadline) does for an HTTP request.
+    /// None by default.
+    fn deadline(&self, request: &Req) -> Option<tokio::time::Instant> {
+        let _ = request;
+        None
+    }
+}
+
+/// Applies a dependency's pipeline to any tower service whose requests are `Clone`, under a
+/// [`Plan`].
+///
+/// ```
+/// # use std::sync::{Arc, atomic::{AtomicU32, Ordering}};
+/// use std::time::Duration as Std;
+/// use relent_tokio::core::{DependencyConfig, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+/// use relent_tokio::{Dependency, Duration, HZ, PipelineLayer, Plan};
+/// use tower::{Layer, Service, ServiceExt};
+///
+/// #[derive(Clone, Debug)]
+/// struct Get(&'static str);
+/// #[derive(Debug)]
+/// struct Busy;
+/// # impl std::fmt::Display for Busy {
+/// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("busy") }
+/// # }
+/// # impl std::error::Error for Busy {}
+///
+/// #[derive(Clone)]
+/// struct Reads;
+/// impl Plan<Get, Busy> for Reads {
+///     fn safety(&self, _: &Get) -> ReplaySafety<HZ> { ReplaySafety::replayable_read(Duration::from_secs(60)) }
+///     fn classify(&self, _: &Busy) -> Verdict<HZ> { Verdict::Retryable }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = Dependency::new("store", DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?))?;
+/// let policy = RetryPolicy::exponential(3, Duration::from_millis(50), Duration::from_secs(1))
+///     .attempt_timeout(Duration::from_millis(200))
+///     .build()?;
+/// // A store that is busy on the first call, then answers.
+/// let calls = Arc::new(AtomicU32::new(0));
+/// # let counter = calls.clone();
+/// let inner = tower::service_fn(move |Get(key): Get| {
+/// #   let calls = counter.clone();
+///     async move {
+///         if calls.fetch_add(1, Ordering::Relaxed) == 0 { Err(Busy) } else { Ok(format!("value of {key}")) }
+///     }
+/// });
+/// let mut client = PipelineLayer::new(store, policy, Std::from_secs(2), Reads).layer(inner);
+/// let value = client.ready().await?.call(Get("k1")).await?;
+/// assert_eq!((value.as_str(), calls.load(Ordering::Relaxed)), ("value of k1", 2));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PipelineLayer<P> {
+    dependency: Dependency,
+    policy: RetryPolicy<HZ>,
+    deadline: std::time::Duration,
+    plan: P,
+}
+
+impl<P> PipelineLayer<P> {
+    /// Every request through `dependency` under `policy`, each within `deadline` (all attempts and
+    /// waits together; sooner for a request whose [`Plan::deadline`] is, or that is sent from
+    /// inside an attempt of relent-tokio's), stated and classified by `plan`.
+    pub fn new(
+        dependency: Dependency,
+        policy: RetryPolicy<HZ>,
+        deadline: std::time::Duration,
+        plan: P,
+    ) -> Self {
+        Self { dependency, policy, deadline, plan }
+    }
+}
+
+impl<S, P: Clone> Layer<S> for PipelineLayer<P> {
+    type Service = Pipeline<S, P>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Pipeline { inner, shared: Arc::new(self.clone()) }
+    }
+}
+
+/// The service [`PipelineLayer`] wraps around another.
+#[derive(Debug)]
+pub struct Pipeline<S, P> {
+    inner: S,
+    shared: Arc<PipelineLayer<P>>,
+}
+
+impl<S: Clone, P> Clone for Pipeline<S, P> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone(), shared: self.shared.clone() }
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, Req, P> Service<Req> for Pipeline<S, P>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Clone + Send + 'static,
+    P: Plan<Req, S::Error> + Send + Sync + 'static,
+{
+    type Response = S::Response;
+    type Error = Error<S::Error>;
+    type Future = BoxFuture<Result<S::Response, Error<S::Error>>>;
+
+    fn poll_ready(&mut self, _cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        Box::pin(run(self.shared.clone(), self.inner.clone(), request))
+    }
+}
+
+/// An inner service's error with the plan's verdict on it.
+struct Classified<E>(E, Verdict<HZ>);
+
+impl<E> Classify<HZ> for Classified<E> {
+    fn classify(&self) -> Verdict<HZ> {
+        self.1
+    }
+}
+
+/// The request's whole run through the pipeline. A function returning an `async` block, not an
+/// `async fn`, which would hold its arguments twice (as the HTTP layer's `run` explains).
+#[allow(clippy::manual_async_fn)]
+fn run<S, Req, P>(
+    shared: Arc<PipelineLayer<P>>,
+    inner: S,
+    request: Req,
+) -> impl Future<Output = Result<S::Response, Error<S::Error>>>
+where
+    S: Service<Req> + Clone,
+    Req: Clone,
+    P: Plan<Req, S::Error>,
+{
+    let safety = shared.plan.safety(&request);
+    let until = shared.plan.deadline(&request);
+    // A request that may not be repeated gets one attempt, whatever the policy allows.
+    let policy =
+        if matches!(safety, ReplaySafety::Unsafe) { shared.policy.without_retries() } else { shared.policy };
+    let (mut request, mut inner) = (Some(request), Some(inner));
+    async move {
+        let context = Context::new(ticks(shared.deadline), safety);
+        let layer = &*shared;
+        let last = policy.max_attempts();
+        // Borrowed by the attempts, so that the future holds them once.
+        let (request, inner) = (&mut request, &mut inner);
+        let detailed = execute::run(
+            &layer.dependency.inner,
+            &policy,
+            context,
+            move || until,
+            move |info| {
+                // An attempt that a retry may follow sends a clone through a clone of the service;
+                // the last one the policy allows sends the request itself through `call`'s.
+                let (request, mut service) = if info.number() >= last {
+                    (request.take(), inner.take())
+                } else {
+                    (request.clone(), inner.clone())
+                };
+                async move {
+                    let (Some(request), Some(service)) = (request, &mut service) else {
+                        // An attempt after the last, which the core never dispatches: nothing to
+                        // send, so it would only wait for its timeout.
+                        return std::future::pending().await;
+                    };
+                    let result = match service.ready().await {
+                        Ok(ready) => ready.call(request).await,
+                        Err(e) => Err(e),
+                    };
+                    result.map_err(|e| {
+                        let verdict = layer.plan.classify(&e);
+                        Classified(e, verdict)
+                    })
+                }
+            },
+            |ran, _| ran,
+        )
+        .await;
+        let Detailed { value, completion, retry_in, .. } = detailed.map_err(Error::Start)?;
+        match value {
+            Some(value) => Ok(value),
+            None => Err(Error::Ended {
+                dependency: layer.dependency.inner.name.clone(),
+                completion: completion.map_last_failure(|failure| match failure {
+                    AttemptError::Failed(Classified(e, _)) => AttemptError::Failed(e),
+                    AttemptError::TimedOut { after } => AttemptError::TimedOut { after },
+                }),
+                retry_in,
+            }),
+        }
+    }
+}
