@@ -156,3 +156,50 @@ fn the_layer_allocates_four_times_a_request_and_its_future_holds_the_request_onc
     assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 400, "each request was retried once");
     assert_eq!(counted.count_total, 4 * 200, "{counted:?}");
 }
+
+/// The generic layer allocates once a request, retried or not: its boxed future (a service's
+/// requests here carry no extensions for a report, as an HTTP response does). The request is a
+/// number, cloned without allocating; the future holds it once.
+#[test]
+fn the_generic_layer_allocates_once_a_request() {
+    use relent_tokio::{PipelineLayer, Plan};
+    use tower::{Layer, Service, ServiceExt};
+
+    #[derive(Clone)]
+    struct Reads;
+    impl Plan<u64, Refused> for Reads {
+        fn safety(&self, _: &u64) -> ReplaySafety<HZ> {
+            ReplaySafety::replayable_read(Duration::from_secs(3600))
+        }
+        fn classify(&self, error: &Refused) -> Verdict<HZ> {
+            error.classify()
+        }
+    }
+
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    let _entered = runtime.enter();
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(100, 0).unwrap());
+    let dep = Dependency::with_seed("store", config, 1).unwrap();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    // Every other call is refused, so a request that starts on one is retried once.
+    let counter = calls.clone();
+    let inner = tower::service_fn(move |key: u64| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async move { if n % 2 == 0 { Err(Refused) } else { Ok(key * 2) } }
+    });
+    let mut svc = PipelineLayer::new(dep, POLICY, std::time::Duration::from_secs(5), Reads).layer(inner);
+    let mut total = 0;
+    let counted = allocation_counter::measure(|| {
+        runtime.block_on(async {
+            for key in 0..200 {
+                total += svc.ready().await.unwrap().call(key).await.unwrap();
+            }
+        })
+    });
+    assert_eq!(total, 2 * (0..200).sum::<u64>());
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 400, "each request was retried once");
+    assert_eq!(counted.count_total, 200, "{counted:?}");
+    let boxed = svc.call(1);
+    eprintln!("the generic layer's future: {} bytes", size_of_val(&*boxed));
+}
