@@ -28,6 +28,13 @@
 //! timeout does not drop either, so it keeps its own deadlines; and the attempt's closure body,
 //! which runs before the attempt's future is first polled (`AttemptInfo::expires` is there).
 //!
+//! A handler's own deadline is a bound of the same kind ([`RequestDeadline::scope`]): seed 000's
+//! `ctx.remaining()`, given once for the whole handler instead of to each call. Its future is
+//! polled with the sooner of the deadline and the bound it runs in (a scope never extends the
+//! attempt it runs in), and every operation started inside it ends by that, as inside an attempt.
+//!
+//! [`RequestDeadline::scope`]: crate::RequestDeadline::scope
+//!
 //! The attempt's expiry is kept as the core's ticks and its dependency's clock, both already in the
 //! operation's future, and converted to tokio's clock only when an operation inside reads it.
 
@@ -40,16 +47,23 @@ use relent_core::Context;
 
 use crate::clock::{Clock, Duration, HZ, Instant};
 
-/// An attempt's expiry, in the ticks of the dependency that dispatched it.
+/// An attempt's expiry, in the ticks of the dependency that dispatched it; or a scope's deadline
+/// (tick 0 of a clock anchored at it).
 #[derive(Clone, Copy)]
 struct Expiry {
     clock: Clock,
     at: Instant,
+    scope: bool,
 }
 
 impl Expiry {
     fn instant(self) -> tokio::time::Instant {
         self.clock.instant(self.at)
+    }
+
+    /// What the bound is, as the `relent: deadline cut` line says it.
+    fn by(self) -> &'static str {
+        if self.scope { "scope" } else { "attempt" }
     }
 }
 
@@ -82,13 +96,30 @@ pub(crate) fn poll_within<F: Future>(
     attempt: Pin<&mut F>,
     cx: &mut std::task::Context<'_>,
 ) -> Poll<F::Output> {
-    let _restore = Restore(EXPIRY.replace(Some(Expiry { clock: *clock, at })));
+    let _restore = Restore(EXPIRY.replace(Some(Expiry { clock: *clock, at, scope: false })));
     attempt.poll(cx)
+}
+
+/// Polls `future` with `deadline` as the bound of every operation started inside it, or with the
+/// bound it already runs in when that is sooner, and puts that bound back after.
+pub(crate) fn poll_scoped<F: Future>(
+    deadline: tokio::time::Instant,
+    future: Pin<&mut F>,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<F::Output> {
+    let outer = EXPIRY.get();
+    let bound = match outer {
+        Some(e) if e.instant() <= deadline => e,
+        _ => Expiry { clock: Clock::anchored(deadline), at: Instant::from_ticks(0), scope: true },
+    };
+    let _restore = Restore(EXPIRY.replace(Some(bound)));
+    future.poll(cx)
 }
 
 /// When the attempt that the calling code runs in expires, on tokio's clock: `None` outside any
 /// attempt of relent-tokio's (and in a task spawned from one, or in the closure that builds an
-/// attempt's future, before the future runs).
+/// attempt's future, before the future runs). Inside a [`RequestDeadline::scope`] and no attempt,
+/// the scope's deadline (or the sooner bound the scope runs in).
 ///
 /// What code deep inside an attempt, which was not handed its [`AttemptInfo`], can cap its own
 /// timeouts at: seed 000's "every attempt's timeout is the smaller of the ceiling and the
@@ -118,6 +149,7 @@ pub(crate) fn poll_within<F: Future>(
 /// ```
 ///
 /// [`AttemptInfo`]: crate::AttemptInfo
+/// [`RequestDeadline::scope`]: crate::RequestDeadline::scope
 pub fn attempt_expiry() -> Option<tokio::time::Instant> {
     EXPIRY.get().map(Expiry::instant)
 }
@@ -158,12 +190,12 @@ fn cut_to(
         // Not reached: `cut` returns the context as it is first.
         (None, None) => return context,
         // The attempt's own dependency: the same ticks, no conversion.
-        (Some(e), None) if e.clock == *clock => (e.at, "attempt"),
-        (Some(e), None) => (clock.floor(e.instant()), "attempt"),
+        (Some(e), None) if e.clock == *clock => (e.at, e.by()),
+        (Some(e), None) => (clock.floor(e.instant()), e.by()),
         (None, Some(u)) => (clock.floor(u), "request_deadline"),
         (Some(e), Some(u)) => {
             let expires = e.instant();
-            if u < expires { (clock.floor(u), "request_deadline") } else { (clock.floor(expires), "attempt") }
+            if u < expires { (clock.floor(u), "request_deadline") } else { (clock.floor(expires), e.by()) }
         }
     };
     let cut = context.deadline_within(Duration::from_ticks(limit.as_ticks().saturating_sub(now.as_ticks())));

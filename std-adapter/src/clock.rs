@@ -49,6 +49,11 @@ impl Clock {
         Self { anchor: tokio::time::Instant::now() }
     }
 
+    /// A clock whose tick 0 is `anchor`.
+    pub(crate) fn anchored(anchor: tokio::time::Instant) -> Self {
+        Self { anchor }
+    }
+
     /// Now, in ticks since the anchor.
     pub(crate) fn now(&self) -> Instant {
         self.at(tokio::time::Instant::now())

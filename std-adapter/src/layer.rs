@@ -108,6 +108,47 @@ impl RequestDeadline {
     pub fn remaining_at(self, now: tokio::time::Instant) -> std::time::Duration {
         self.0.saturating_duration_since(now)
     }
+
+    /// Runs `future` under this deadline: every operation of relent-tokio started inside it
+    /// (`execute`, `execute_detailed`, a request through either layer) ends by it, its last
+    /// attempt cut to fit, and one started after it has passed is refused with
+    /// `deadline_exceeded` before anything is sent. Seed 000's `ctx.remaining()`, given once for
+    /// a whole handler rather than to each of its calls; with [`from_header`](Self::from_header),
+    /// the deadline its own caller sent.
+    ///
+    /// A scope never extends the bound it runs in: inside an attempt that expires sooner, or
+    /// inside a scope that ends sooner, that instant stays the bound. A task spawned inside it is
+    /// not bounded by it (as a task spawned from an attempt is not). Each operation's completion
+    /// says the deadline it ran under, and a `relent: deadline cut` line at DEBUG (`by="scope"`)
+    /// what it asked for.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration as Std;
+    /// use relent_tokio::core::{Context, DependencyConfig, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+    /// use relent_tokio::{Dependency, Duration, HZ, RequestDeadline};
+    ///
+    /// let ledger = Dependency::new("ledger", DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?))?;
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1)).build()?;
+    /// // Each call would allow itself 10 s; the handler has 2 s for both.
+    /// let read = Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(60)));
+    /// let handler = async {
+    ///     let first = ledger.execute_detailed(&policy, read, |_| async {
+    ///         tokio::time::sleep(Std::from_millis(1_500)).await; // a slow answer
+    ///         Ok::<_, Verdict<HZ>>(1)
+    ///     });
+    ///     let first = first.await?;
+    ///     let second = ledger.execute_detailed(&policy, read, |_| async { Ok::<_, Verdict<HZ>>(2) }).await?;
+    ///     Ok::<_, relent_tokio::core::StartError>((first.deadline, second.deadline))
+    /// };
+    /// let (first, second) = RequestDeadline::within(Std::from_secs(2)).scope(handler).await?;
+    /// assert_eq!((first, second), (Std::from_secs(2), Std::from_millis(500))); // what was left
+    /// # Ok(()) }
+    /// ```
+    pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
+        Scoped { future, deadline: self.0 }
+    }
 }
 
 impl RequestDeadline {
@@ -164,6 +205,27 @@ impl RequestDeadline {
             least = Some(least.map_or(ms, |l| l.min(ms)));
         }
         Ok(least.map(|ms| Self::within(std::time::Duration::from_millis(ms))))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future [`RequestDeadline::scope`] returns: the caller's future, polled under the
+    /// deadline. It holds that future in place, once, beside the instant.
+    #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scoped<F> {
+        #[pin]
+        future: F,
+        deadline: tokio::time::Instant,
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        crate::bound::poll_scoped(*this.deadline, this.future, cx)
     }
 }
 

@@ -20,7 +20,9 @@ pub use clock::{Duration, HZ, Instant, std_duration, ticks};
 pub use dependency::{AIRTIME_LOG, BUCKETS, Dependency, State};
 pub use error::{AttemptError, Detailed, Error};
 pub use execute::AttemptInfo;
-pub use layer::{HttpError, InvalidTimeout, RequestDeadline, Retry, RetryLayer, RetryReport, SingleAttempt};
+pub use layer::{
+    HttpError, InvalidTimeout, RequestDeadline, Retry, RetryLayer, RetryReport, Scoped, SingleAttempt,
+};
 pub use service::{Pipeline, PipelineLayer, Plan};
 
 /// The core, re-exported: policies, configurations, verdicts and completions are its types.

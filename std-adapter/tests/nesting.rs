@@ -629,3 +629,83 @@ proptest::proptest! {
         });
     }
 }
+
+/// A handler's deadline given once, as a scope: every operation inside it ends by it, each with
+/// what the ones before it left; the last attempt is cut to fit, and one started after the
+/// deadline is refused before anything is sent. Outside the scope, nothing is bounded.
+#[tokio::test(start_paused = true)]
+async fn operations_inside_a_scope_share_its_deadline_and_the_last_is_cut_to_fit() {
+    use relent_tokio::{RequestDeadline, attempt_expiry};
+    let ledger = dependency("ledger");
+    let far = Far::new(&[Err(Ledger::Down)]);
+    let t0 = Instant::now();
+    let handler = async {
+        let inside = attempt_expiry();
+        // A first read that answers at once; then one that fails until the scope's end.
+        let first = ledger.execute_detailed(&CLIENT, read(), |_| async { Ok::<_, Ledger>(1) }).await.unwrap();
+        tokio::time::sleep(ms(1_200)).await;
+        let second = ledger
+            .execute_detailed(&CLIENT, read(), |_| async {
+                let answer = far.call().await;
+                tokio::time::sleep(ms(250)).await;
+                answer
+            })
+            .await
+            .unwrap();
+        let ended = t0.elapsed();
+        tokio::time::sleep(ms(300)).await;
+        let late = ledger.execute_detailed(&CLIENT, read(), |_| async { Ok::<_, Ledger>(3) }).await.unwrap();
+        (inside, first, (second, ended), late)
+    };
+    let (inside, first, (second, ended), late) = RequestDeadline::within(ms(2_000)).scope(handler).await;
+    assert_eq!(inside, Some(t0 + ms(2_000)), "inside the scope and no attempt: the scope's deadline");
+    assert_eq!((first.value, first.deadline), (Some(1), ms(2_000)));
+    // From 1.2 s, 0.8 s left: attempts at 1.2 s and 1.55 s (after 250 ms and the 100 ms backoff);
+    // the third would start at 2.0 s, with nothing left, so it is refused when the second fails.
+    assert_eq!(far.calls(), [ms(1_200), ms(1_550)]);
+    assert_eq!(second.deadline, ms(800));
+    assert_eq!(second.completion.code(), "retry_delay_exceeds_deadline");
+    assert_eq!(ended, ms(1_800));
+    assert_eq!((late.value, late.completion.code(), late.deadline), (None, "deadline_exceeded", Std::ZERO));
+    assert_eq!(late.completion.summary.dispatched, 0, "nothing was sent at 2.1 s, after the deadline");
+    assert_eq!(attempt_expiry(), None, "put back after the scope");
+    let after = ledger.execute_detailed(&CLIENT, read(), |_| async { Ok::<_, Ledger>(4) }).await.unwrap();
+    assert_eq!(after.deadline, Std::from_secs(30), "outside the scope, the context's own");
+}
+
+/// A scope never extends the bound it runs in: one later than the attempt it runs in leaves the
+/// attempt's expiry in force, and one inside a sooner scope the sooner one. A sooner scope inside
+/// an attempt cuts further.
+#[tokio::test(start_paused = true)]
+async fn a_scope_only_ever_shortens_the_bound_it_runs_in() {
+    use relent_tokio::{RequestDeadline, attempt_expiry};
+    let (ledger, checkout) = (dependency("ledger"), dependency("checkout"));
+    let t0 = Instant::now();
+    let seen = checkout
+        .execute(&CHECKOUT, read(), |_| async {
+            let later = RequestDeadline::within(ms(60_000)).scope(async { attempt_expiry() }).await;
+            let sooner = RequestDeadline::within(ms(1_000))
+                .scope(async {
+                    let inner = ledger
+                        .execute_detailed(&CLIENT, read(), |_| async { Ok::<_, Ledger>(attempt_expiry()) })
+                        .await
+                        .unwrap();
+                    (attempt_expiry(), inner.deadline, inner.value)
+                })
+                .await;
+            Ok::<_, Ledger>((later, sooner, attempt_expiry()))
+        })
+        .await
+        .unwrap();
+    let (later, (sooner, inner_deadline, inner_attempt), after) = seen;
+    assert_eq!(later, Some(t0 + ms(3_000)), "the checkout's 3 s attempt, not the scope's 60 s");
+    assert_eq!(sooner, Some(t0 + ms(1_000)));
+    assert_eq!(inner_deadline, ms(1_000), "the ledger's read ran under the sooner scope");
+    assert_eq!(inner_attempt, Some(Some(t0 + ms(1_000))), "its attempt cut to the scope's end");
+    assert_eq!(after, Some(t0 + ms(3_000)), "the attempt's expiry, put back");
+    // Scopes nested the other way round: the inner, later one leaves the outer in force.
+    let nested = RequestDeadline::within(ms(500))
+        .scope(RequestDeadline::within(ms(9_000)).scope(async { attempt_expiry() }))
+        .await;
+    assert_eq!(nested, Some(Instant::now() + ms(500)));
+}

@@ -402,9 +402,9 @@ async fn a_refusal_with_no_known_end_logs_no_wait() {
     );
 }
 
-/// An operation whose deadline is cut, by the attempt it runs in or by a request's own deadline,
-/// says so at DEBUG, with what it asked for: why it ended sooner than its context said. One whose
-/// deadline is already the sooner logs nothing.
+/// An operation whose deadline is cut, by the attempt it runs in, by a request's own deadline or by
+/// the scope it runs in, says so at DEBUG, with what it asked for: why it ended sooner than its
+/// context said. One whose deadline is already the sooner logs nothing.
 #[tokio::test(start_paused = true)]
 async fn a_deadline_cut_by_the_enclosing_attempt_or_the_request_is_logged_with_what_was_asked() {
     use tower::{Layer, ServiceExt};
@@ -449,6 +449,15 @@ async fn a_deadline_cut_by_the_enclosing_attempt_or_the_request_is_logged_with_w
             .await
             .unwrap();
     }
+    // In a handler's scope of 4 s: a request (the layer's 10 s) and an operation asking for 2 s.
+    let ledger = Dependency::with_seed("ledger", budget(), 7).unwrap();
+    within(Std::from_secs(4))
+        .scope(async {
+            let plain = http::Request::get("/quote").body(String::new()).unwrap();
+            layer.clone().oneshot(plain).await.unwrap();
+            ledger.execute(&CHECKOUT, read(2), |_| async { Ok::<_, Busy>(()) }).await.unwrap();
+        })
+        .await;
     let cuts: Vec<String> = captured.lines().into_iter().filter(|l| l.contains("deadline cut")).collect();
     let cut = |deadline_s: u64, asked_s: u64, by: &str| {
         format!(
@@ -464,6 +473,7 @@ async fn a_deadline_cut_by_the_enclosing_attempt_or_the_request_is_logged_with_w
             cut(2, 10, "request_deadline"),
             cut(3, 10, "attempt"),
             cut(3, 10, "attempt"),
+            cut(4, 10, "scope"),
         ]
     );
 }
