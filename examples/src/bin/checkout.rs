@@ -6,7 +6,7 @@
 //! it places. Then it drives 3,000 checkouts at 150 a second through hyper's pooled client wrapped
 //! in relent-tokio's `RetryLayer`: each checkout reads a quote (GET, safe to retry) and places an
 //! order (POST; most with an Idempotency-Key, some without, which are never resent), both within
-//! the checkout's one deadline (seed 000's `ctx.remaining()`), passed on as a `RequestDeadline`.
+//! the checkout's one deadline (seed 000's `ctx.remaining()`), a `RequestDeadline`'s scope.
 //!
 //! Run it with `cargo run -p relent-examples --bin checkout`. It ends with a table and exits
 //! non-zero if the provider performed any order twice.
@@ -143,31 +143,35 @@ struct Checkout {
 
 async fn checkout(svc: Svc, provider: &Provider, n: u64) -> Checkout {
     let started = Instant::now();
-    let deadline = RequestDeadline::within(CHECKOUT_DEADLINE);
-    let id = format!("checkout-{n}");
-    let quote = Request::builder()
-        .uri(provider.url("/quote"))
-        .extension(deadline)
-        .body(Full::new(Bytes::new()))
-        .expect("a valid request");
-    let quote = fate(&send(svc.clone(), quote).await);
-    // One checkout in five is an old client that sends no Idempotency-Key: never resent.
-    let keyed = n % 5 != 0;
-    let order = if quote.ok {
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(provider.url("/orders"))
-            .header("x-checkout-id", &id)
-            .extension(deadline);
-        if keyed {
-            req = req.header("idempotency-key", format!("order-{id}"));
-        }
-        let req = req.body(Full::new(Bytes::from_static(b"{\"amount\":4200}"))).expect("a valid request");
-        Some(fate(&send(svc, req).await))
-    } else {
-        None
-    };
-    Checkout { quote, order, keyed, latency: started.elapsed() }
+    // The quote and the order share the checkout's one deadline (seed 000's `ctx.remaining()`):
+    // every request through the layer inside the scope ends by it.
+    RequestDeadline::within(CHECKOUT_DEADLINE)
+        .scope(async move {
+            let id = format!("checkout-{n}");
+            let quote = Request::builder()
+                .uri(provider.url("/quote"))
+                .body(Full::new(Bytes::new()))
+                .expect("a valid request");
+            let quote = fate(&send(svc.clone(), quote).await);
+            // One checkout in five is an old client that sends no Idempotency-Key: never resent.
+            let keyed = n % 5 != 0;
+            let order = if quote.ok {
+                let mut req = Request::builder()
+                    .method(Method::POST)
+                    .uri(provider.url("/orders"))
+                    .header("x-checkout-id", &id);
+                if keyed {
+                    req = req.header("idempotency-key", format!("order-{id}"));
+                }
+                let req =
+                    req.body(Full::new(Bytes::from_static(b"{\"amount\":4200}"))).expect("a valid request");
+                Some(fate(&send(svc, req).await))
+            } else {
+                None
+            };
+            Checkout { quote, order, keyed, latency: started.elapsed() }
+        })
+        .await
 }
 
 /// A latency to three significant figures or so: "13.6ms", "2.02s".
