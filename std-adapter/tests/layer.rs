@@ -774,3 +774,45 @@ async fn a_timeout_header_is_read_as_whole_milliseconds_the_smallest_of_several(
         );
     }
 }
+
+proptest::proptest! {
+    /// Whatever bytes a caller sends in the header, one value or several: reading them never
+    /// panics, takes exactly the values of digits alone (any other is refused, naming the first
+    /// such value), and gives the smallest, as milliseconds from now.
+    #[test]
+    fn any_timeout_header_is_read_as_its_smallest_value_or_refused(
+        values in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::string::bytes_regex("[0-9]{1,6}").unwrap(),
+                proptest::string::bytes_regex("[0-9]{1,3}[ .a-z+-][0-9]{0,2}").unwrap(),
+                proptest::collection::vec(proptest::num::u8::ANY, 0..8),
+            ],
+            0..4,
+        )
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        let _entered = runtime.enter();
+        let mut headers = http::HeaderMap::new();
+        // What http takes as a header value (no control bytes but tab), in order.
+        let mut sent: Vec<Vec<u8>> = Vec::new();
+        for v in &values {
+            if let Ok(value) = http::HeaderValue::from_bytes(v) {
+                headers.append(&TIMEOUT, value);
+                sent.push(v.clone());
+            }
+        }
+        let read = RequestDeadline::from_header(&headers, &TIMEOUT);
+        let now = tokio::time::Instant::now();
+        match sent.iter().find(|v| v.is_empty() || !v.iter().all(u8::is_ascii_digit)) {
+            Some(bad) => proptest::prop_assert_eq!(
+                read.map_err(|e| e.value),
+                Err::<Option<RequestDeadline>, String>(String::from_utf8_lossy(bad).into_owned())
+            ),
+            None => {
+                let least = sent.iter().map(|v| std::str::from_utf8(v).unwrap().parse::<u64>().unwrap()).min();
+                let read = read.unwrap().map(|d| d.remaining_at(now));
+                proptest::prop_assert_eq!(read, least.map(Std::from_millis));
+            }
+        }
+    }
+}
