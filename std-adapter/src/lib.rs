@@ -10,6 +10,7 @@ mod dependency;
 mod error;
 mod execute;
 pub mod http;
+mod inbound;
 mod layer;
 mod service;
 mod timer;
@@ -20,6 +21,7 @@ pub use clock::{Duration, HZ, Instant, std_duration, ticks};
 pub use dependency::{AIRTIME_LOG, BUCKETS, Dependency, State};
 pub use error::{AttemptError, Detailed, Error};
 pub use execute::AttemptInfo;
+pub use inbound::{Deadline, DeadlineLayer, Serving};
 pub use layer::{
     HttpError, InvalidTimeout, RequestDeadline, Retry, RetryLayer, RetryReport, Scoped, SingleAttempt,
 };
