@@ -132,3 +132,25 @@ async fn a_client_s_attempt_timeout_bounds_the_calls_its_server_makes_for_it() {
     assert_eq!(*ledger_calls.lock().unwrap(), [(ms(0), ms(300)), (ms(400), ms(100))]);
     assert_eq!(t0.elapsed(), ms(500));
 }
+
+/// A handler that is never ready: the layer says so, with its error, rather than take requests.
+#[derive(Clone)]
+struct Overloaded;
+
+impl Service<Request<String>> for Overloaded {
+    type Response = Response<String>;
+    type Error = &'static str;
+    type Future = std::future::Ready<Result<Response<String>, &'static str>>;
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), &'static str>> {
+        std::task::Poll::Ready(Err("overloaded"))
+    }
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        std::future::ready(Ok(Response::new(String::from("served"))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_is_ready_when_its_handler_is() {
+    let mut server = DeadlineLayer::new(TIMEOUT, ms(2_000)).layer(Overloaded);
+    assert_eq!(server.ready().await.err(), Some("overloaded"));
+}
