@@ -8,7 +8,8 @@
 //! handler's own calls through relent-tokio end when its caller stops waiting, and their callers'
 //! callers too, a hop at a time. The server's own limit still holds: a caller that says it waits a
 //! day does not make the server work a day. A value that is not whole milliseconds is the caller's
-//! mistake, answered with a 400 that says so, before the handler runs.
+//! mistake, answered with a 400 that says so, before the handler runs, and logged at INFO
+//! (`relent: timeout header refused`, with the header and the value).
 //!
 //! [`RetryLayer`]: crate::RetryLayer
 //! [`RetryLayer::timeout_header`]: crate::RetryLayer::timeout_header
@@ -107,6 +108,7 @@ where
                 Serving::handler(deadline.scope(self.inner.call(request)))
             }
             Err(invalid) => {
+                crate::trace::timeout_refused(invalid.header.as_str(), &invalid.value);
                 let mut refused = Response::new(RB::from(invalid.to_string()));
                 *refused.status_mut() = StatusCode::BAD_REQUEST;
                 Serving::refused(refused)

@@ -247,9 +247,15 @@ impl Observer<HZ> for Trace<'_> {
     }
 }
 
+/// A request refused with a 400 by `DeadlineLayer` because its timeout `header` held `value`, which
+/// is not whole milliseconds: a caller's mistake its own logs may not show, so the server's say it.
+pub(crate) fn timeout_refused(header: &str, value: &str) {
+    tracing::info!(header, value, "relent: timeout header refused");
+}
+
 /// An operation's deadline cut to `deadline` from the `asked` of its context, `by` the attempt it
-/// runs in or by the request's own deadline (see `bound`): logged before the operation takes the
-/// dependency's lock.
+/// runs in, the scope it runs in or the request's own deadline (see `bound`): logged before the
+/// operation takes the dependency's lock.
 pub(crate) fn deadline_cut(dependency: &str, deadline: Duration, asked: Duration, by: &'static str) {
     tracing::debug!(
         dependency,

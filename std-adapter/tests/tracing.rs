@@ -538,3 +538,24 @@ async fn a_call_waiting_in_the_bulkhead_s_queue_logs_its_wait() {
         ]
     );
 }
+
+/// A request whose timeout header is not a timeout is refused with a 400 by `DeadlineLayer`, and
+/// the server's log says which header held what, at INFO.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_header_refused_by_the_server_is_logged_with_its_value() {
+    use tower::{Layer, ServiceExt};
+    let (captured, _guard) = capture(Level::INFO);
+    let header = http::HeaderName::from_static("x-request-timeout-ms");
+    let handler = tower::service_fn(|_: http::Request<String>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    });
+    let server = relent_tokio::DeadlineLayer::new(header.clone(), Std::from_secs(10)).layer(handler);
+    for value in ["250", "2.5s"] {
+        let request = http::Request::get("/quote").header(&header, value).body(String::new()).unwrap();
+        server.clone().oneshot(request).await.unwrap();
+    }
+    assert_eq!(
+        captured.lines(),
+        ["INFO relent: timeout header refused header=\"x-request-timeout-ms\" value=\"2.5s\""]
+    );
+}
