@@ -17,7 +17,7 @@
 //! turns those into errors below this layer (tower's `ServiceExt::and_then`), so that the plan
 //! classifies them. Each attempt that a retry may follow sends a clone of the request (`Req:
 //! Clone`, as tower's `Retry` clones it for each call) through a clone of the inner service; the
-//! last attempt the policy allows sends the request itself through the service `call` was given.
+//! last attempt the policy allows sends the request itself, through the clone `call` made for it.
 //! The inner service's readiness is awaited inside each attempt, so `poll_ready` is always ready
 //! and an open circuit fails in `call` without waiting for it (as in the HTTP layer).
 
