@@ -291,6 +291,21 @@ where
     }
 }
 
+/// What attempt `number` of an operation whose policy allows `last` sends of `original` (a
+/// request, its body, the service that takes it), for both tower layers: a copy made by `copy` for
+/// an attempt that a retry may follow, and the original itself for the last one, so that a request
+/// that gets one attempt is never copied. After the last there is none: the core never dispatches
+/// such an attempt.
+#[inline]
+pub(crate) fn for_attempt<T>(
+    number: u8,
+    last: u8,
+    original: &mut Option<T>,
+    copy: impl FnOnce(&T) -> Option<T>,
+) -> Option<T> {
+    if number >= last { original.take() } else { original.as_ref().and_then(copy) }
+}
+
 /// Reports what the attempt in flight came to (its value, its error, or `None` for a timeout) and
 /// asks the core what to do next: one step, under one lock and at one clock read.
 fn report<T, E: Classify<HZ>>(

@@ -703,13 +703,12 @@ where
                 // service; the last one the policy allows (the only one, for a request that gets a
                 // single attempt) sends the request's own through the service that `call` gave
                 // this request, so that nothing is copied or cloned for it.
-                let (request, mut service) = if info.number() >= last {
-                    (parts.take().zip(body.take()), inner.take())
-                } else {
-                    let copy = copy.take().or_else(|| body.as_ref().and_then(ReplayBody::try_clone));
-                    (copy.and_then(|body| Some((parts.clone()?, body))), inner.clone())
-                };
-                let request = request.map(|(parts, body)| {
+                let number = info.number();
+                let body =
+                    execute::for_attempt(number, last, body, |b| copy.take().or_else(|| b.try_clone()));
+                let request = body.zip(execute::for_attempt(number, last, parts, |p| Some(p.clone())));
+                let mut service = execute::for_attempt(number, last, inner, |s| Some(s.clone()));
+                let request = request.map(|(body, parts)| {
                     let mut request = Request::from_parts(parts, body);
                     if let Some(name) = &layer.timeout_header {
                         let ms = u64::try_from(info.timeout().as_millis()).unwrap_or(u64::MAX);

@@ -243,11 +243,9 @@ where
             move |info| {
                 // An attempt that a retry may follow sends a clone through a clone of the service;
                 // the last one the policy allows sends the request itself through `call`'s.
-                let (request, mut service) = if info.number() >= last {
-                    (request.take(), inner.take())
-                } else {
-                    (request.clone(), inner.clone())
-                };
+                let number = info.number();
+                let request = execute::for_attempt(number, last, request, |r| Some(r.clone()));
+                let mut service = execute::for_attempt(number, last, inner, |s| Some(s.clone()));
                 async move {
                     let (Some(request), Some(service)) = (request, &mut service) else {
                         // An attempt after the last, which the core never dispatches: nothing to
