@@ -88,8 +88,9 @@ impl Classify<HZ> for Down {
 /// The whole chain: a client's attempt of 500 ms says so in the header; the server behind it runs
 /// its handler within that; the handler's own call to a ledger that hangs, which would allow
 /// itself 10 s, is cut to fit what the client waits: its second attempt gets the 100 ms left, not
-/// its 300 (the client's timeout drops the handler at 500 ms either way, in this one process; over
-/// a network, the server's work would go on, and the cut is what stops it).
+/// its 300 (the client's timeout drops the handler at 500 ms either way, in this one process, as
+/// hyper drops a handler whose client closed the connection; `tests/tests/deadline_e2e.rs` shows
+/// what the cut gives a server over a real connection: an answer in time).
 #[tokio::test(start_paused = true)]
 async fn a_client_s_attempt_timeout_bounds_the_calls_its_server_makes_for_it() {
     let budget =
