@@ -21,7 +21,7 @@ use std::task::{Context as TaskContext, Poll};
 use http::{HeaderName, Request, Response, StatusCode};
 use tower::{Layer, Service};
 
-use crate::layer::{RequestDeadline, Scoped};
+use crate::layer::{RequestDeadline, Scoped, timeout_in};
 
 /// Serves each request in the scope of the deadline its caller sent in a header (see
 /// [`RequestDeadline::from_header`]), or of the server's own limit when that is sooner or the
@@ -100,10 +100,11 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let limit = RequestDeadline::within(self.layer.limit);
-        match RequestDeadline::from_header(request.headers(), &self.layer.header) {
+        match timeout_in(request.headers(), &self.layer.header) {
             Ok(sent) => {
-                let deadline = sent.map_or(limit, |sent| sent.min(limit));
+                // The sooner of what the caller waits and the server's limit, on one clock read.
+                let limit = self.layer.limit;
+                let deadline = RequestDeadline::within(sent.map_or(limit, |sent| sent.min(limit)));
                 request.extensions_mut().insert(deadline);
                 Serving::handler(deadline.scope(self.inner.call(request)))
             }

@@ -191,21 +191,31 @@ impl RequestDeadline {
         headers: &http::HeaderMap,
         name: &http::HeaderName,
     ) -> Result<Option<Self>, InvalidTimeout> {
-        let mut least: Option<u64> = None;
-        for value in headers.get_all(name) {
-            let bytes = value.as_bytes();
-            if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-                return Err(InvalidTimeout {
-                    header: name.clone(),
-                    value: String::from_utf8_lossy(bytes).into_owned(),
-                });
-            }
-            // Digits alone: only a number too large for 64 bits fails, and it is as far as any.
-            let ms = std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()).unwrap_or(u64::MAX);
-            least = Some(least.map_or(ms, |l| l.min(ms)));
-        }
-        Ok(least.map(|ms| Self::within(std::time::Duration::from_millis(ms))))
+        Ok(timeout_in(headers, name)?.map(Self::within))
     }
+}
+
+/// The smallest timeout, in whole milliseconds, that `headers` hold under `name`: what
+/// [`RequestDeadline::from_header`] counts from now, and `DeadlineLayer` takes its limit's minimum
+/// with before reading the clock once.
+pub(crate) fn timeout_in(
+    headers: &http::HeaderMap,
+    name: &http::HeaderName,
+) -> Result<Option<std::time::Duration>, InvalidTimeout> {
+    let mut least: Option<u64> = None;
+    for value in headers.get_all(name) {
+        let bytes = value.as_bytes();
+        if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
+            return Err(InvalidTimeout {
+                header: name.clone(),
+                value: String::from_utf8_lossy(bytes).into_owned(),
+            });
+        }
+        // Digits alone: only a number too large for 64 bits fails, and it is as far as any.
+        let ms = std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()).unwrap_or(u64::MAX);
+        least = Some(least.map_or(ms, |l| l.min(ms)));
+    }
+    Ok(least.map(std::time::Duration::from_millis))
 }
 
 pin_project_lite::pin_project! {
