@@ -286,6 +286,9 @@ pub enum StartError {
         /// The duty cycle's allowance per window, in ticks.
         allowance: Ticks,
     },
+    /// A hedge was asked of an operation whose policy allows one attempt: a hedge is a repeat
+    /// ([`Operation::hedge_plan`](crate::Operation::hedge_plan)).
+    HedgeWithoutRetries,
 }
 
 impl StartError {
@@ -298,6 +301,7 @@ impl StartError {
             Self::NoAirtime => "no_airtime",
             Self::DeadlineTooLong { .. } => "deadline_too_long",
             Self::AirtimeAboveDutyCycle { .. } => "airtime_above_duty_cycle",
+            Self::HedgeWithoutRetries => "hedge_without_retries",
         }
     }
 }
@@ -331,6 +335,11 @@ impl fmt::Display for StartError {
                 f,
                 "one attempt costs {airtime} ticks of airtime, more than the duty cycle allows in a whole window \
                  ({allowance} ticks), so it could never be sent: shorten the frame, use a faster data rate, or split it"
+            ),
+            Self::HedgeWithoutRetries => f.write_str(
+                "a hedge repeats the call, and the policy allows one attempt, which says the call must not be repeated. \
+                 Give the policy at least 2 attempts (with a replay-safety statement and a retry budget, as any retry \
+                 needs), or do not hedge",
             ),
         }
     }
@@ -607,13 +616,14 @@ mod tests {
             feature = "bulkhead",
             feature = "rate-limit",
             feature = "duty-cycle",
-            feature = "token-bucket"
+            feature = "token-bucket",
+            feature = "hedge"
         ))
     }
 
     /// Every refusal to start, with the numbers the configurations in `start_refusal` give it.
     /// That function matches without a wildcard, as `refusal` does: list a new variant here too.
-    fn start_refusals() -> [StartError; 6] {
+    fn start_refusals() -> [StartError; 7] {
         [
             StartError::UnsafeWithRetries { max_attempts: 3 },
             StartError::RetryWithoutBudget { max_attempts: 3 },
@@ -621,6 +631,7 @@ mod tests {
             StartError::NoAirtime,
             StartError::DeadlineTooLong { deadline: MAX_SPAN.saturating_add(1) },
             StartError::AirtimeAboveDutyCycle { airtime: 2_000, allowance: 1_000 },
+            StartError::HedgeWithoutRetries,
         ]
     }
 
@@ -663,6 +674,15 @@ mod tests {
                 &budgeted.duty_cycle(DutyCycle::new(D::from_secs(1), D::from_secs(100))),
                 read.airtime(D::from_secs(2)),
             ),
+            // Started, it is refused its hedge.
+            #[cfg(feature = "hedge")]
+            StartError::HedgeWithoutRetries => {
+                let once = policy.without_retries();
+                let op = Operation::<HZ, Verdict<HZ>>::start(&once, &budgeted, read, T0).ok()?;
+                Some(op.hedge_plan().map(drop))
+            }
+            #[cfg(not(feature = "hedge"))]
+            StartError::HedgeWithoutRetries => None,
             #[cfg(not(feature = "token-bucket"))]
             StartError::Budget(_) => None,
             #[cfg(not(feature = "duty-cycle"))]
@@ -682,7 +702,7 @@ mod tests {
             }
         }
         if every_protection() {
-            assert_eq!(stated, if cfg!(feature = "ticks-u32") { 6 } else { 5 });
+            assert_eq!(stated, if cfg!(feature = "ticks-u32") { 7 } else { 6 });
         }
         // 64-bit ticks take any deadline.
         if cfg!(not(feature = "ticks-u32")) {

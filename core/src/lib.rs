@@ -65,6 +65,8 @@ pub use error::{ConfigError, StartError};
 pub use event::{AfterFailure, DelaySource, Event, MAX_EVENTS_PER_CALL, Observer, OperationId};
 pub use jitter::Jitter;
 pub use limiter::RateLimit;
+#[cfg(feature = "hedge")]
+pub use operation::HedgePlan;
 pub use operation::{Action, Attempt, Context, Operation};
 pub use policy::{Backoff, MAX_ATTEMPTS, RetryPolicy, RetryPolicyBuilder};
 pub use safety::ReplaySafety;

@@ -234,6 +234,44 @@ enum Decision<const HZ: u64> {
     },
 }
 
+/// What a hedge of an operation needs from it: the operation's deadline, when its replay-safety
+/// statement stops holding, and its airtime. Taken once, right after the start, with
+/// [`Operation::hedge_plan`]; a hedge is started from it with [`Operation::start_hedge`] while the
+/// operation is still running.
+///
+/// A hedged request (Dean and Barroso, "The Tail at Scale") repeats a call that is taking longer
+/// than most do, without waiting for it to fail, and takes whichever answer comes first. It is a
+/// repeat, so it needs what a retry needs (seed 003): a policy that allows more than one attempt
+/// (and so a replay-safety statement and a retry budget, which `start` requires of it), a statement
+/// that still holds when the hedge goes out, the budget's consent (a hedge is paid for as a retry,
+/// so an outage cannot double the load through hedges either), and time left before the same
+/// deadline.
+#[cfg(feature = "hedge")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hedge")))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct HedgePlan<const HZ: u64> {
+    deadline: Instant<HZ>,
+    safe_until: Instant<HZ>,
+    #[cfg(feature = "duty-cycle")]
+    airtime: Duration<HZ>,
+}
+
+#[cfg(feature = "hedge")]
+impl<const HZ: u64> HedgePlan<HZ> {
+    /// The deadline a hedge ends by: the operation's.
+    pub const fn deadline(&self) -> Instant<HZ> {
+        self.deadline
+    }
+
+    /// Moves the plan's instants `by` ticks earlier, as [`Operation::rebase`] moves the operation's.
+    pub fn rebase(&mut self, by: Duration<HZ>) {
+        let by = by.as_ticks();
+        self.deadline = Instant::<HZ>::from_ticks(time::earlier(self.deadline.as_ticks(), by));
+        self.safe_until = Instant::<HZ>::from_ticks(time::earlier(self.safe_until.as_ticks(), by));
+    }
+}
+
 /// One call's state machine, borrowing the shared policy and the dependency's configuration. `E`
 /// is the caller's failure type.
 #[derive(Debug)]
@@ -252,7 +290,12 @@ pub struct Operation<'p, const HZ: u64, E> {
     #[cfg(feature = "duty-cycle")]
     airtime: Duration<HZ>,
     phase: Phase<HZ>,
+    /// Attempts dispatched so far; for a hedge, one more (its attempt is a repeat, numbered 2).
     dispatched: u8,
+    /// A hedge of another operation (see `Operation::start_hedge`): one attempt, paid for as a
+    /// retry. Only with hedging compiled in.
+    #[cfg(feature = "hedge")]
+    hedge: bool,
     previous_delay: Duration<HZ>,
     waited: Duration<HZ>,
     last_failure: Option<E>,
@@ -318,12 +361,23 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             airtime: context.airtime,
             phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
             dispatched: 0,
+            #[cfg(feature = "hedge")]
+            hedge: false,
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),
             last_failure: None,
             retry_after: MaybeTicks::NONE,
             not_before_hint: MaybeTicks::NONE,
         })
+    }
+
+    /// Whether this operation is a hedge (never without hedging compiled in).
+    #[inline(always)]
+    const fn hedged(&self) -> bool {
+        #[cfg(feature = "hedge")]
+        return self.hedge;
+        #[cfg(not(feature = "hedge"))]
+        return false;
     }
 
     /// Restarts the operation's clock `by` ticks later, as [`Dependency::rebase`] does for its
@@ -379,9 +433,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     pub const fn deadline(&self) -> Instant<HZ> {
         self.deadline
     }
-    /// Attempts dispatched so far.
+    /// Attempts dispatched so far (a hedge's one attempt counts once, although it is numbered 2).
     pub const fn dispatched(&self) -> u8 {
-        self.dispatched
+        self.dispatched.saturating_sub(self.hedged() as u8)
     }
     /// Whether the operation has ended.
     pub const fn is_done(&self) -> bool {
@@ -717,7 +771,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             return Decision::NotRetryable;
         }
         let policy = self.policy;
-        if self.dispatched >= policy.max_attempts() {
+        if self.dispatched >= policy.max_attempts() || self.hedged() {
             return stop(Disposition::Failed, Problem::AttemptsExhausted);
         }
         // An isolated circuit would refuse any retry, for as long as the operator says: end now,
@@ -807,7 +861,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             operation: self.id,
             disposition,
             problem,
-            dispatched: self.dispatched,
+            dispatched: self.dispatched(),
             at: now,
         });
     }
@@ -824,7 +878,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             disposition,
             problem,
             summary: Summary {
-                dispatched: self.dispatched,
+                dispatched: self.dispatched(),
                 retries: self.dispatched.saturating_sub(1),
                 waited: self.waited,
                 elapsed: time::since(at, self.started),
@@ -833,6 +887,73 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             retry_after: self.retry_after.duration(),
             not_before: self.not_before_hint.instant(),
         })
+    }
+}
+
+/// Hedging: see [`HedgePlan`].
+#[cfg(feature = "hedge")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hedge")))]
+impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
+    /// What a hedge of this operation needs (see [`HedgePlan`]), or
+    /// [`StartError::HedgeWithoutRetries`] when its policy allows one attempt: a hedge is a repeat,
+    /// and a policy of one attempt states that the call must not be repeated. Call it right after
+    /// [`Operation::start`], so that a configuration that cannot hedge is refused before anything is
+    /// sent, as `start` refuses one that cannot retry.
+    pub const fn hedge_plan(&self) -> Result<HedgePlan<HZ>, StartError> {
+        if self.policy.max_attempts() < 2 {
+            return Err(StartError::HedgeWithoutRetries);
+        }
+        Ok(HedgePlan {
+            deadline: self.deadline,
+            safe_until: self.safe_until,
+            #[cfg(feature = "duty-cycle")]
+            airtime: self.airtime,
+        })
+    }
+
+    /// Starts, at `now`, a hedge of the operation `plan` was taken from, under the same policy and
+    /// dependency: an operation of one attempt, numbered 2 and reported as a retry, that goes
+    /// through the dependency's protections like any attempt and, as a retry does, needs the
+    /// retry budget's consent (refused with `retry_budget_exhausted`, and charged when it goes), the
+    /// replay statement still holding (`replay_statement_expired`) and the policy's
+    /// `min_remaining` before the operation's deadline (`deadline_exceeded`). A failure ends it
+    /// (`attempts_exhausted` when retryable): the operation it hedges goes on with its own retries.
+    /// Its id is 0, for the adapter to number; its completion counts the one attempt it sent, as a
+    /// retry.
+    ///
+    /// The caller runs both and takes the first success; the other is abandoned
+    /// ([`Operation::abandon`]), which gives back what its attempt holds without counting it as a
+    /// failure.
+    pub fn start_hedge(
+        policy: &'p RetryPolicy<HZ>,
+        config: &'p DependencyConfig<HZ>,
+        plan: HedgePlan<HZ>,
+        now: Instant<HZ>,
+    ) -> Self {
+        Self {
+            policy,
+            config,
+            id: OperationId(0),
+            safe_until: plan.safe_until,
+            started: now,
+            deadline: plan.deadline,
+            latest: now,
+            #[cfg(feature = "duty-cycle")]
+            airtime: plan.airtime,
+            phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
+            dispatched: 1,
+            hedge: true,
+            previous_delay: policy.base_delay(),
+            waited: Duration::<HZ>::from_ticks(0),
+            last_failure: None,
+            retry_after: MaybeTicks::NONE,
+            not_before_hint: MaybeTicks::NONE,
+        }
+    }
+
+    /// Whether this operation is a hedge of another ([`Operation::start_hedge`]).
+    pub const fn is_hedge(&self) -> bool {
+        self.hedge
     }
 }
 

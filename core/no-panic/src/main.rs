@@ -219,12 +219,32 @@ fn run(x: &mut Opaque) {
     let mut rng = Opaque(x.u64());
     let mut ops: [Option<(Operation<'_, HZ, Verdict<HZ>>, Option<Attempt<HZ>>)>; 2] = [None, None];
     let mut snapshot = [0u8; Dependency::<HZ, N, L>::SNAPSHOT_LEN];
+    // What a hedge of each slot's operation would need, taken as it starts.
+    #[cfg(feature = "every-protection")]
+    let mut plans: [Option<relent_core::HedgePlan<HZ>>; 2] = [None, None];
     for _ in 0..opaque(64) {
         let now = x.instant();
-        let slot = &mut ops[usize::from(x.bool())];
+        let i = usize::from(x.bool());
+        let slot = &mut ops[i];
         match x.u8() % 12 {
+            // A hedge of the other slot's operation.
+            #[cfg(feature = "every-protection")]
+            0 if x.bool() => {
+                if let Some(mut plan) = plans[1 - i] {
+                    plan.rebase(x.duration());
+                    let hedge = Operation::start_hedge(&policy, &config, plan, now);
+                    opaque((hedge.is_hedge(), plan.deadline()));
+                    *slot = Some((hedge, None));
+                }
+            }
             0 => match Operation::start(&policy, &config, context(x), now) {
-                Ok(op) => *slot = Some((op, None)),
+                Ok(op) => {
+                    #[cfg(feature = "every-protection")]
+                    {
+                        plans[i] = op.hedge_plan().map_err(|e| opaque(e.as_str())).ok();
+                    }
+                    *slot = Some((op, None));
+                }
                 Err(e) => {
                     opaque(e.as_str());
                 }
