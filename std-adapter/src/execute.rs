@@ -212,12 +212,64 @@ impl Dependency {
 /// layer's included (awaiting one future from another would hold both): the future holds the
 /// arguments, the operation and the attempt's own future once each, and not the attempt in flight
 /// (the operation gives it back when it is reported).
-#[allow(clippy::manual_async_fn)]
+#[inline(always)]
 pub(crate) fn run<T, E, F, Fut, Out, Fin>(
     inner: &Inner,
     policy: &RetryPolicy<HZ>,
     context: Context<HZ>,
     until: impl FnOnce() -> Option<tokio::time::Instant>,
+    operation: F,
+    finish: Fin,
+) -> impl Future<Output = Out>
+where
+    F: FnMut(AttemptInfo) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Classify<HZ>,
+    Fin: FnOnce(Result<Detailed<T, E>, relent_core::StartError>, &Inner) -> Out,
+{
+    drive(inner, policy, Fresh { context, until }, |_| {}, operation, finish)
+}
+
+/// How `drive` starts its operation, at the instant given, and whether the operation runs inside
+/// another's attempt (see `bound`). A trait rather than a closure: the operation borrows the
+/// policy and the dependency for a lifetime of the loop's own, which a closure's type would name.
+pub(crate) trait Start {
+    fn start<'o, E>(
+        self,
+        policy: &'o RetryPolicy<HZ>,
+        inner: &'o Inner,
+        now: Instant,
+    ) -> (Result<Operation<'o, HZ, E>, relent_core::StartError>, bool);
+}
+
+/// A new operation: its context cut to what `until` gives and to the attempt it runs in.
+pub(crate) struct Fresh<U> {
+    pub(crate) context: Context<HZ>,
+    pub(crate) until: U,
+}
+
+impl<U: FnOnce() -> Option<tokio::time::Instant>> Start for Fresh<U> {
+    #[inline(always)]
+    fn start<'o, E>(
+        self,
+        policy: &'o RetryPolicy<HZ>,
+        inner: &'o Inner,
+        now: Instant,
+    ) -> (Result<Operation<'o, HZ, E>, relent_core::StartError>, bool) {
+        let (context, bounded) = bound::cut(self.context, (self.until)(), &inner.name, &inner.clock, now);
+        (Operation::start(policy, &inner.config, context, now), bounded)
+    }
+}
+
+/// `run`'s loop for an operation that `how` starts when the loop is first polled (a new one, or a
+/// hedge of one: see `hedge`). `numbered` is told the id the operation gets, after its first step.
+#[allow(clippy::manual_async_fn)]
+#[inline(always)]
+pub(crate) fn drive<T, E, F, Fut, Out, Fin>(
+    inner: &Inner,
+    policy: &RetryPolicy<HZ>,
+    how: impl Start,
+    numbered: impl FnOnce(OperationId),
     mut operation: F,
     finish: Fin,
 ) -> impl Future<Output = Out>
@@ -229,10 +281,9 @@ where
 {
     async move {
         let started = inner.clock.now();
-        let (context, bounded) = bound::cut(context, until(), &inner.name, &inner.clock, started);
-        let op = match Operation::start(policy, &inner.config, context, started) {
-            Ok(op) => op,
-            Err(e) => return finish(Err(e), inner),
+        let (op, bounded) = match how.start(policy, inner, started) {
+            (Ok(op), bounded) => (op, bounded),
+            (Err(e), _) => return finish(Err(e), inner),
         };
         let mut running = Running { op, inner };
         let mut value = None;
@@ -250,6 +301,7 @@ where
                 running.op.poll(now, &mut locked.state, events)
             })
         };
+        numbered(running.op.id());
         loop {
             action = match action {
                 Action::Dispatch(attempt) => {

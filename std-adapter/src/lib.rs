@@ -9,6 +9,7 @@ pub mod config;
 mod dependency;
 mod error;
 mod execute;
+mod hedge;
 pub mod http;
 mod inbound;
 mod layer;

@@ -15,7 +15,9 @@
 //! event of a successful operation under an INFO subscriber, or with none) then costs one
 //! comparison, inlined where the core makes it.
 
-use relent_core::{AfterFailure, DelaySource, Disposition, Event, MAX_EVENTS_PER_CALL, Observer};
+use relent_core::{
+    AfterFailure, DelaySource, Disposition, Event, MAX_EVENTS_PER_CALL, Observer, OperationId,
+};
 
 use tracing::Level;
 use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
@@ -264,6 +266,11 @@ pub(crate) fn deadline_cut(dependency: &str, deadline: Duration, asked: Duration
         by,
         "relent: deadline cut"
     );
+}
+
+/// A hedge started for `operation`, as operation `hedge`, whose own events follow.
+pub(crate) fn hedge_started(dependency: &str, operation: OperationId, hedge: OperationId) {
+    tracing::debug!(dependency, operation = operation.0, hedge = hedge.0, "relent: hedge started");
 }
 
 #[cfg(test)]

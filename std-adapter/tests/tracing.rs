@@ -559,3 +559,33 @@ async fn a_timeout_header_refused_by_the_server_is_logged_with_its_value() {
         ["INFO relent: timeout header refused header=\"x-request-timeout-ms\" value=\"2.5s\""]
     );
 }
+
+/// A hedge is an operation of its own, with the dependency's next id, and the line that starts it
+/// names both; the operation it beat is logged as cancelled.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_logs_its_start_with_both_ids_and_the_loser_s_cancellation() {
+    let (captured, _guard) = capture(Level::DEBUG);
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 10).unwrap());
+    let dep = Dependency::with_seed("payrail", config, 7).unwrap();
+    let context =
+        Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));
+    let got = dep
+        .execute_hedged(&CHECKOUT, context.id(7), Std::from_millis(200), |attempt| async move {
+            let ms = if attempt.number() == 1 { 1_000 } else { 10 };
+            tokio::time::sleep(Std::from_millis(ms)).await;
+            Ok::<_, Rejected>(attempt.number())
+        })
+        .await;
+    assert_eq!(got.unwrap(), 2);
+    assert_eq!(
+        captured.lines(),
+        [
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=7 attempt=1 timeout_us=3000000",
+            "DEBUG relent: hedge started dependency=\"payrail\" operation=7 hedge=1",
+            "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=1 attempt=2 timeout_us=3000000",
+            "DEBUG relent: attempt succeeded dependency=\"payrail\" operation=1 attempt=2",
+            "DEBUG relent: operation succeeded dependency=\"payrail\" operation=1 dispatched=1",
+            "INFO relent: operation ended dependency=\"payrail\" operation=7 dispatched=1 disposition=\"failed\" code=\"cancelled\"",
+        ]
+    );
+}

@@ -1,0 +1,227 @@
+//! `hedge`: an operation and, if it is still running after a delay, a second copy of its call
+//! raced against it (`Dependency::execute_hedged`).
+//!
+//! Why: a retry helps a call that failed, and does nothing for one that is only slow. A backend's
+//! latency has a tail (a garbage collection, a cold cache, a slow node behind the balancer), and a
+//! caller that sends the same read again once the first copy has taken longer than most do gets
+//! whichever answer comes first (Dean and Barroso, "The Tail at Scale", 2013). Hedging is also how
+//! a careless client doubles its dependency's load, so the rules are the core's, as for a retry
+//! (`relent_core::HedgePlan`): a policy that allows a repeat and a statement that repeating is safe,
+//! checked before anything is sent; the retry budget pays for each hedge; the bulkhead, the rate
+//! limit and the breaker admit it as any attempt; it ends by the operation's deadline.
+//!
+//! The loop is `execute`'s, twice: the operation's own, started at once, and its hedge's, started
+//! when the delay has passed if the operation is still running then. The first success is the
+//! answer, and the other loop is dropped, which abandons its operation (its attempt's slot and
+//! probe given back, no failure counted). A hedge that fails ends: the operation goes on with its
+//! own retries. An operation that ends without success while its hedge is out waits for the hedge;
+//! if neither succeeds, the error is the operation's own (its completion tells its retries; the
+//! hedge's failure is logged).
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::pin;
+use std::task::Poll;
+
+use relent_core::{Classify, Context, HedgePlan, Operation, OperationId, RetryPolicy, StartError};
+
+use crate::clock::{HZ, Instant};
+use crate::dependency::{Dependency, Inner};
+use crate::error::{Detailed, Error};
+use crate::execute::{AttemptInfo, Fresh, Start, drive};
+
+/// What the hedge takes from the operation it repeats: its plan, and whether the operation runs
+/// inside another's attempt (the hedge's waits then read the clock too, see `bound`).
+#[derive(Clone, Copy)]
+struct Plan {
+    plan: HedgePlan<HZ>,
+    bounded: bool,
+}
+
+/// The operation: a new one, whose plan for a hedge is kept in `plan` as it starts. A policy that
+/// allows no repeat refuses to start here, before anything is sent.
+struct Primary<'c, U> {
+    fresh: Fresh<U>,
+    plan: &'c Cell<Option<Plan>>,
+}
+
+impl<U: FnOnce() -> Option<tokio::time::Instant>> Start for Primary<'_, U> {
+    fn start<'o, E>(
+        self,
+        policy: &'o RetryPolicy<HZ>,
+        inner: &'o Inner,
+        now: Instant,
+    ) -> (Result<Operation<'o, HZ, E>, StartError>, bool) {
+        let (op, bounded) = self.fresh.start(policy, inner, now);
+        let op = op.and_then(|op| {
+            self.plan.set(Some(Plan { plan: op.hedge_plan()?, bounded }));
+            Ok(op)
+        });
+        (op, bounded)
+    }
+}
+
+/// The hedge, started from the operation's plan, for the operation numbered `of`.
+struct Hedge {
+    plan: Plan,
+    of: OperationId,
+}
+
+impl Start for Hedge {
+    /// Numbered here, under a lock of its own, rather than in its first step as an operation is:
+    /// so that the line that names both ids comes before the hedge's own. One lock more for each
+    /// hedge, none for an operation that is not hedged.
+    fn start<'o, E>(
+        self,
+        policy: &'o RetryPolicy<HZ>,
+        inner: &'o Inner,
+        now: Instant,
+    ) -> (Result<Operation<'o, HZ, E>, StartError>, bool) {
+        let mut op = Operation::start_hedge(policy, &inner.config, self.plan.plan, now);
+        let id = {
+            let mut locked = inner.lock();
+            let id = locked.next_id;
+            locked.next_id = id.wrapping_add(1);
+            id
+        };
+        op.assign_id(id);
+        crate::trace::hedge_started(&inner.name, self.of, op.id());
+        (Ok(op), self.plan.bounded)
+    }
+}
+
+impl Dependency {
+    /// As [`Dependency::execute`], with a hedge: if the operation is still running `after` its
+    /// start, a second copy of its call is sent (as attempt 2, paid for by the retry budget), and
+    /// the first success of either is the answer; the other is cancelled. Set `after` near the
+    /// dependency's 95th percentile of latency: about one call in twenty is then sent twice.
+    ///
+    /// A hedge repeats the call, so it needs what a retry needs: a policy of at least two
+    /// attempts, and with it a replay-safety statement and a retry budget, refused before anything
+    /// is sent ([`StartError::HedgeWithoutRetries`] for a policy of one attempt). The statement must
+    /// still hold when the hedge goes out, the budget must allow it, and it passes the
+    /// dependency's protections as any attempt; refused, it is not sent, and the operation goes on
+    /// alone. Its attempt's timeout is the policy's, cut to what is left of the operation's
+    /// deadline. A hedge that fails ends, and the operation goes on with its own retries; if the
+    /// operation ends without success while its hedge is out, the hedge's answer is waited for.
+    /// If neither succeeds, the error is the operation's. `operation` is called for each attempt
+    /// of either, possibly while another of its futures is running: `Fn`, not `FnMut`.
+    ///
+    /// The hedge is an operation of its own, with the dependency's next id; `relent: hedge
+    /// started` (DEBUG) names it and the operation's, before the hedge's own lines.
+    ///
+    /// A read whose first copy hangs (tokio's paused clock, so the times are exact):
+    ///
+    /// ```
+    /// use std::time::Duration as Std;
+    /// use relent_tokio::core::{Classify, Context, DependencyConfig, ReplaySafety, RetryBudget, RetryPolicy, Verdict};
+    /// use relent_tokio::{Dependency, Duration, HZ};
+    ///
+    /// #[derive(Debug)]
+    /// struct Unavailable;
+    /// impl Classify<HZ> for Unavailable {
+    ///     fn classify(&self) -> Verdict<HZ> { Verdict::Retryable }
+    /// }
+    /// # impl std::fmt::Display for Unavailable {
+    /// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("unavailable") }
+    /// # }
+    /// # impl std::error::Error for Unavailable {}
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+    ///     .attempt_timeout(Duration::from_secs(1))
+    ///     .build()?;
+    /// let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?);
+    /// let quotes = Dependency::new("quotes", config)?;
+    /// let read = Context::new(Duration::from_secs(5), ReplaySafety::replayable_read(Duration::from_secs(60)));
+    ///
+    /// let t0 = tokio::time::Instant::now();
+    /// let quote = quotes
+    ///     .execute_hedged(&policy, read, Std::from_millis(50), |attempt| async move {
+    ///         if attempt.number() == 1 {
+    ///             std::future::pending::<()>().await; // a slow node
+    ///         }
+    ///         tokio::time::sleep(Std::from_millis(10)).await;
+    ///         Ok::<_, Unavailable>(1_250)
+    ///     })
+    ///     .await?;
+    /// assert_eq!(quote, 1_250);
+    /// assert_eq!(t0.elapsed(), Std::from_millis(60)); // the hedge at 50 ms, its answer 10 ms later
+    /// # Ok(()) }
+    /// ```
+    pub fn execute_hedged<T, E, F, Fut>(
+        &self,
+        policy: &RetryPolicy<HZ>,
+        context: Context<HZ>,
+        after: std::time::Duration,
+        operation: F,
+    ) -> impl Future<Output = Result<T, Error<E>>>
+    where
+        F: Fn(AttemptInfo) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify<HZ>,
+    {
+        let inner = &self.inner;
+        async move {
+            // An instant too far to represent is never reached: no hedge.
+            let due = tokio::time::Instant::now().checked_add(after);
+            let plan = Cell::new(None);
+            let (id, hedged) = (Cell::new(OperationId(0)), Cell::new(false));
+            let primary = Primary { fresh: Fresh { context, until: || None }, plan: &plan };
+            let primary = drive(inner, policy, primary, |n| id.set(n), &operation, |ran, _| ran);
+            let hedge = async {
+                match due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+                // Polled only after the operation has started, and only while it runs.
+                let Some(plan) = plan.get() else { return std::future::pending().await };
+                hedged.set(true);
+                let hedge = Hedge { plan, of: id.get() };
+                drive(inner, policy, hedge, |_| {}, &operation, |ran, _| ran).await
+            };
+            let (mut primary, mut hedge) = (pin!(primary), pin!(hedge));
+            let mut ended: Option<Result<Detailed<T, E>, StartError>> = None;
+            let mut racing = true;
+            let answer = std::future::poll_fn(|cx| {
+                if ended.is_none() {
+                    if let Poll::Ready(out) = primary.as_mut().poll(cx) {
+                        if succeeded(&out) {
+                            return Poll::Ready(out);
+                        }
+                        ended = Some(out);
+                    }
+                }
+                if racing {
+                    if ended.is_some() && !hedged.get() {
+                        // Ended before its hedge was due: there is none.
+                        racing = false;
+                    } else if let Poll::Ready(out) = hedge.as_mut().poll(cx) {
+                        if succeeded(&out) {
+                            return Poll::Ready(out);
+                        }
+                        racing = false;
+                    }
+                }
+                match ended.take() {
+                    Some(out) if !racing => Poll::Ready(out),
+                    out => {
+                        ended = out;
+                        Poll::Pending
+                    }
+                }
+            })
+            .await;
+            match answer {
+                Ok(detailed) => detailed.into_result_with(|| inner.name.clone()),
+                Err(e) => Err(Error::Start(e)),
+            }
+        }
+    }
+}
+
+/// Whether a loop's outcome is a success, the answer of the race.
+fn succeeded<T, E>(out: &Result<Detailed<T, E>, StartError>) -> bool {
+    matches!(out, Ok(detailed) if detailed.value.is_some())
+}

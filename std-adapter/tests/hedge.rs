@@ -1,0 +1,246 @@
+//! `Dependency::execute_hedged` on tokio's paused clock: when the hedge goes, which answer wins,
+//! what the loser gives back, and what the dependency counted. The hedge's rules are the core's
+//! (tests/tests/hedge.rs); these check that the adapter races the two loops as documented.
+
+use std::sync::Mutex;
+use std::time::Duration as Std;
+
+use relent_tokio::core::{
+    BreakerConfig, CircuitState, Classify, Context, Counts, DependencyConfig, Jitter, Problem, ReplaySafety,
+    RetryBudget, RetryPolicy, StartError, Verdict,
+};
+use relent_tokio::{AttemptInfo, Dependency, Duration, Error, HZ};
+use tokio::time::{Instant, sleep};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuoteError {
+    Busy,
+    NotFound,
+}
+
+impl Classify<HZ> for QuoteError {
+    fn classify(&self) -> Verdict<HZ> {
+        match self {
+            Self::Busy => Verdict::Retryable,
+            Self::NotFound => Verdict::NotRetryable,
+        }
+    }
+}
+
+impl std::fmt::Display for QuoteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for QuoteError {}
+
+const fn valid<V: Copy>(r: Result<V, relent_tokio::core::ConfigError>) -> V {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{}", e.message()),
+    }
+}
+
+/// 3 attempts, 100 ms then 200 ms of backoff, 1 s each.
+const POLICY: RetryPolicy<HZ> = valid(
+    RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+        .jitter(Jitter::None)
+        .attempt_timeout(Duration::from_secs(1))
+        .build(),
+);
+
+fn budgeted() -> DependencyConfig<HZ> {
+    DependencyConfig::new(Duration::from_secs(10)).budget(valid(RetryBudget::ratio(50, 5)))
+}
+
+fn quotes(config: DependencyConfig<HZ>) -> Dependency {
+    Dependency::with_seed("quotes", config, 7).unwrap()
+}
+
+fn read() -> Context<HZ> {
+    Context::new(Duration::from_secs(5), ReplaySafety::replayable_read(Duration::from_secs(60)))
+}
+
+const HEDGE_AFTER: Std = Std::from_millis(200);
+
+/// What each attempt does, by the order the calls are made in: take `ms`, then give `outcome`
+/// (`None`: never answer). Each call is logged as (attempt number, ms since `t0` it was made).
+struct Script {
+    t0: Instant,
+    steps: Vec<(u64, Option<Result<u32, QuoteError>>)>,
+    calls: Mutex<Vec<(u8, u64)>>,
+}
+
+impl Script {
+    fn new(steps: &[(u64, Option<Result<u32, QuoteError>>)]) -> Self {
+        Self { t0: Instant::now(), steps: steps.to_vec(), calls: Mutex::new(Vec::new()) }
+    }
+
+    fn call(&self, attempt: AttemptInfo) -> impl Future<Output = Result<u32, QuoteError>> + use<> {
+        let mut calls = self.calls.lock().unwrap();
+        let (ms, outcome) = self.steps[calls.len()];
+        calls.push((attempt.number(), self.ms()));
+        async move {
+            sleep(Std::from_millis(ms)).await;
+            match outcome {
+                Some(outcome) => outcome,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    fn ms(&self) -> u64 {
+        u64::try_from(self.t0.elapsed().as_millis()).unwrap()
+    }
+
+    fn calls(&self) -> Vec<(u8, u64)> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+/// Calls, retries and failures in the dependency's window, and attempts in flight.
+fn counted(dep: &Dependency) -> (Counts, u16) {
+    dep.inspect(|state, _, now| (state.counts(now), state.in_flight()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_first_call_is_hedged_at_the_delay_and_the_hedge_s_answer_wins() {
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(800, Some(Ok(1))), (30, Some(Ok(2)))]);
+    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert_eq!((got.unwrap(), script.ms()), (2, 230));
+    assert_eq!(script.calls(), [(1, 0), (2, 200)]);
+    // Two calls, the hedge counted as a retry; the first, cancelled, is no failure and holds nothing.
+    assert_eq!(counted(&dep), (Counts { calls: 2, retries: 1, failures: 0 }, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_answers_before_the_delay_is_never_hedged() {
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(199, Some(Ok(1)))]);
+    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert_eq!((got.unwrap(), script.ms()), (1, 199));
+    assert_eq!(script.calls(), [(1, 0)]);
+    // Nor after it: nothing more is sent once the answer is in.
+    sleep(Std::from_secs(2)).await;
+    assert_eq!(counted(&dep), (Counts { calls: 1, retries: 0, failures: 0 }, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_call_s_answer_wins_over_a_hedge_still_out() {
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(250, Some(Ok(1))), (500, Some(Ok(2)))]);
+    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert_eq!((got.unwrap(), script.ms()), (1, 250));
+    assert_eq!(script.calls(), [(1, 0), (2, 200)]);
+    assert_eq!(counted(&dep), (Counts { calls: 2, retries: 1, failures: 0 }, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_hedge_ends_and_the_operation_goes_on_with_its_own_retries() {
+    let dep = quotes(budgeted());
+    // The first call fails at 400 ms and is retried 100 ms later; the hedge failed at 250 ms.
+    let script = Script::new(&[
+        (400, Some(Err(QuoteError::Busy))),
+        (50, Some(Err(QuoteError::Busy))),
+        (20, Some(Ok(3))),
+    ]);
+    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert_eq!((got.unwrap(), script.ms()), (3, 520));
+    assert_eq!(script.calls(), [(1, 0), (2, 200), (2, 500)]);
+    assert_eq!(counted(&dep), (Counts { calls: 3, retries: 2, failures: 2 }, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operation_that_fails_while_its_hedge_is_out_waits_for_the_hedge() {
+    let dep = quotes(budgeted());
+    // Not found at 300 ms, which is not retried; the hedge, out since 200 ms, answers at 350.
+    let script = Script::new(&[(300, Some(Err(QuoteError::NotFound))), (150, Some(Ok(2)))]);
+    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert_eq!((got.unwrap(), script.ms()), (2, 350));
+
+    // When neither succeeds, the error is the operation's own.
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(300, Some(Err(QuoteError::NotFound))), (150, Some(Err(QuoteError::Busy)))]);
+    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    let Err(e) = got else { panic!("{got:?}") };
+    assert_eq!(script.ms(), 350, "the hedge's answer was waited for");
+    let completion = e.completion().unwrap();
+    assert_eq!((e.code(), completion.summary.dispatched), ("", 1));
+    assert_eq!(e.into_last_failure(), Some(QuoteError::NotFound));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operation_that_fails_before_the_delay_is_not_hedged() {
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(100, Some(Err(QuoteError::NotFound)))]);
+    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert_eq!(got.unwrap_err().into_last_failure(), Some(QuoteError::NotFound));
+    assert_eq!((script.ms(), script.calls()), (100, vec![(1, 0)]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_the_budget_refuses_is_not_sent() {
+    // No share and no floor: no retry, and so no hedge, is ever paid for.
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(valid(RetryBudget::ratio(0, 0)));
+    let dep = quotes(config);
+    let script = Script::new(&[(800, Some(Ok(1)))]);
+    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert_eq!((got.unwrap(), script.ms()), (1, 800));
+    assert_eq!(script.calls(), [(1, 0)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_s_attempt_gets_what_is_left_of_the_deadline() {
+    let dep = quotes(budgeted());
+    let timeouts = Mutex::new(Vec::new());
+    let short =
+        Context::new(Duration::from_millis(700), ReplaySafety::replayable_read(Duration::from_secs(60)));
+    let got = dep
+        .execute_hedged(&POLICY, short, HEDGE_AFTER, |a| {
+            timeouts.lock().unwrap().push((a.number(), a.timeout()));
+            std::future::pending::<Result<u32, QuoteError>>()
+        })
+        .await;
+    // Both time out at the deadline; the error is the operation's, whose retry has no time left.
+    assert_eq!(got.unwrap_err().code(), Problem::RetryDelayExceedsDeadline.as_str());
+    assert_eq!(*timeouts.lock().unwrap(), [(1, Std::from_millis(700)), (2, Std::from_millis(500))]);
+    assert_eq!(counted(&dep).1, 0, "nothing left in flight");
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_an_operation_that_may_be_repeated_is_hedged_and_nothing_is_sent_otherwise() {
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(10, Some(Ok(1)))]);
+    let once = POLICY.without_retries();
+    let got = dep.execute_hedged(&once, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert!(matches!(got, Err(Error::Start(StartError::HedgeWithoutRetries))), "{got:?}");
+    let charge = Context::new(Duration::from_secs(5), ReplaySafety::Unsafe);
+    let got = dep.execute_hedged(&POLICY, charge, HEDGE_AFTER, |a| script.call(a)).await;
+    assert!(matches!(got, Err(Error::Start(StartError::UnsafeWithRetries { max_attempts: 3 }))), "{got:?}");
+    assert!(script.calls().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_hedged_operation_cancels_both_and_leaves_nothing_held() {
+    // One failure opens the circuit: the two cancellations must not count as failures.
+    let config =
+        budgeted().bulkhead(4).breaker(BreakerConfig::consecutive_failures(1, Duration::from_secs(5)));
+    let dep = quotes(config);
+    let script = Script::new(&[(5_000, None), (5_000, None)]);
+    let hedged = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a));
+    assert!(tokio::time::timeout(Std::from_millis(300), hedged).await.is_err());
+    assert_eq!(script.calls(), [(1, 0), (2, 200)]);
+    let (counts, in_flight) = counted(&dep);
+    assert_eq!((counts.failures, in_flight), (0, 0));
+    assert_eq!(dep.inspect(|state, _, now| state.circuit(now)), CircuitState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_delay_too_long_to_reach_never_hedges() {
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(800, Some(Ok(1)))]);
+    let got = dep.execute_hedged(&POLICY, read(), Std::MAX, |a| script.call(a)).await;
+    assert_eq!((got.unwrap(), script.calls()), (1, vec![(1, 0)]));
+}
