@@ -73,6 +73,8 @@ const POLICY: RetryPolicy<HZ> = match RetryPolicy::exponential(4, D::from_millis
 };
 
 enum Slot<'a> {
+    /// Start a hedge of operation `i` at this tick, as an adapter does after its delay.
+    Hedge(usize),
     /// Poll at this tick.
     Poll(Operation<'a, HZ, Failure>),
     /// Report this attempt's fate at this tick.
@@ -93,18 +95,38 @@ struct Run {
     most_events_in_a_call: usize,
 }
 
-fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed: u64) -> Run {
+/// The id of the hedge of operation `i` (operations are numbered from 0).
+const HEDGE_IDS: u64 = 1_000_000;
+
+/// Runs operations started at `starts` to their ends, their attempts' fates taken from `fates` in
+/// turn; with `hedge`, each operation is also hedged that long after its start (whether or not it
+/// has ended then: the core must hold either way).
+fn simulate(
+    config: &DependencyConfig<HZ>,
+    starts: &[u64],
+    fates: &[Fate],
+    seed: u64,
+    hedge: Option<u64>,
+) -> Run {
     let mut dep: Dependency<HZ, 10> = Dependency::new(config, T::from_ticks(0)).unwrap();
     let mut rng = seeded(seed);
     let mut fates = fates.iter().copied().cycle();
     let context = Context::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_secs(3600)));
     // (tick, sequence) -> what happens then; the sequence keeps equal ticks in arrival order.
     let mut queue: BTreeMap<(u64, usize), Slot> = BTreeMap::new();
+    let mut plans = Vec::new();
     for (i, &s) in starts.iter().enumerate() {
         let op = Operation::start(&POLICY, config, context.id(i as u64), T::from_ticks(s)).unwrap();
+        plans.push(op.hedge_plan().unwrap());
         queue.insert((s, i), Slot::Poll(op));
     }
     let mut seq = starts.len();
+    if let Some(after) = hedge {
+        for (i, &s) in starts.iter().enumerate() {
+            seq += 1;
+            queue.insert((s + after, seq), Slot::Hedge(i));
+        }
+    }
     let mut run = Run {
         events: Vec::new(),
         dispatches: Vec::new(),
@@ -126,6 +148,11 @@ fn simulate(config: &DependencyConfig<HZ>, starts: &[u64], fates: &[Fate], seed:
         let events_before = run.events.len();
         let mut record = |e: &Event<HZ>| run.events.push(*e);
         let next = match slot {
+            Slot::Hedge(i) => {
+                let mut op = Operation::start_hedge(&POLICY, config, plans[i], at);
+                op.assign_id(HEDGE_IDS + i as u64);
+                Some((now, Slot::Poll(op)))
+            }
             Slot::Poll(mut op) => match op.poll(at, &mut dep, &mut record) {
                 Action::Dispatch(attempt) => {
                     run.dispatches.push(now);
@@ -195,15 +222,17 @@ proptest! {
         starts in proptest::collection::vec(0..20_000u64, 1..60),
         fates in proptest::collection::vec(fate(), 1..40),
         seed in any::<u64>(),
+        hedge in proptest::option::of(0..1_500u64),
     ) {
-        let run = simulate(&config, &starts, &fates, seed);
+        let run = simulate(&config, &starts, &fates, seed, hedge);
         prop_assert_eq!(run.unfinished, 0);
         prop_assert!(run.max_in_flight <= config.bulkhead_slots().unwrap());
         prop_assert_eq!(run.in_flight_at_end, 0, "a permit leaked");
         prop_assert!(run.max_waiting <= config.bulkhead_queue_places().unwrap_or(0));
         prop_assert_eq!(run.waiting_at_end, 0, "a place in the queue leaked");
         let completed = run.events.iter().filter(|e| matches!(e, Event::Completed { .. })).count();
-        prop_assert_eq!(completed, starts.len(), "every operation ends exactly once");
+        let hedges = if hedge.is_some() { starts.len() } else { 0 };
+        prop_assert_eq!(completed, starts.len() + hedges, "every operation and hedge ends exactly once");
         prop_assert!(run.most_events_in_a_call <= MAX_EVENTS_PER_CALL, "{}", run.most_events_in_a_call);
     }
 
@@ -215,8 +244,9 @@ proptest! {
         starts in proptest::collection::vec(0..20_000u64, 1..60),
         fates in proptest::collection::vec(fate(), 1..40),
         seed in any::<u64>(),
+        hedge in proptest::option::of(0..1_500u64),
     ) {
-        let run = simulate(&config, &starts, &fates, seed);
+        let run = simulate(&config, &starts, &fates, seed, hedge);
         let probes = usize::from(config.circuit_breaker().unwrap().probe_count());
         let mut half_open = false;
         let (mut admitted, mut given_back) = (0usize, 0usize);
@@ -256,8 +286,9 @@ proptest! {
         starts in proptest::collection::vec(0..20_000u64, 1..80),
         fates in proptest::collection::vec(fate(), 1..40),
         seed in any::<u64>(),
+        hedge in proptest::option::of(0..1_500u64),
     ) {
-        let run = simulate(&config, &starts, &fates, seed);
+        let run = simulate(&config, &starts, &fates, seed, hedge);
         let limit = config.rate().unwrap();
         let (count, period, burst) = (u128::from(limit.count()), u128::from(limit.period().as_ticks()), u128::from(limit.burst_size()));
         let d = &run.dispatches;
@@ -280,8 +311,9 @@ proptest! {
         starts in proptest::collection::vec(0..20_000u64, 1..60),
         fates in proptest::collection::vec(fate(), 1..40),
         seed in any::<u64>(),
+        hedge in proptest::option::of(0..1_500u64),
     ) {
-        let run = simulate(&config, &starts, &fates, seed);
+        let run = simulate(&config, &starts, &fates, seed, hedge);
         let mut last = 0;
         for e in &run.events {
             if let Event::CooldownExtended { until, .. } = *e {
@@ -307,9 +339,12 @@ fn the_simulation_reaches_every_protection() {
         let config = config().new_tree(&mut runner).unwrap().current();
         let starts = proptest::collection::vec(0..20_000u64, 1..60).new_tree(&mut runner).unwrap().current();
         let fates = proptest::collection::vec(fate(), 1..40).new_tree(&mut runner).unwrap().current();
-        let run = simulate(&config, &starts, &fates, 7);
+        let hedge = proptest::option::of(0..1_500u64).new_tree(&mut runner).unwrap().current();
+        let run = simulate(&config, &starts, &fates, 7, hedge);
         for e in &run.events {
             let key = match e {
+                Event::AttemptDispatched { operation, .. } if operation.0 >= HEDGE_IDS => "hedge_dispatched",
+                Event::Refused { operation, .. } if operation.0 >= HEDGE_IDS => "hedge_refused",
                 Event::CircuitChanged { state: CircuitState::HalfOpen, .. } => "half_open",
                 Event::CircuitChanged { state: CircuitState::Closed, .. } => "closed_again",
                 Event::WaitingForRateLimit { .. } => "rate_wait",
@@ -325,6 +360,8 @@ fn the_simulation_reaches_every_protection() {
     }
     for key in [
         "dispatched",
+        "hedge_dispatched",
+        "hedge_refused",
         "half_open",
         "closed_again",
         "rate_wait",
