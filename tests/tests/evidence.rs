@@ -135,9 +135,9 @@ fn the_readme_holds_every_row_of_the_tables_the_evidence_binary_wrote() {
     let (tables, readme) = (read("evidence/tables.md"), read("README.md"));
     let readme: std::collections::HashSet<&str> = readme.lines().collect();
     let rows: Vec<&str> = tables.lines().filter(|l| l.starts_with('|')).collect();
-    // Three tables: the AWS experiment's 5 algorithms, the budgets' 6 rows and the jitter's 5,
-    // each with its header and separator.
-    assert_eq!(rows.len(), 7 + 8 + 7, "{tables}");
+    // Four tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5 and the
+    // hedges' 3, each with its header and separator.
+    assert_eq!(rows.len(), 7 + 8 + 7 + 5, "{tables}");
     let missing: Vec<&str> = rows.into_iter().filter(|row| !readme.contains(row)).collect();
     assert!(
         missing.is_empty(),
@@ -282,5 +282,32 @@ mod aws {
         let (c50, _) = mean(Algorithm::NoBackoff, 50, 10);
         let (c100, _) = mean(Algorithm::NoBackoff, 100, 10);
         assert!(c100 > 3.0 * c50, "{c50} -> {c100}");
+    }
+}
+
+mod hedging {
+    //! The README's claims about hedged requests, on the full run (20,000 requests, a few
+    //! milliseconds in a debug build).
+
+    use relent_tests::evidence::hedging::{Hedging, Scenario, run};
+
+    #[test]
+    fn a_hedge_after_the_95th_percentile_cuts_the_99th_by_four_for_five_percent_more_calls() {
+        let (off, on) = (run(&Scenario::tail(Hedging::Off)), run(&Scenario::tail(Hedging::Budgeted)));
+        assert!(off.percentile_ms(990) >= 300.0, "{}", off.percentile_ms(990));
+        assert!(on.percentile_ms(990) <= 80.0, "{}", on.percentile_ms(990));
+        assert!((off.percentile_ms(500) - on.percentile_ms(500)).abs() < 1.0, "the median unchanged");
+        assert_eq!(off.steady_calls_per_request(), 1.0);
+        let extra = on.steady_calls_per_request();
+        assert!((1.03..=1.06).contains(&extra), "{extra}");
+    }
+
+    #[test]
+    fn when_every_call_is_slow_unbounded_hedges_double_the_load_and_the_budget_holds_them() {
+        let unbounded = run(&Scenario::tail(Hedging::Unbounded)).slowdown_calls_per_request();
+        let budgeted = run(&Scenario::tail(Hedging::Budgeted));
+        assert!(unbounded >= 1.99, "{unbounded}");
+        assert!(budgeted.slowdown_calls_per_request() <= 1.2, "{}", budgeted.slowdown_calls_per_request());
+        assert!(budgeted.hedges.2 > 3_000, "the budget refused the slowdown's hedges: {:?}", budgeted.hedges);
     }
 }

@@ -20,6 +20,7 @@ use std::path::Path;
 
 use relent_core::Jitter;
 use relent_tests::evidence::aws::{self, Algorithm};
+use relent_tests::evidence::hedging::{self, Hedging};
 use relent_tests::evidence::overload::{self, Budget, Outcome, Scenario};
 use relent_tests::evidence::plot::{Legend, Series, lines};
 
@@ -88,6 +89,7 @@ fn main() {
     let mut tables = Tables::default();
     aws_experiment(&out, runs, &mut tables);
     overload(&out, &mut tables);
+    hedging(&mut tables);
     let tables_md = out.join(Tables::FILE);
     std::fs::write(&tables_md, tables.markdown(runs)).expect("tables.md is written");
     if mode == Mode::Benchmarks {
@@ -412,6 +414,48 @@ fn thousands(n: u64) -> String {
         out.push(d);
     }
     out
+}
+
+/// Hedged requests: the latency's tail of the steady state, the calls it costs, and the calls per
+/// request while every call is slow, with no hedge, with hedges nothing bounds, and with hedges
+/// the retry budget pays for.
+fn hedging(tables: &mut Tables) {
+    println!(
+        "## Hedged requests: 1,000 requests/s, one call in twenty slow, every call slow from 8 s to 13 s"
+    );
+    let rows: Vec<Vec<String>> = Hedging::ALL
+        .iter()
+        .map(|&h| {
+            let o = hedging::run(&hedging::Scenario::tail(h));
+            let ms = |per_mille| format!("{:.0} ms", o.percentile_ms(per_mille));
+            vec![
+                h.name().to_owned(),
+                ms(500),
+                ms(950),
+                ms(990),
+                ms(999),
+                format!("{:.3}", o.steady_calls_per_request()),
+                format!("{:.2}", o.slowdown_calls_per_request()),
+                format!("{} ({} answered first)", thousands(o.hedges.0), thousands(o.hedges.1)),
+                thousands(o.hedges.2),
+            ]
+        })
+        .collect();
+    tables.add(
+        "Hedged requests",
+        &[
+            "hedging",
+            "p50",
+            "p95",
+            "p99",
+            "p99.9",
+            "calls per request",
+            "calls per request while every call is slow",
+            "hedges sent",
+            "hedges refused",
+        ],
+        &rows,
+    );
 }
 
 fn aws_experiment(out: &Path, runs: u64, tables: &mut Tables) {

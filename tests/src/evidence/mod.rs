@@ -5,5 +5,6 @@
 //! runs in CI.
 
 pub mod aws;
+pub mod hedging;
 pub mod overload;
 pub mod plot;
