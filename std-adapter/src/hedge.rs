@@ -18,9 +18,10 @@
 //! if neither succeeds, the error is the operation's own (its completion tells its retries; the
 //! hedge's failure is logged).
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 
 use relent_core::{Classify, Context, HedgePlan, Operation, OperationId, RetryPolicy, StartError};
@@ -42,7 +43,7 @@ struct Plan {
 /// allows no repeat refuses to start here, before anything is sent.
 struct Primary<'c, U> {
     fresh: Fresh<U>,
-    plan: &'c Cell<Option<Plan>>,
+    plan: &'c OnceLock<Plan>,
 }
 
 impl<U: FnOnce() -> Option<tokio::time::Instant>> Start for Primary<'_, U> {
@@ -54,7 +55,7 @@ impl<U: FnOnce() -> Option<tokio::time::Instant>> Start for Primary<'_, U> {
     ) -> (Result<Operation<'o, HZ, E>, StartError>, bool) {
         let (op, bounded) = self.fresh.start(policy, inner, now);
         let op = op.and_then(|op| {
-            self.plan.set(Some(Plan { plan: op.hedge_plan()?, bounded }));
+            let _ = self.plan.set(Plan { plan: op.hedge_plan()?, bounded });
             Ok(op)
         });
         (op, bounded)
@@ -162,62 +163,95 @@ impl Dependency {
         Fut: Future<Output = Result<T, E>>,
         E: Classify<HZ>,
     {
-        let inner = &self.inner;
-        async move {
-            // An instant too far to represent is never reached: no hedge.
-            let due = tokio::time::Instant::now().checked_add(after);
-            let plan = Cell::new(None);
-            let (id, hedged) = (Cell::new(OperationId(0)), Cell::new(false));
-            let primary = Primary { fresh: Fresh { context, until: || None }, plan: &plan };
-            let primary = drive(inner, policy, primary, |n| id.set(n), &operation, |ran, _| ran);
-            let hedge = async {
-                match due {
-                    Some(due) => tokio::time::sleep_until(due).await,
-                    None => std::future::pending().await,
-                }
-                // Polled only after the operation has started, and only while it runs.
-                let Some(plan) = plan.get() else { return std::future::pending().await };
-                hedged.set(true);
-                let hedge = Hedge { plan, of: id.get() };
-                drive(inner, policy, hedge, |_| {}, &operation, |ran, _| ran).await
-            };
-            let (mut primary, mut hedge) = (pin!(primary), pin!(hedge));
-            let mut ended: Option<Result<Detailed<T, E>, StartError>> = None;
-            let mut racing = true;
-            let answer = std::future::poll_fn(|cx| {
-                if ended.is_none() {
-                    if let Poll::Ready(out) = primary.as_mut().poll(cx) {
-                        if succeeded(&out) {
-                            return Poll::Ready(out);
-                        }
-                        ended = Some(out);
-                    }
-                }
-                if racing {
-                    if ended.is_some() && !hedged.get() {
-                        // Ended before its hedge was due: there is none.
-                        racing = false;
-                    } else if let Poll::Ready(out) = hedge.as_mut().poll(cx) {
-                        if succeeded(&out) {
-                            return Poll::Ready(out);
-                        }
-                        racing = false;
-                    }
-                }
-                match ended.take() {
-                    Some(out) if !racing => Poll::Ready(out),
-                    out => {
-                        ended = out;
-                        Poll::Pending
-                    }
-                }
-            })
-            .await;
-            match answer {
-                Ok(detailed) => detailed.into_result_with(|| inner.name.clone()),
-                Err(e) => Err(Error::Start(e)),
+        let fresh = Fresh { context, until: || None };
+        race(&self.inner, policy, fresh, after, operation, |raced, _, inner| match raced {
+            Ok(detailed) => detailed.into_result_with(|| inner.name.clone()),
+            Err(e) => Err(Error::Start(e)),
+        })
+    }
+}
+
+/// The race of an operation (started as `fresh` says) and its hedge, sent `after` the operation's
+/// start if it is still running then, and `finish` applied to its outcome (the first success, or
+/// the operation's own outcome when neither succeeds: see the module doc) and to whether that
+/// outcome is the hedge's. For `execute_hedged` and the HTTP layer. `finish` is applied inside,
+/// as `execute::run` applies its own: a future awaiting this one would hold it twice.
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn race<T, E, F, Fut, U, Out>(
+    inner: &Inner,
+    policy: &RetryPolicy<HZ>,
+    fresh: Fresh<U>,
+    after: std::time::Duration,
+    operation: F,
+    finish: impl FnOnce(Result<Detailed<T, E>, StartError>, bool, &Inner) -> Out,
+) -> impl Future<Output = Out>
+where
+    F: Fn(AttemptInfo) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Classify<HZ>,
+    U: FnOnce() -> Option<tokio::time::Instant>,
+{
+    async move {
+        // An instant too far to represent is never reached: no hedge.
+        let due = tokio::time::Instant::now().checked_add(after);
+        // Set once each, and read on the same task: a lock and atomics rather than cells only so
+        // that the future is `Send`, as `execute`'s is.
+        let (plan, id, hedged) = (OnceLock::new(), OnceLock::new(), AtomicBool::new(false));
+        let primary = Primary { fresh, plan: &plan };
+        let primary = drive(
+            inner,
+            policy,
+            primary,
+            |n| {
+                let _ = id.set(n);
+            },
+            &operation,
+            |ran, _| ran,
+        );
+        let hedge = async {
+            match due {
+                Some(due) => tokio::time::sleep_until(due).await,
+                None => std::future::pending().await,
             }
-        }
+            // Polled only after the operation has started, and only while it runs.
+            let Some(&plan) = plan.get() else { return std::future::pending().await };
+            hedged.store(true, Ordering::Relaxed);
+            let hedge = Hedge { plan, of: id.get().copied().unwrap_or(OperationId(0)) };
+            drive(inner, policy, hedge, |_| {}, &operation, |ran, _| ran).await
+        };
+        let (mut primary, mut hedge) = (pin!(primary), pin!(hedge));
+        let mut ended: Option<Result<Detailed<T, E>, StartError>> = None;
+        let mut racing = true;
+        let answer = std::future::poll_fn(|cx| {
+            if ended.is_none() {
+                if let Poll::Ready(out) = primary.as_mut().poll(cx) {
+                    if succeeded(&out) {
+                        return Poll::Ready((out, false));
+                    }
+                    ended = Some(out);
+                }
+            }
+            if racing {
+                if ended.is_some() && !hedged.load(Ordering::Relaxed) {
+                    // Ended before its hedge was due: there is none.
+                    racing = false;
+                } else if let Poll::Ready(out) = hedge.as_mut().poll(cx) {
+                    if succeeded(&out) {
+                        return Poll::Ready((out, true));
+                    }
+                    racing = false;
+                }
+            }
+            match ended.take() {
+                Some(out) if !racing => Poll::Ready((out, false)),
+                out => {
+                    ended = out;
+                    Poll::Pending
+                }
+            }
+        })
+        .await;
+        finish(answer.0, answer.1, inner)
     }
 }
 

@@ -98,3 +98,30 @@ fn an_operation_spawns_on_the_multi_threaded_runtime() {
     let error = runtime.block_on(runtime.spawn(failing)).unwrap().unwrap_err();
     assert!(error.to_string().contains("attempts_exhausted"), "{error}");
 }
+
+/// A hedged operation spawns too: its two loops share their plan and ids through a lock and atomics,
+/// not cells, so its future is `Send` as `execute`'s is. The first copy hangs, the hedge answers.
+#[test]
+fn a_hedged_operation_spawns_on_the_multi_threaded_runtime() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5).unwrap());
+    let dependency = Dependency::with_seed("payrail", config, 1).unwrap();
+    let policy =
+        RetryPolicy::exponential(3, Duration::from_millis(1), Duration::from_millis(2)).build().unwrap();
+    let context =
+        Context::new(Duration::from_secs(5), ReplaySafety::replayable_read(Duration::from_secs(60)));
+    let hedged = async move {
+        let after = std::time::Duration::from_millis(5);
+        dependency
+            .execute_hedged(&policy, context, after, |attempt| async move {
+                if attempt.number() == 1 {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, Refused>(attempt.number())
+            })
+            .await
+    };
+    send(&hedged);
+    assert_eq!(runtime.block_on(runtime.spawn(hedged)).unwrap().unwrap(), 2, "the hedge's answer");
+}
