@@ -257,7 +257,36 @@ fn only_a_policy_that_allows_a_repeat_can_be_hedged() {
     assert_eq!(refused, StartError::HedgeWithoutRetries);
     assert_eq!(refused.as_str(), "hedge_without_retries");
     assert!(refused.to_string().contains("Give the policy at least 2 attempts"), "{refused}");
-    // With retries, the statement and the budget `start` requires are what a hedge needs.
+    // With retries, the statement and the budget `start` requires are what a hedge needs: two
+    // attempts are enough.
     let op = Operation::<HZ, Failure>::start(&POLICY, &config, read(5_000, 60_000), at(0)).unwrap();
     assert_eq!(op.hedge_plan().unwrap().deadline(), at(5_000));
+    let twice = valid(
+        RetryPolicy::exponential(2, D::from_millis(100), D::from_secs(2))
+            .attempt_timeout(D::from_secs(1))
+            .build(),
+    );
+    let op = Operation::<HZ, Failure>::start(&twice, &config, read(5_000, 60_000), at(0)).unwrap();
+    assert!(op.hedge_plan().is_ok());
+}
+
+/// A plan taken before the clock restarted (`Dependency::rebase`, after a deep sleep) is rebased
+/// with it: its deadline and its statement's end move with the clock, so a hedge started from it
+/// on the new clock is cut and refused exactly as on the old one.
+#[test]
+fn a_rebased_plan_keeps_its_deadline_and_its_statement_on_the_new_clock() {
+    let config = tokens(2);
+    let op = Operation::<HZ, Failure>::start(&POLICY, &config, read(700, 400), at(10_000)).unwrap();
+    let mut plan = op.hedge_plan().unwrap();
+    plan.rebase(D::from_millis(9_000));
+    assert_eq!(plan.deadline(), at(1_700));
+    // On the new clock, 200 ms after the start: cut to the 500 ms left.
+    let mut dep = state(config);
+    let mut hedge = Operation::<HZ, Failure>::start_hedge(&POLICY, &config, plan, at(1_200));
+    let Action::Dispatch(second) = hedge.poll(at(1_200), &mut dep, &mut ()) else { panic!() };
+    assert_eq!(second.timeout(), D::from_millis(500));
+    // 400 ms after the start the statement has ended.
+    let mut late = Operation::<HZ, Failure>::start_hedge(&POLICY, &config, plan, at(1_400));
+    assert_eq!(late.poll(at(1_400), &mut dep, &mut ()), Action::Done);
+    assert_eq!(late.take_completion().unwrap().problem, Some(Problem::ReplayStatementExpired));
 }
