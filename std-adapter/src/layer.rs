@@ -296,6 +296,11 @@ pub struct RetryReport {
     /// [`attempt_expiry`](crate::attempt_expiry)), when that was sooner. What to look at when a request ended
     /// with `deadline_exceeded` or `retry_delay_exceeds_deadline` sooner than the layer's deadline.
     pub deadline: std::time::Duration,
+    /// Whether the response is a hedge's ([`RetryLayer::hedge_after`]): a second copy of the
+    /// request, sent while the first was still out, answered first. The other fields are then the
+    /// hedge's own: one attempt, numbered 2, its own operation id. What a dashboard counts to see
+    /// how often hedges win.
+    pub hedge: bool,
 }
 
 impl RetryReport {
@@ -305,6 +310,7 @@ impl RetryReport {
         single_attempt: Option<SingleAttempt>,
         replay_safety: ReplaySafety<HZ>,
         deadline: std::time::Duration,
+        hedge: bool,
     ) -> Self {
         Self {
             operation: completion.operation.0,
@@ -318,6 +324,7 @@ impl RetryReport {
             single_attempt,
             replay_safety,
             deadline,
+            hedge,
         }
     }
 }
@@ -513,6 +520,7 @@ pub struct RetryLayer<C = StatusClassifier> {
     deadline: std::time::Duration,
     replay_valid_for: std::time::Duration,
     timeout_header: Option<http::HeaderName>,
+    hedge_after: Option<std::time::Duration>,
     classifier: C,
 }
 
@@ -527,6 +535,7 @@ impl RetryLayer<StatusClassifier> {
             deadline,
             replay_valid_for: std::time::Duration::from_secs(24 * 3600),
             timeout_header: None,
+            hedge_after: None,
             classifier: StatusClassifier::default(),
         }
     }
@@ -541,6 +550,7 @@ impl<C> RetryLayer<C> {
             deadline: self.deadline,
             replay_valid_for: self.replay_valid_for,
             timeout_header: self.timeout_header,
+            hedge_after: self.hedge_after,
             classifier,
         }
     }
@@ -582,6 +592,39 @@ impl<C> RetryLayer<C> {
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub fn timeout_header(mut self, name: http::HeaderName) -> Self {
         self.timeout_header = Some(name);
+        self
+    }
+
+    /// Hedges every request the layer would retry (see [`Dependency::execute_hedged`]): one that
+    /// has not answered `after` its start gets a second copy, sent as attempt 2 through a clone of
+    /// the service, and the first success is the response; the other is cancelled. Set `after`
+    /// near the dependency's 95th percentile of latency. A hedge is paid for by the dependency's
+    /// retry budget and admitted by its protections as a retry is; a request that gets one
+    /// attempt (a POST without an `Idempotency-Key`, a body that cannot be copied) is not hedged.
+    /// Every attempt of a hedged request sends a copy of it, the last included (either of two
+    /// attempts out at once may be the one still running when the other needs the request). The
+    /// policy must allow a repeat: with one attempt, each request that would be hedged is refused
+    /// with `hedge_without_retries` before anything is sent.
+    ///
+    /// ```
+    /// use std::time::Duration as Std;
+    /// use relent_tokio::core::{DependencyConfig, RetryBudget, RetryPolicy};
+    /// use relent_tokio::{Dependency, Duration, RetryLayer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let prices = Dependency::new("prices", DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?))?;
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1))
+    ///     .attempt_timeout(Duration::from_millis(500))
+    ///     .build()?;
+    /// // Most answers take under 40 ms: a GET still out at 40 ms gets a second copy.
+    /// let layer = RetryLayer::new(prices, policy, Std::from_secs(2)).hedge_after(Std::from_millis(40));
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    ///
+    /// [`Dependency::execute_hedged`]: crate::Dependency::execute_hedged
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub fn hedge_after(mut self, after: std::time::Duration) -> Self {
+        self.hedge_after = Some(after);
         self
     }
 }
@@ -627,7 +670,13 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        Box::pin(run(self.shared.clone(), self.inner.clone(), request))
+        let prepared = prepare(&self.shared, request);
+        match (self.shared.hedge_after, prepared.single) {
+            (Some(after), None) => {
+                Box::pin(run_hedged(self.shared.clone(), self.inner.clone(), prepared, after))
+            }
+            _ => Box::pin(run(self.shared.clone(), self.inner.clone(), prepared)),
+        }
     }
 }
 
@@ -681,14 +730,14 @@ fn prepare<B: ReplayBody, C>(shared: &RetryLayer<C>, request: Request<B>) -> Pre
 fn run<S, B, RB, C>(
     shared: Arc<RetryLayer<C>>,
     inner: S,
-    request: Request<B>,
+    prepared: Prepared<B>,
 ) -> impl Future<Output = Result<Response<RB>, HttpError<S::Error>>>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone,
     B: ReplayBody,
     C: HttpClassifier<RB, S::Error>,
 {
-    let Prepared { parts, body, mut copy, single, policy, safety, until } = prepare(&shared, request);
+    let Prepared { parts, body, mut copy, single, policy, safety, until } = prepared;
     let (mut parts, mut body, mut inner) = (Some(parts), Some(body), Some(inner));
     async move {
         // The layer's deadline, cut (on the operation's first clock read) to the request's own
@@ -716,69 +765,135 @@ where
                 let number = info.number();
                 let body =
                     execute::for_attempt(number, last, body, |b| copy.take().or_else(|| b.try_clone()));
-                let request = body.zip(execute::for_attempt(number, last, parts, |p| Some(p.clone())));
-                let mut service = execute::for_attempt(number, last, inner, |s| Some(s.clone()));
-                let request = request.map(|(body, parts)| {
-                    let mut request = Request::from_parts(parts, body);
-                    if let Some(name) = &layer.timeout_header {
-                        let ms = u64::try_from(info.timeout().as_millis()).unwrap_or(u64::MAX);
-                        request.headers_mut().insert(name.clone(), http::HeaderValue::from(ms));
-                    }
-                    request
-                });
-                async move {
-                    // Checked before the service's readiness is awaited. The request is moved
-                    // out of the future's own field only by the call: bound to a local of its
-                    // own across that await, it would take its room in the future twice. (No
-                    // service is left only for an attempt after the last, which the core never
-                    // dispatches.)
-                    let (Some(_), Some(service)) = (&request, &mut service) else {
-                        return Err(Failed::NoBody);
-                    };
-                    let result = match service.ready().await {
-                        Ok(ready) => match request {
-                            Some(request) => ready.call(request).await,
-                            None => return Err(Failed::NoBody),
-                        },
-                        Err(e) => Err(e),
-                    };
-                    let classifier = &layer.classifier;
-                    match result {
-                        Ok(response) => match classifier.response(&response) {
-                            Exchange::Success => Ok(response),
-                            Exchange::Failure(verdict) => Err(Failed::Response(response, verdict)),
-                        },
-                        Err(e) => {
-                            let verdict = classifier.error(&e);
-                            Err(Failed::Transport(e, verdict))
-                        }
-                    }
-                }
+                let parts = execute::for_attempt(number, last, parts, |p| Some(p.clone()));
+                let service = execute::for_attempt(number, last, inner, |s| Some(s.clone()));
+                send(layer, &info, service, parts, body)
             },
             |ran, _| ran,
         )
         .await;
-        let Detailed { value, completion, retry_in, deadline, .. } = detailed.map_err(HttpError::Start)?;
-        let report = RetryReport::new(&completion, retry_in, single, safety, deadline);
-        let with_report = |mut response: Response<RB>| {
-            response.extensions_mut().insert(report);
-            response
+        respond(&shared, detailed, single, safety, false)
+    }
+}
+
+/// A hedged request's run (see [`RetryLayer::hedge_after`]): `run`'s, with the request's parts,
+/// body and service behind a mutex that both loops' attempts take in turn (each only to make its
+/// copies, never across an await: it is never contended; a mutex rather than a cell so that the
+/// future is `Send` with a body and a service that are only `Send`), and a copy for every attempt.
+#[allow(clippy::manual_async_fn)]
+fn run_hedged<S, B, RB, C>(
+    shared: Arc<RetryLayer<C>>,
+    inner: S,
+    prepared: Prepared<B>,
+    after: std::time::Duration,
+) -> impl Future<Output = Result<Response<RB>, HttpError<S::Error>>>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone,
+    B: ReplayBody,
+    C: HttpClassifier<RB, S::Error>,
+{
+    let Prepared { parts, body, copy, single, policy, safety, until } = prepared;
+    let originals = std::sync::Mutex::new((parts, body, copy, inner));
+    async move {
+        let context = Context::new(ticks(shared.deadline), safety);
+        let (layer, originals) = (&*shared, &originals);
+        let until = until.map(RequestDeadline::instant);
+        let fresh = execute::Fresh { context, until: move || until };
+        let attempt = move |info: crate::AttemptInfo| {
+            let mut originals = originals.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (parts, body, copy, inner) = &mut *originals;
+            let body = copy.take().or_else(|| body.try_clone());
+            send(layer, &info, Some(inner.clone()), Some(parts.clone()), body)
         };
-        // The name is cloned only for an error: a response touches no reference count.
-        let dependency = || shared.dependency.inner.name.clone();
-        match (value, completion.last_failure) {
-            (Some(response), _) => Ok(with_report(response)),
-            (None, Some(AttemptError::Failed(Failed::Response(response, _)))) => Ok(with_report(response)),
-            (None, Some(AttemptError::Failed(Failed::Transport(error, _)))) => {
-                Err(HttpError::Transport { dependency: dependency(), error, report })
-            }
-            (None, Some(AttemptError::TimedOut { after })) => {
-                Err(HttpError::TimedOut { dependency: dependency(), after: std_duration(after), report })
-            }
-            (None, Some(AttemptError::Failed(Failed::NoBody))) => {
-                Err(HttpError::BodyNotReplayable { dependency: dependency(), report })
-            }
-            (None, None) => Err(HttpError::Refused { dependency: dependency(), report }),
+        // The layer's own error type, as `Service::Error` (see `respond`).
+        #[allow(clippy::result_large_err)]
+        let finish = |raced, hedge, _: &_| respond(&shared, raced, single, safety, hedge);
+        crate::hedge::race(&shared.dependency.inner, &policy, fresh, after, attempt, finish).await
+    }
+}
+
+/// One attempt: the request made of `parts` and `body` (with the attempt's timeout in the layer's
+/// header, if it has one) through `service`, and its outcome classified. `None` for a part is a
+/// body that could not be copied, or no service left, which the core never asks for.
+fn send<'a, S, B, RB, C>(
+    layer: &'a RetryLayer<C>,
+    info: &crate::AttemptInfo,
+    mut service: Option<S>,
+    parts: Option<http::request::Parts>,
+    body: Option<B>,
+) -> impl Future<Output = Result<Response<RB>, Failed<RB, S::Error>>> + use<'a, S, B, RB, C>
+where
+    S: Service<Request<B>, Response = Response<RB>>,
+    C: HttpClassifier<RB, S::Error>,
+{
+    let request = body.zip(parts).map(|(body, parts)| {
+        let mut request = Request::from_parts(parts, body);
+        if let Some(name) = &layer.timeout_header {
+            let ms = u64::try_from(info.timeout().as_millis()).unwrap_or(u64::MAX);
+            request.headers_mut().insert(name.clone(), http::HeaderValue::from(ms));
         }
+        request
+    });
+    async move {
+        // Checked before the service's readiness is awaited. The request is moved out of the
+        // future's own field only by the call: bound to a local of its own across that await, it
+        // would take its room in the future twice. (No service is left only for an attempt after
+        // the last, which the core never dispatches.)
+        let (Some(_), Some(service)) = (&request, &mut service) else {
+            return Err(Failed::NoBody);
+        };
+        let result = match service.ready().await {
+            Ok(ready) => match request {
+                Some(request) => ready.call(request).await,
+                None => return Err(Failed::NoBody),
+            },
+            Err(e) => Err(e),
+        };
+        let classifier = &layer.classifier;
+        match result {
+            Ok(response) => match classifier.response(&response) {
+                Exchange::Success => Ok(response),
+                Exchange::Failure(verdict) => Err(Failed::Response(response, verdict)),
+            },
+            Err(e) => {
+                let verdict = classifier.error(&e);
+                Err(Failed::Transport(e, verdict))
+            }
+        }
+    }
+}
+
+/// What the layer returns for a request's run: its response with the report, or the error. The
+/// error is large (the report, 112 bytes, and the dependency's name) and is the layer's
+/// `Service::Error` as it is: boxing it would allocate on every failed request.
+#[allow(clippy::result_large_err)]
+fn respond<RB, E, C>(
+    shared: &RetryLayer<C>,
+    detailed: Result<Detailed<Response<RB>, Failed<RB, E>>, relent_core::StartError>,
+    single: Option<SingleAttempt>,
+    safety: ReplaySafety<HZ>,
+    hedge: bool,
+) -> Result<Response<RB>, HttpError<E>> {
+    let Detailed { value, completion, retry_in, deadline, .. } = detailed.map_err(HttpError::Start)?;
+    let report = RetryReport::new(&completion, retry_in, single, safety, deadline, hedge);
+    let with_report = |mut response: Response<RB>| {
+        response.extensions_mut().insert(report);
+        response
+    };
+    // The name is cloned only for an error: a response touches no reference count.
+    let dependency = || shared.dependency.inner.name.clone();
+    match (value, completion.last_failure) {
+        (Some(response), _) => Ok(with_report(response)),
+        (None, Some(AttemptError::Failed(Failed::Response(response, _)))) => Ok(with_report(response)),
+        (None, Some(AttemptError::Failed(Failed::Transport(error, _)))) => {
+            Err(HttpError::Transport { dependency: dependency(), error, report })
+        }
+        (None, Some(AttemptError::TimedOut { after })) => {
+            Err(HttpError::TimedOut { dependency: dependency(), after: std_duration(after), report })
+        }
+        (None, Some(AttemptError::Failed(Failed::NoBody))) => {
+            Err(HttpError::BodyNotReplayable { dependency: dependency(), report })
+        }
+        (None, None) => Err(HttpError::Refused { dependency: dependency(), report }),
     }
 }

@@ -30,6 +30,8 @@ enum Reply {
     },
     Hang,
     Refuse,
+    /// A status after this many milliseconds: a slow answer.
+    Slow(u16, u64),
 }
 
 #[derive(Clone, Default)]
@@ -79,6 +81,10 @@ impl Provider {
                         .body(String::new())
                         .unwrap()),
                     Reply::Hang => std::future::pending().await,
+                    Reply::Slow(code, after) => {
+                        tokio::time::sleep(Std::from_millis(after)).await;
+                        Ok(Response::builder().status(code).body(String::new()).unwrap())
+                    }
                     Reply::Refuse => Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
                 }
             }
@@ -815,4 +821,108 @@ proptest::proptest! {
             }
         }
     }
+}
+
+/// A read still unanswered after the layer's hedge delay gets a second copy through a clone of the
+/// service; the first answer is the response, and its report says it is the hedge's.
+#[tokio::test(start_paused = true)]
+async fn a_read_still_out_after_the_hedge_delay_gets_a_second_copy_and_the_first_answer_wins() {
+    let provider = Provider::default();
+    let t0 = tokio::time::Instant::now();
+    provider.script("/quote", &[Reply::Hang, Reply::Slow(200, 20)]);
+    provider.script("/fast", &[Reply::Slow(200, 30)]);
+    provider.script("/first", &[Reply::Slow(200, 80), Reply::Slow(200, 100)]);
+    let mut svc = layer(budgeted()).hedge_after(ms(50)).layer(provider.service(t0));
+
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/quote", None)).await.unwrap();
+    assert_eq!((response.status(), t0.elapsed()), (StatusCode::OK, ms(70)));
+    assert_eq!(provider.attempts("/quote"), [ms(0), ms(50)]);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.hedge, report.dispatched, report.disposition), (true, 1, Disposition::Succeeded));
+
+    // Answered before the delay: one copy, no hedge.
+    let t1 = t0.elapsed();
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/fast", None)).await.unwrap();
+    assert_eq!((t0.elapsed() - t1, provider.attempts("/fast")), (ms(30), vec![t1]));
+    assert!(!response.extensions().get::<RetryReport>().unwrap().hedge);
+
+    // The first copy answers while the hedge is out: its answer is the response.
+    let t2 = t0.elapsed();
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/first", None)).await.unwrap();
+    assert_eq!((t0.elapsed() - t2, provider.attempts("/first")), (ms(80), vec![t2, t2 + ms(50)]));
+    assert!(!response.extensions().get::<RetryReport>().unwrap().hedge);
+}
+
+/// What the layer would not retry it does not hedge: a POST without an `Idempotency-Key` gets its
+/// one attempt however long it takes; with a key it is hedged as a read is.
+#[tokio::test(start_paused = true)]
+async fn a_keyless_post_is_never_hedged_and_a_keyed_one_is() {
+    let provider = Provider::default();
+    let t0 = tokio::time::Instant::now();
+    provider.script("/charge", &[Reply::Slow(201, 300)]);
+    provider.script("/refund", &[Reply::Hang, Reply::Slow(201, 10)]);
+    let mut svc = layer(budgeted()).hedge_after(ms(50)).layer(provider.service(t0));
+    let response = svc.ready().await.unwrap().call(request(Method::POST, "/charge", None)).await.unwrap();
+    assert_eq!((response.status(), provider.attempts("/charge")), (StatusCode::CREATED, vec![ms(0)]));
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.hedge, report.single_attempt), (false, Some(SingleAttempt::NotIdempotent)));
+
+    let t1 = t0.elapsed();
+    let keyed = request(Method::POST, "/refund", Some("r-1"));
+    let response = svc.ready().await.unwrap().call(keyed).await.unwrap();
+    assert_eq!(provider.attempts("/refund"), [t1, t1 + ms(50)]);
+    assert!(response.extensions().get::<RetryReport>().unwrap().hedge);
+}
+
+/// Every attempt of a hedged request sends a copy of its body through a clone of the service, the
+/// request's own body never: either of two attempts out at once may be the last one running.
+#[tokio::test(start_paused = true)]
+async fn each_attempt_of_a_hedged_request_sends_a_copy_of_the_body_through_a_clone_of_the_service() {
+    #[derive(Clone)]
+    struct FirstHangs(Arc<Mutex<Vec<u32>>>);
+    impl Service<Request<Counted>> for FirstHangs {
+        type Response = Response<String>;
+        type Error = std::io::Error;
+        type Future =
+            std::pin::Pin<Box<dyn Future<Output = Result<Response<String>, std::io::Error>> + Send>>;
+        fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, req: Request<Counted>) -> Self::Future {
+            let mut sent = self.0.lock().unwrap();
+            sent.push(req.into_body().copy);
+            let first = sent.len() == 1;
+            Box::pin(async move {
+                if first {
+                    std::future::pending::<()>().await;
+                }
+                Ok(Response::new(String::new()))
+            })
+        }
+    }
+    let (sent, copies) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(0)));
+    let dep = Dependency::with_seed("payrail", budgeted(), 1).unwrap();
+    let mut svc =
+        RetryLayer::new(dep, POLICY, Std::from_secs(10)).hedge_after(ms(50)).layer(FirstHangs(sent.clone()));
+    let body = Counted { copies: copies.clone(), copy: 0 };
+    let request = Request::builder().uri("/quote").body(body).unwrap();
+    let response = svc.ready().await.unwrap().call(request).await.unwrap();
+    assert!(response.extensions().get::<RetryReport>().unwrap().hedge);
+    assert_eq!((sent.lock().unwrap().clone(), *copies.lock().unwrap()), (vec![1, 2], 2));
+}
+
+/// A hedging layer whose policy allows one attempt refuses each request it would hedge, before
+/// anything is sent: a hedge is a repeat.
+#[tokio::test(start_paused = true)]
+async fn a_hedging_layer_with_a_policy_of_one_attempt_refuses_what_it_would_hedge() {
+    let provider = Provider::default();
+    let t0 = tokio::time::Instant::now();
+    let dep = Dependency::with_seed("payrail", budgeted(), 1).unwrap();
+    let once = RetryPolicy::single_attempt().build().unwrap();
+    let mut svc =
+        RetryLayer::new(dep, once, Std::from_secs(10)).hedge_after(ms(50)).layer(provider.service(t0));
+    let refused = svc.ready().await.unwrap().call(request(Method::GET, "/quote", None)).await.unwrap_err();
+    assert!(matches!(refused, HttpError::Start(StartError::HedgeWithoutRetries)), "{refused:?}");
+    assert!(refused.to_string().contains("at least 2 attempts"), "{refused}");
+    assert!(provider.attempts("/quote").is_empty());
 }
