@@ -289,7 +289,58 @@ mod hedging {
     //! The README's claims about hedged requests, on the full run (20,000 requests, a few
     //! milliseconds in a debug build).
 
-    use relent_tests::evidence::hedging::{Hedging, Scenario, run};
+    use relent_tests::evidence::hedging::{Hedging, Outcome, Scenario, run};
+
+    #[test]
+    fn a_percentile_is_the_sample_at_its_rank_rounded_up_in_milliseconds() {
+        let o =
+            Outcome { steady_latency_us: (1..=1_000).map(|ms| ms * 1_000).collect(), ..Outcome::default() };
+        let got = [500, 950, 990, 999, 1_000].map(|p| o.percentile_ms(p));
+        assert_eq!(got, [500.0, 950.0, 990.0, 999.0, 1_000.0]);
+        let three = Outcome { steady_latency_us: vec![10_500, 20_000, 30_000], ..Outcome::default() };
+        assert_eq!([1, 500, 999].map(|p| three.percentile_ms(p)), [10.5, 20.0, 30.0]);
+        assert_eq!(Outcome::default().percentile_ms(990), 0.0, "no sample");
+    }
+
+    #[test]
+    fn the_steady_state_leaves_out_the_slowdown_and_the_second_after_it() {
+        let s = Scenario::tail(Hedging::Off);
+        let at = [0, 7_999, 8_000, 12_999, 13_000, 13_999, 14_000, 19_999];
+        assert_eq!(at.map(|ms| s.in_slowdown(ms)), [false, false, true, true, false, false, false, false]);
+        assert_eq!(at.map(|ms| s.steady(ms)), [true, true, false, false, false, false, true, true]);
+        let o = run(&s);
+        assert_eq!((o.steady.0, o.slowdown.0), (14_000, 5_000));
+        assert_eq!(o.steady_latency_us.len(), 14_000);
+    }
+
+    /// Every call is a request's first or a hedge, and a hedge that answered first was sent.
+    #[test]
+    fn the_calls_are_the_requests_and_their_hedges() {
+        for hedging in Hedging::ALL {
+            let o = run(&Scenario::tail(hedging));
+            assert_eq!(o.total, (20_000, 20_000 + o.hedges.0), "{hedging:?}");
+            assert!(o.hedges.1 <= o.hedges.0, "{hedging:?}: {:?}", o.hedges);
+            let (sent, won, refused) = o.hedges;
+            match hedging {
+                Hedging::Off => assert_eq!((sent, won, refused), (0, 0, 0)),
+                // The steady state's stragglers (one request in twenty) and every slow request.
+                Hedging::Unbounded => assert!(sent > 5_000 && won > 1_000 && refused == 0, "{:?}", o.hedges),
+                Hedging::Budgeted => assert!(sent > 1_000 && won > 500, "{:?}", o.hedges),
+            }
+        }
+    }
+
+    #[test]
+    fn each_mode_is_named_as_the_readme_shows_it() {
+        assert_eq!(
+            Hedging::ALL.map(Hedging::name),
+            [
+                "no hedge",
+                "hedge after 50 ms, nothing bounding it",
+                "hedge after 50 ms, paid for by a 10 % ratio budget",
+            ]
+        );
+    }
 
     #[test]
     fn a_hedge_after_the_95th_percentile_cuts_the_99th_by_four_for_five_percent_more_calls() {

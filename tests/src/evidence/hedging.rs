@@ -84,13 +84,13 @@ impl Scenario {
     }
 
     /// Whether a request that arrived at `ms` arrived during the slowdown.
-    fn in_slowdown(&self, ms: u64) -> bool {
+    pub fn in_slowdown(&self, ms: u64) -> bool {
         (self.slowdown_ms.0..self.slowdown_ms.1).contains(&ms)
     }
 
     /// Whether a request that arrived at `ms` is in the steady state: not in the slowdown, nor in
     /// the second after it, when requests still meet its last slow calls.
-    fn steady(&self, ms: u64) -> bool {
+    pub fn steady(&self, ms: u64) -> bool {
         ms < self.slowdown_ms.0 || ms >= self.slowdown_ms.1 + 1_000
     }
 }
@@ -106,6 +106,8 @@ pub struct Outcome {
     pub slowdown: (u64, u64),
     /// Hedges sent, hedges whose answer came first, and hedges the dependency refused.
     pub hedges: (u64, u64, u64),
+    /// Every request, and every call made.
+    pub total: (u64, u64),
 }
 
 impl Outcome {
@@ -268,6 +270,7 @@ pub fn run(s: &Scenario) -> Outcome {
             }
         };
         if let Some((k, which)) = sent {
+            out.total.1 += 1;
             let arrived = requests[k].arrived;
             if s.steady(arrived) {
                 out.steady.1 += 1;
@@ -277,6 +280,7 @@ pub fn run(s: &Scenario) -> Outcome {
             push(&mut queue, now + latency_us(s, now_ms, &mut rng), Event::Answer(k, which));
         }
         if let Event::Arrive(_) = event {
+            out.total.0 += 1;
             let arrived = now_ms;
             if s.steady(arrived) {
                 out.steady.0 += 1;
