@@ -19,11 +19,9 @@ use relent_core::{
     RetryBudget, RetryPolicy, Verdict,
 };
 
+use super::{D, HZ, T};
 use crate::rng::seeded;
-
-const HZ: u64 = 1_000_000;
-type D = relent_core::Duration<HZ>;
-type T = relent_core::Instant<HZ>;
+use crate::transcript::valid;
 
 /// Whether requests are hedged, and what bounds the hedges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,13 +125,6 @@ impl Outcome {
     /// Calls per request during the slowdown.
     pub fn slowdown_calls_per_request(&self) -> f64 {
         self.slowdown.1 as f64 / self.slowdown.0.max(1) as f64
-    }
-}
-
-const fn valid<V: Copy>(r: Result<V, relent_core::ConfigError>) -> V {
-    match r {
-        Ok(v) => v,
-        Err(e) => panic!("{}", e.message()),
     }
 }
 

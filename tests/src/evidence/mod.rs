@@ -8,3 +8,10 @@ pub mod aws;
 pub mod hedging;
 pub mod overload;
 pub mod plot;
+
+/// The simulations' clock: microseconds, so that a 5 ms call and a 100 ms backoff are exact.
+const HZ: u64 = 1_000_000;
+/// A duration on the simulations' clock.
+type D = relent_core::Duration<HZ>;
+/// An instant on the simulations' clock.
+type T = relent_core::Instant<HZ>;

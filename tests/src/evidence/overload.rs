@@ -16,11 +16,9 @@ use relent_core::{
     RetryBudget, RetryPolicy, Verdict,
 };
 
+use super::{D, HZ, T};
 use crate::rng::seeded;
-
-const HZ: u64 = 1_000_000;
-type D = relent_core::Duration<HZ>;
-type T = relent_core::Instant<HZ>;
+use crate::transcript::valid;
 
 /// The retry budget each layer has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,13 +148,6 @@ fn per_second(counts: &[u64], to_ms: u64) -> Vec<(f64, f64)> {
     (0..(to_ms / 100) as usize)
         .map(|i| (i as f64 / 10.0, counts.get(i).copied().unwrap_or(0) as f64 * 10.0))
         .collect()
-}
-
-const fn valid<V: Copy>(r: Result<V, relent_core::ConfigError>) -> V {
-    match r {
-        Ok(v) => v,
-        Err(e) => panic!("{}", e.message()),
-    }
 }
 
 fn policy(jitter: Jitter) -> RetryPolicy<HZ> {
