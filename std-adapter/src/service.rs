@@ -140,6 +140,7 @@ pub struct PipelineLayer<P> {
     policy: RetryPolicy<HZ>,
     deadline: std::time::Duration,
     plan: P,
+    hedge_after: Option<std::time::Duration>,
 }
 
 impl<P> PipelineLayer<P> {
@@ -152,7 +153,21 @@ impl<P> PipelineLayer<P> {
         deadline: std::time::Duration,
         plan: P,
     ) -> Self {
-        Self { dependency, policy, deadline, plan }
+        Self { dependency, policy, deadline, plan, hedge_after: None }
+    }
+
+    /// Hedges every request the plan states safe to repeat (see
+    /// [`Dependency::execute_hedged`](crate::Dependency::execute_hedged)): one that has not
+    /// answered `after` its start gets a second attempt, a clone of it through a clone of the
+    /// service, and the first success is the response; the other is cancelled. A hedge is paid for
+    /// by the retry budget and admitted by the protections as a retry is; an `Unsafe` request is
+    /// never hedged. Every attempt of a hedged request sends a clone, the last included. The policy
+    /// must allow a repeat: with one attempt, each request that would be hedged is refused with
+    /// `hedge_without_retries` before anything is sent.
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub fn hedge_after(mut self, after: std::time::Duration) -> Self {
+        self.hedge_after = Some(after);
+        self
     }
 }
 
@@ -197,7 +212,13 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        Box::pin(run(self.shared.clone(), self.inner.clone(), request))
+        let safety = self.shared.plan.safety(&request);
+        match self.shared.hedge_after {
+            Some(after) if !matches!(safety, ReplaySafety::Unsafe) => {
+                Box::pin(run_hedged(self.shared.clone(), self.inner.clone(), request, safety, after))
+            }
+            _ => Box::pin(run(self.shared.clone(), self.inner.clone(), request, safety)),
+        }
     }
 }
 
@@ -210,20 +231,21 @@ impl<E> Classify<HZ> for Classified<E> {
     }
 }
 
-/// The request's whole run through the pipeline. A function returning an `async` block, not an
-/// `async fn`, which would hold its arguments twice (as the HTTP layer's `run` explains).
+/// The request's whole run through the pipeline, under the plan's statement `safety` for it. A
+/// function returning an `async` block, not an `async fn`, which would hold its arguments twice
+/// (as the HTTP layer's `run` explains).
 #[allow(clippy::manual_async_fn)]
 fn run<S, Req, P>(
     shared: Arc<PipelineLayer<P>>,
     inner: S,
     request: Req,
+    safety: ReplaySafety<HZ>,
 ) -> impl Future<Output = Result<S::Response, Error<S::Error>>>
 where
     S: Service<Req> + Clone,
     Req: Clone,
     P: Plan<Req, S::Error>,
 {
-    let safety = shared.plan.safety(&request);
     let until = shared.plan.deadline(&request);
     // A request that may not be repeated gets one attempt, whatever the policy allows.
     let policy =
@@ -245,37 +267,95 @@ where
                 // the last one the policy allows sends the request itself through `call`'s.
                 let number = info.number();
                 let request = execute::for_attempt(number, last, request, |r| Some(r.clone()));
-                let mut service = execute::for_attempt(number, last, inner, |s| Some(s.clone()));
-                async move {
-                    let (Some(request), Some(service)) = (request, &mut service) else {
-                        // An attempt after the last, which the core never dispatches: nothing to
-                        // send, so it would only wait for its timeout.
-                        return std::future::pending().await;
-                    };
-                    let result = match service.ready().await {
-                        Ok(ready) => ready.call(request).await,
-                        Err(e) => Err(e),
-                    };
-                    result.map_err(|e| {
-                        let verdict = layer.plan.classify(&e);
-                        Classified(e, verdict)
-                    })
-                }
+                let service = execute::for_attempt(number, last, inner, |s| Some(s.clone()));
+                send(layer, service, request)
             },
             |ran, _| ran,
         )
         .await;
-        let Detailed { value, completion, retry_in, .. } = detailed.map_err(Error::Start)?;
-        match value {
-            Some(value) => Ok(value),
-            None => Err(Error::Ended {
-                dependency: layer.dependency.inner.name.clone(),
-                completion: completion.map_last_failure(|failure| match failure {
-                    AttemptError::Failed(Classified(e, _)) => AttemptError::Failed(e),
-                    AttemptError::TimedOut { after } => AttemptError::TimedOut { after },
-                }),
-                retry_in,
+        respond(layer, detailed)
+    }
+}
+
+/// A hedged request's run (see [`PipelineLayer::hedge_after`]): `run`'s, with the request and the
+/// service behind a mutex that both loops' attempts take in turn, only to clone them (never
+/// contended, and never held across an await; a mutex so that the future is `Send` with a request
+/// and a service that are only `Send`), and a clone for every attempt.
+#[allow(clippy::manual_async_fn)]
+fn run_hedged<S, Req, P>(
+    shared: Arc<PipelineLayer<P>>,
+    inner: S,
+    request: Req,
+    safety: ReplaySafety<HZ>,
+    after: std::time::Duration,
+) -> impl Future<Output = Result<S::Response, Error<S::Error>>>
+where
+    S: Service<Req> + Clone,
+    Req: Clone,
+    P: Plan<Req, S::Error>,
+{
+    let until = shared.plan.deadline(&request);
+    let originals = std::sync::Mutex::new((request, inner));
+    async move {
+        let context = Context::new(ticks(shared.deadline), safety);
+        let (layer, originals) = (&*shared, &originals);
+        let fresh = execute::Fresh { context, until: move || until };
+        let attempt = move |_: crate::AttemptInfo| {
+            let originals = originals.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (request, inner) = &*originals;
+            send(layer, Some(inner.clone()), Some(request.clone()))
+        };
+        let policy = layer.policy;
+        let finish = |raced, _, _: &_| respond(layer, raced);
+        crate::hedge::race(&layer.dependency.inner, &policy, fresh, after, attempt, finish).await
+    }
+}
+
+/// One attempt: `request` through `service` once it is ready, its error classified by the plan.
+/// `None` is an attempt after the last, which the core never dispatches: nothing to send, so it
+/// would only wait for its timeout. An `async` block, not an `async fn`, which would hold the
+/// request twice.
+#[allow(clippy::manual_async_fn)]
+fn send<S, Req, P>(
+    layer: &PipelineLayer<P>,
+    mut service: Option<S>,
+    request: Option<Req>,
+) -> impl Future<Output = Result<S::Response, Classified<S::Error>>> + use<'_, S, Req, P>
+where
+    S: Service<Req>,
+    P: Plan<Req, S::Error>,
+{
+    async move {
+        let (Some(request), Some(service)) = (request, &mut service) else {
+            return std::future::pending().await;
+        };
+        let result = match service.ready().await {
+            Ok(ready) => ready.call(request).await,
+            Err(e) => Err(e),
+        };
+        result.map_err(|e| {
+            let verdict = layer.plan.classify(&e);
+            Classified(e, verdict)
+        })
+    }
+}
+
+/// The layer's answer for a request's run: the value, or the error with the service's own last
+/// error in its completion.
+fn respond<T, E, P>(
+    layer: &PipelineLayer<P>,
+    detailed: Result<Detailed<T, Classified<E>>, relent_core::StartError>,
+) -> Result<T, Error<E>> {
+    let Detailed { value, completion, retry_in, .. } = detailed.map_err(Error::Start)?;
+    match value {
+        Some(value) => Ok(value),
+        None => Err(Error::Ended {
+            dependency: layer.dependency.inner.name.clone(),
+            completion: completion.map_last_failure(|failure| match failure {
+                AttemptError::Failed(Classified(e, _)) => AttemptError::Failed(e),
+                AttemptError::TimedOut { after } => AttemptError::TimedOut { after },
             }),
-        }
+            retry_in,
+        }),
     }
 }

@@ -319,3 +319,44 @@ async fn the_error_s_chain_shows_each_message_once_down_to_the_service_s_own_cau
         ]
     );
 }
+
+/// With `hedge_after`, a read still unanswered after the delay gets a second attempt, a clone
+/// through a clone of the service, and its answer is the response; every attempt of a hedged
+/// request sends a clone. A write stated `Unsafe` is never hedged.
+#[tokio::test(start_paused = true)]
+async fn a_read_still_out_after_the_hedge_delay_gets_a_second_attempt_and_a_write_never_does() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let store = Scripted::new(&[None, Some(Ok("v2"))]);
+    let mut svc = layer(budgeted()).hedge_after(ms(50)).layer(store.service());
+    clones();
+    let t0 = tokio::time::Instant::now();
+    let value = svc.ready().await.unwrap().call(Query::Get("k1")).await.unwrap();
+    assert_eq!((value, t0.elapsed(), store.calls()), ("v2", ms(50), vec![ms(0), ms(50)]));
+    assert_eq!(clones(), 2, "a clone for each attempt, the request itself never sent");
+
+    let store = Scripted::new(&[None]);
+    let mut svc = layer(budgeted()).hedge_after(ms(50)).layer(store.service());
+    let error = svc.ready().await.unwrap().call(Query::Put("k1")).await.unwrap_err();
+    let completion = error.completion().unwrap();
+    assert_eq!((store.calls(), completion.summary.dispatched), (vec![ms(0)], 1), "one attempt, no hedge");
+    assert!(error.into_last_failure().is_none(), "it timed out");
+    assert_eq!(clones(), 0);
+}
+
+/// A hedging layer whose policy allows one attempt refuses each read it would hedge, before
+/// anything is sent.
+#[tokio::test(start_paused = true)]
+async fn a_hedging_layer_with_a_policy_of_one_attempt_refuses_the_reads_it_would_hedge() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let store = Scripted::new(&[Some(Ok("v1"))]);
+    let dep = Dependency::with_seed("store", budgeted(), 1).unwrap();
+    let once = RetryPolicy::single_attempt().build().unwrap();
+    let mut svc =
+        PipelineLayer::new(dep, once, Std::from_secs(10), Store).hedge_after(ms(50)).layer(store.service());
+    let error = svc.ready().await.unwrap().call(Query::Get("k1")).await.unwrap_err();
+    assert_eq!(error.code(), "hedge_without_retries");
+    assert!(store.calls().is_empty());
+    // A write, never hedged, goes.
+    assert_eq!(svc.ready().await.unwrap().call(Query::Put("k1")).await.unwrap(), "v1");
+    clones();
+}
