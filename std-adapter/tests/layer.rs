@@ -861,7 +861,9 @@ async fn a_keyless_post_is_never_hedged_and_a_keyed_one_is() {
     let t0 = tokio::time::Instant::now();
     provider.script("/charge", &[Reply::Slow(201, 300)]);
     provider.script("/refund", &[Reply::Hang, Reply::Slow(201, 10)]);
-    let mut svc = layer(budgeted()).hedge_after(ms(50)).layer(provider.service(t0));
+    // A classifier set after the delay keeps it.
+    let classifier = relent_tokio::http::StatusClassifier::default();
+    let mut svc = layer(budgeted()).hedge_after(ms(50)).classifier(classifier).layer(provider.service(t0));
     let response = svc.ready().await.unwrap().call(request(Method::POST, "/charge", None)).await.unwrap();
     assert_eq!((response.status(), provider.attempts("/charge")), (StatusCode::CREATED, vec![ms(0)]));
     let report = response.extensions().get::<RetryReport>().unwrap();
