@@ -257,6 +257,11 @@ pub struct Detailed<T, E> {
     ///
     /// [`attempt_expiry`]: crate::attempt_expiry
     pub deadline: std::time::Duration,
+    /// Whether the value and the completion are a hedge's
+    /// ([`Dependency::execute_hedged_detailed`](crate::Dependency::execute_hedged_detailed)): a
+    /// second copy of the call, sent while the first was still out, succeeded first. The
+    /// completion is then the hedge's own: one attempt, numbered 2, its own operation id.
+    pub hedge: bool,
 }
 
 impl<T, E> Detailed<T, E> {
@@ -272,7 +277,7 @@ impl<T, E> Detailed<T, E> {
         let retry_in = completion
             .not_before
             .map(|at| std_duration(Duration::from_ticks(at.as_ticks().saturating_sub(now().as_ticks()))));
-        Self { value, completion, retry_in, deadline: std_duration(deadline) }
+        Self { value, completion, retry_in, deadline: std_duration(deadline), hedge: false }
     }
 
     /// The value, or the completion as an [`Error`].

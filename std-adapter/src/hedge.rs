@@ -164,18 +164,40 @@ impl Dependency {
         E: Classify<HZ>,
     {
         let fresh = Fresh { context, until: || None };
-        race(&self.inner, policy, fresh, after, operation, |raced, _, inner| match raced {
+        race(&self.inner, policy, fresh, after, operation, |raced, inner| match raced {
             Ok(detailed) => detailed.into_result_with(|| inner.name.clone()),
             Err(e) => Err(Error::Start(e)),
         })
     }
 }
 
+impl Dependency {
+    /// As [`Dependency::execute_hedged`], returning the value with the whole completion, as
+    /// [`Dependency::execute_detailed`] does: the hedge's when the hedge succeeded first
+    /// ([`Detailed::hedge`]), the operation's otherwise. Refuses, before anything is sent, what
+    /// `execute_hedged` refuses.
+    pub fn execute_hedged_detailed<T, E, F, Fut>(
+        &self,
+        policy: &RetryPolicy<HZ>,
+        context: Context<HZ>,
+        after: std::time::Duration,
+        operation: F,
+    ) -> impl Future<Output = Result<Detailed<T, E>, StartError>>
+    where
+        F: Fn(AttemptInfo) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Classify<HZ>,
+    {
+        let fresh = Fresh { context, until: || None };
+        race(&self.inner, policy, fresh, after, operation, |raced, _| raced)
+    }
+}
+
 /// The race of an operation (started as `fresh` says) and its hedge, sent `after` the operation's
-/// start if it is still running then, and `finish` applied to its outcome (the first success, or
-/// the operation's own outcome when neither succeeds: see the module doc) and to whether that
-/// outcome is the hedge's. For `execute_hedged` and the HTTP layer. `finish` is applied inside,
-/// as `execute::run` applies its own: a future awaiting this one would hold it twice.
+/// start if it is still running then, and `finish` applied to its outcome: the first success
+/// (`Detailed::hedge` set when it is the hedge's), or the operation's own outcome when neither
+/// succeeds (see the module doc). For `execute_hedged` and the layers. `finish` is applied
+/// inside, as `execute::run` applies its own: a future awaiting this one would hold it twice.
 #[allow(clippy::manual_async_fn)]
 pub(crate) fn race<T, E, F, Fut, U, Out>(
     inner: &Inner,
@@ -183,7 +205,7 @@ pub(crate) fn race<T, E, F, Fut, U, Out>(
     fresh: Fresh<U>,
     after: std::time::Duration,
     operation: F,
-    finish: impl FnOnce(Result<Detailed<T, E>, StartError>, bool, &Inner) -> Out,
+    finish: impl FnOnce(Result<Detailed<T, E>, StartError>, &Inner) -> Out,
 ) -> impl Future<Output = Out>
 where
     F: Fn(AttemptInfo) -> Fut,
@@ -226,7 +248,7 @@ where
             if ended.is_none() {
                 if let Poll::Ready(out) = primary.as_mut().poll(cx) {
                     if succeeded(&out) {
-                        return Poll::Ready((out, false));
+                        return Poll::Ready(out);
                     }
                     ended = Some(out);
                 }
@@ -235,15 +257,16 @@ where
                 if ended.is_some() && !hedged.load(Ordering::Relaxed) {
                     // Ended before its hedge was due: there is none.
                     racing = false;
-                } else if let Poll::Ready(out) = hedge.as_mut().poll(cx) {
-                    if succeeded(&out) {
-                        return Poll::Ready((out, true));
+                } else if let Poll::Ready(mut out) = hedge.as_mut().poll(cx) {
+                    if let (true, Ok(detailed)) = (succeeded(&out), &mut out) {
+                        detailed.hedge = true;
+                        return Poll::Ready(out);
                     }
                     racing = false;
                 }
             }
             match ended.take() {
-                Some(out) if !racing => Poll::Ready((out, false)),
+                Some(out) if !racing => Poll::Ready(out),
                 out => {
                     ended = out;
                     Poll::Pending
@@ -251,7 +274,7 @@ where
             }
         })
         .await;
-        finish(answer.0, answer.1, inner)
+        finish(answer, inner)
     }
 }
 

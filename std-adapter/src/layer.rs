@@ -772,7 +772,7 @@ where
             |ran, _| ran,
         )
         .await;
-        respond(&shared, detailed, single, safety, false)
+        respond(&shared, detailed, single, safety)
     }
 }
 
@@ -807,7 +807,7 @@ where
         };
         // The layer's own error type, as `Service::Error` (see `respond`).
         #[allow(clippy::result_large_err)]
-        let finish = |raced, hedge, _: &_| respond(&shared, raced, single, safety, hedge);
+        let finish = |raced, _: &_| respond(&shared, raced, single, safety);
         crate::hedge::race(&shared.dependency.inner, &policy, fresh, after, attempt, finish).await
     }
 }
@@ -872,9 +872,8 @@ fn respond<RB, E, C>(
     detailed: Result<Detailed<Response<RB>, Failed<RB, E>>, relent_core::StartError>,
     single: Option<SingleAttempt>,
     safety: ReplaySafety<HZ>,
-    hedge: bool,
 ) -> Result<Response<RB>, HttpError<E>> {
-    let Detailed { value, completion, retry_in, deadline, .. } = detailed.map_err(HttpError::Start)?;
+    let Detailed { value, completion, retry_in, deadline, hedge, .. } = detailed.map_err(HttpError::Start)?;
     let report = RetryReport::new(&completion, retry_in, single, safety, deadline, hedge);
     let with_report = |mut response: Response<RB>| {
         response.extensions_mut().insert(report);

@@ -306,7 +306,7 @@ where
             send(layer, Some(inner.clone()), Some(request.clone()))
         };
         let policy = layer.policy;
-        let finish = |raced, _, _: &_| respond(layer, raced);
+        let finish = |raced, _: &_| respond(layer, raced);
         crate::hedge::race(&layer.dependency.inner, &policy, fresh, after, attempt, finish).await
     }
 }

@@ -244,3 +244,28 @@ async fn a_hedge_delay_too_long_to_reach_never_hedges() {
     let got = dep.execute_hedged(&POLICY, read(), Std::MAX, |a| script.call(a)).await;
     assert_eq!((got.unwrap(), script.calls()), (1, vec![(1, 0)]));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_detailed_answer_is_the_hedge_s_completion_when_the_hedge_wins_and_says_so() {
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(800, Some(Ok(1))), (30, Some(Ok(2)))]);
+    let won =
+        dep.execute_hedged_detailed(&POLICY, read().id(40), HEDGE_AFTER, |a| script.call(a)).await.unwrap();
+    let s = won.completion.summary;
+    assert_eq!((won.value, won.hedge, s.dispatched, s.retries), (Some(2), true, 1, 1));
+    assert_ne!(won.completion.operation.0, 40, "the hedge's own id");
+    assert_eq!(won.deadline, Std::from_millis(4_800), "what was left of the deadline when it started");
+
+    let script = Script::new(&[(250, Some(Ok(1))), (500, Some(Ok(2)))]);
+    let first =
+        dep.execute_hedged_detailed(&POLICY, read().id(41), HEDGE_AFTER, |a| script.call(a)).await.unwrap();
+    let s = first.completion.summary;
+    assert_eq!(
+        (first.value, first.hedge, s.dispatched, first.completion.operation.0),
+        (Some(1), false, 1, 41)
+    );
+
+    let once = POLICY.without_retries();
+    let refused = dep.execute_hedged_detailed(&once, read(), HEDGE_AFTER, |a| script.call(a)).await;
+    assert_eq!(refused.unwrap_err(), StartError::HedgeWithoutRetries);
+}
