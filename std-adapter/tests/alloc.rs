@@ -201,6 +201,48 @@ fn the_layer_allocates_four_times_a_request_and_its_future_holds_the_request_onc
     assert_eq!(counted.count_total, 4 * 200, "{counted:?}");
 }
 
+/// A hedged request through the HTTP layer allocates as one that is not: four times (its boxed
+/// future and the report in the response's extensions), the hedge's loop and timer living in the
+/// boxed future, whose size is printed for docs/memory.md.
+#[test]
+fn a_hedged_request_through_the_layer_allocates_four_times_too() {
+    use relent_tokio::{RetryLayer, RetryReport};
+    use tower::{Layer, Service, ServiceExt};
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    let _entered = runtime.enter();
+    let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(100, 0).unwrap());
+    let dep = Dependency::with_seed("payrail", config, 1).unwrap();
+    // The first copy of each request answers after 300 ms, the hedge after 10.
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counter = calls.clone();
+    let inner = tower::service_fn(move |_req: http::Request<()>| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async move {
+            let ms = if n % 2 == 0 { 300 } else { 10 };
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            Ok::<_, std::convert::Infallible>(http::Response::new(()))
+        }
+    });
+    let after = std::time::Duration::from_millis(50);
+    let mut svc =
+        RetryLayer::new(dep, POLICY, std::time::Duration::from_secs(5)).hedge_after(after).layer(inner);
+    let quote = || http::Request::get(http::Uri::from_static("http://payrail.test/quote")).body(()).unwrap();
+    let requests: Vec<_> = (0..100).map(|_| quote()).collect();
+    eprintln!("the hedged layer's future: {} bytes", size_of_val(&*svc.call(quote())));
+    let mut hedges = 0;
+    let counted = allocation_counter::measure(|| {
+        runtime.block_on(async {
+            for request in requests {
+                let response = svc.ready().await.unwrap().call(request).await.unwrap();
+                hedges += u32::from(response.extensions().get::<RetryReport>().unwrap().hedge);
+            }
+        })
+    });
+    assert_eq!((hedges, calls.load(std::sync::atomic::Ordering::Relaxed)), (100, 200), "each request hedged");
+    assert_eq!(counted.count_total, 4 * 100, "{counted:?}");
+}
+
 /// The generic layer allocates once a request, retried or not: its boxed future (a service's
 /// requests here carry no extensions for a report, as an HTTP response does). The request is a
 /// number, cloned without allocating; the future holds it once.
