@@ -289,6 +289,10 @@ pub enum StartError {
     /// A hedge was asked of an operation whose policy allows one attempt: a hedge is a repeat
     /// ([`Operation::hedge_plan`](crate::Operation::hedge_plan)).
     HedgeWithoutRetries,
+    /// A hedge was asked of an operation whose statement is not a read's: a provider's
+    /// idempotency key protects a repeat, not a copy in flight
+    /// ([`ReplaySafety::may_hedge`](crate::ReplaySafety::may_hedge)).
+    HedgeOfMutation,
 }
 
 impl StartError {
@@ -302,6 +306,7 @@ impl StartError {
             Self::DeadlineTooLong { .. } => "deadline_too_long",
             Self::AirtimeAboveDutyCycle { .. } => "airtime_above_duty_cycle",
             Self::HedgeWithoutRetries => "hedge_without_retries",
+            Self::HedgeOfMutation => "hedge_of_mutation",
         }
     }
 }
@@ -340,6 +345,12 @@ impl fmt::Display for StartError {
                 "a hedge repeats the call, and the policy allows one attempt, which says the call must not be repeated. \
                  Give the policy at least 2 attempts (with a replay-safety statement and a retry budget, as any retry \
                  needs), or do not hedge",
+            ),
+            Self::HedgeOfMutation => f.write_str(
+                "a hedge sends a second copy while the first is still out, and the operation is a keyed mutation: a \
+                 provider's idempotency key protects a repeat that comes after the first request, not a copy in \
+                 flight (Stripe answers it 409, idempotency_key_in_use). Hedge reads only \
+                 (ReplaySafety::replayable_read); a keyed mutation is still retried",
             ),
         }
     }
@@ -623,7 +634,7 @@ mod tests {
 
     /// Every refusal to start, with the numbers the configurations in `start_refusal` give it.
     /// That function matches without a wildcard, as `refusal` does: list a new variant here too.
-    fn start_refusals() -> [StartError; 7] {
+    fn start_refusals() -> [StartError; 8] {
         [
             StartError::UnsafeWithRetries { max_attempts: 3 },
             StartError::RetryWithoutBudget { max_attempts: 3 },
@@ -632,6 +643,7 @@ mod tests {
             StartError::DeadlineTooLong { deadline: MAX_SPAN.saturating_add(1) },
             StartError::AirtimeAboveDutyCycle { airtime: 2_000, allowance: 1_000 },
             StartError::HedgeWithoutRetries,
+            StartError::HedgeOfMutation,
         ]
     }
 
@@ -681,8 +693,17 @@ mod tests {
                 let op = Operation::<HZ, Verdict<HZ>>::start(&once, &budgeted, read, T0).ok()?;
                 Some(op.hedge_plan().map(drop))
             }
+            #[cfg(feature = "hedge")]
+            StartError::HedgeOfMutation => {
+                let keyed = Context::new(
+                    D::from_secs(10),
+                    ReplaySafety::provider_idempotent_mutation(D::from_secs(60)),
+                );
+                let op = Operation::<HZ, Verdict<HZ>>::start(&policy, &budgeted, keyed, T0).ok()?;
+                Some(op.hedge_plan().map(drop))
+            }
             #[cfg(not(feature = "hedge"))]
-            StartError::HedgeWithoutRetries => None,
+            StartError::HedgeWithoutRetries | StartError::HedgeOfMutation => None,
             #[cfg(not(feature = "token-bucket"))]
             StartError::Budget(_) => None,
             #[cfg(not(feature = "duty-cycle"))]
@@ -702,7 +723,7 @@ mod tests {
             }
         }
         if every_protection() {
-            assert_eq!(stated, if cfg!(feature = "ticks-u32") { 7 } else { 6 });
+            assert_eq!(stated, if cfg!(feature = "ticks-u32") { 8 } else { 7 });
         }
         // 64-bit ticks take any deadline.
         if cfg!(not(feature = "ticks-u32")) {

@@ -242,8 +242,9 @@ enum Decision<const HZ: u64> {
 /// A hedged request (Dean and Barroso, "The Tail at Scale") repeats a call that is taking longer
 /// than most do, without waiting for it to fail, and takes whichever answer comes first. It is a
 /// repeat, so it needs what a retry needs (seed 003): a policy that allows more than one attempt
-/// (and so a replay-safety statement and a retry budget, which `start` requires of it), a statement
-/// that still holds when the hedge goes out, the budget's consent (a hedge is paid for as a retry,
+/// (and so a replay-safety statement and a retry budget, which `start` requires of it), a read's
+/// statement (a provider's idempotency key protects a repeat, not a copy in flight:
+/// [`ReplaySafety::may_hedge`]), a statement that still holds when the hedge goes out, the budget's consent (a hedge is paid for as a retry,
 /// so an outage cannot double the load through hedges either), and time left before the same
 /// deadline.
 #[cfg(feature = "hedge")]
@@ -272,6 +273,17 @@ impl<const HZ: u64> HedgePlan<HZ> {
     }
 }
 
+/// What an operation is to hedging: one that may not be hedged (its statement is not a read's),
+/// one that may, or a hedge itself.
+#[cfg(feature = "hedge")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum Hedging {
+    Never,
+    Read,
+    Hedge,
+}
+
 /// One call's state machine, borrowing the shared policy and the dependency's configuration. `E`
 /// is the caller's failure type.
 #[derive(Debug)]
@@ -292,10 +304,9 @@ pub struct Operation<'p, const HZ: u64, E> {
     phase: Phase<HZ>,
     /// Attempts dispatched so far; for a hedge, one more (its attempt is a repeat, numbered 2).
     dispatched: u8,
-    /// A hedge of another operation (see `Operation::start_hedge`): one attempt, paid for as a
-    /// retry. Only with hedging compiled in.
+    /// What the operation is to hedging. Only with hedging compiled in.
     #[cfg(feature = "hedge")]
-    hedge: bool,
+    hedging: Hedging,
     previous_delay: Duration<HZ>,
     waited: Duration<HZ>,
     last_failure: Option<E>,
@@ -362,7 +373,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
             dispatched: 0,
             #[cfg(feature = "hedge")]
-            hedge: false,
+            hedging: if context.safety.may_hedge() { Hedging::Read } else { Hedging::Never },
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),
             last_failure: None,
@@ -375,7 +386,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     #[inline(always)]
     const fn hedged(&self) -> bool {
         #[cfg(feature = "hedge")]
-        return self.hedge;
+        return matches!(self.hedging, Hedging::Hedge);
         #[cfg(not(feature = "hedge"))]
         return false;
     }
@@ -895,13 +906,18 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
 #[cfg_attr(docsrs, doc(cfg(feature = "hedge")))]
 impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
     /// What a hedge of this operation needs (see [`HedgePlan`]), or
-    /// [`StartError::HedgeWithoutRetries`] when its policy allows one attempt: a hedge is a repeat,
-    /// and a policy of one attempt states that the call must not be repeated. Call it right after
+    /// [`StartError::HedgeWithoutRetries`] when its policy allows one attempt (a hedge is a repeat,
+    /// and a policy of one attempt states that the call must not be repeated), or
+    /// [`StartError::HedgeOfMutation`] when its statement is not a read's
+    /// ([`ReplaySafety::may_hedge`]: a provider's key protects a repeat, not a copy in flight). Call it right after
     /// [`Operation::start`], so that a configuration that cannot hedge is refused before anything is
     /// sent, as `start` refuses one that cannot retry.
     pub const fn hedge_plan(&self) -> Result<HedgePlan<HZ>, StartError> {
         if self.policy.max_attempts() < 2 {
             return Err(StartError::HedgeWithoutRetries);
+        }
+        if let Hedging::Never = self.hedging {
+            return Err(StartError::HedgeOfMutation);
         }
         Ok(HedgePlan {
             deadline: self.deadline,
@@ -942,7 +958,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             airtime: plan.airtime,
             phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
             dispatched: 1,
-            hedge: true,
+            hedging: Hedging::Hedge,
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),
             last_failure: None,
@@ -953,7 +969,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
 
     /// Whether this operation is a hedge of another ([`Operation::start_hedge`]).
     pub const fn is_hedge(&self) -> bool {
-        self.hedge
+        matches!(self.hedging, Hedging::Hedge)
     }
 }
 

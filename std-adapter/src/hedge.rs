@@ -6,8 +6,8 @@
 //! caller that sends the same read again once the first copy has taken longer than most do gets
 //! whichever answer comes first (Dean and Barroso, "The Tail at Scale", 2013). Hedging is also how
 //! a careless client doubles its dependency's load, so the rules are the core's, as for a retry
-//! (`relent_core::HedgePlan`): a policy that allows a repeat and a statement that repeating is safe,
-//! checked before anything is sent; the retry budget pays for each hedge; the bulkhead, the rate
+//! (`relent_core::HedgePlan`): a policy that allows a repeat and a read's statement that repeating
+//! is safe, checked before anything is sent; the retry budget pays for each hedge; the bulkhead, the rate
 //! limit and the breaker admit it as any attempt; it ends by the operation's deadline.
 //!
 //! The loop is `execute`'s, twice: the operation's own, started at once, and its hedge's, started
@@ -99,7 +99,9 @@ impl Dependency {
     ///
     /// A hedge repeats the call, so it needs what a retry needs: a policy of at least two
     /// attempts, and with it a replay-safety statement and a retry budget, refused before anything
-    /// is sent ([`StartError::HedgeWithoutRetries`] for a policy of one attempt). The statement must
+    /// is sent ([`StartError::HedgeWithoutRetries`] for a policy of one attempt); and the statement
+    /// must be a read's ([`StartError::HedgeOfMutation`] otherwise: a provider's idempotency key
+    /// protects a repeat, not a copy in flight). The statement must
     /// still hold when the hedge goes out, the budget must allow it, and it passes the
     /// dependency's protections as any attempt; refused, it is not sent, and the operation goes on
     /// alone. Its attempt's timeout is the policy's, cut to what is left of the operation's

@@ -595,12 +595,15 @@ impl<C> RetryLayer<C> {
         self
     }
 
-    /// Hedges every request the layer would retry (see [`Dependency::execute_hedged`]): one that
-    /// has not answered `after` its start gets a second copy, sent as attempt 2 through a clone of
-    /// the service, and the first success is the response; the other is cancelled. Set `after`
-    /// near the dependency's 95th percentile of latency. A hedge is paid for by the dependency's
-    /// retry budget and admitted by its protections as a retry is; a request that gets one
-    /// attempt (a POST without an `Idempotency-Key`, a body that cannot be copied) is not hedged.
+    /// Hedges every request of an idempotent method the layer would retry (see
+    /// [`Dependency::execute_hedged`]): one that has not answered `after` its start gets a second
+    /// copy, sent as attempt 2 through a clone of the service, and the first success is the
+    /// response; the other is cancelled. Set `after` near the dependency's 95th percentile of
+    /// latency. A hedge is paid for by the dependency's retry budget and admitted by its
+    /// protections as a retry is. A request that gets one attempt (a POST without an
+    /// `Idempotency-Key`, a body that cannot be copied) is not hedged, and neither is a POST with
+    /// a key, which is still retried: a provider's key protects a repeat that comes after the first
+    /// request, not a copy in flight ([`ReplaySafety::may_hedge`]).
     /// Every attempt of a hedged request sends a copy of it, the last included (either of two
     /// attempts out at once may be the one still running when the other needs the request). The
     /// policy must allow a repeat: with one attempt, each request that would be hedged is refused
@@ -671,8 +674,8 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let prepared = prepare(&self.shared, request);
-        match (self.shared.hedge_after, prepared.single) {
-            (Some(after), None) => {
+        match self.shared.hedge_after {
+            Some(after) if prepared.single.is_none() && prepared.safety.may_hedge() => {
                 Box::pin(run_hedged(self.shared.clone(), self.inner.clone(), prepared, after))
             }
             _ => Box::pin(run(self.shared.clone(), self.inner.clone(), prepared)),

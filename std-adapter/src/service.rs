@@ -156,12 +156,13 @@ impl<P> PipelineLayer<P> {
         Self { dependency, policy, deadline, plan, hedge_after: None }
     }
 
-    /// Hedges every request the plan states safe to repeat (see
+    /// Hedges every request the plan states a read ([`ReplaySafety::replayable_read`]; see
     /// [`Dependency::execute_hedged`](crate::Dependency::execute_hedged)): one that has not
     /// answered `after` its start gets a second attempt, a clone of it through a clone of the
     /// service, and the first success is the response; the other is cancelled. A hedge is paid for
-    /// by the retry budget and admitted by the protections as a retry is; an `Unsafe` request is
-    /// never hedged. Every attempt of a hedged request sends a clone, the last included. The policy
+    /// by the retry budget and admitted by the protections as a retry is. An `Unsafe` request is
+    /// never hedged, nor a keyed mutation, which is still retried
+    /// ([`ReplaySafety::may_hedge`]). Every attempt of a hedged request sends a clone, the last included. The policy
     /// must allow a repeat: with one attempt, each request that would be hedged is refused with
     /// `hedge_without_retries` before anything is sent.
     #[must_use = "this returns the changed value and changes nothing in place"]
@@ -214,7 +215,7 @@ where
     fn call(&mut self, request: Req) -> Self::Future {
         let safety = self.shared.plan.safety(&request);
         match self.shared.hedge_after {
-            Some(after) if !matches!(safety, ReplaySafety::Unsafe) => {
+            Some(after) if safety.may_hedge() => {
                 Box::pin(run_hedged(self.shared.clone(), self.inner.clone(), request, safety, after))
             }
             _ => Box::pin(run(self.shared.clone(), self.inner.clone(), request, safety)),

@@ -219,6 +219,13 @@ async fn only_an_operation_that_may_be_repeated_is_hedged_and_nothing_is_sent_ot
     let charge = Context::new(Duration::from_secs(5), ReplaySafety::Unsafe);
     let got = dep.execute_hedged(&POLICY, charge, HEDGE_AFTER, |a| script.call(a)).await;
     assert!(matches!(got, Err(Error::Start(StartError::UnsafeWithRetries { max_attempts: 3 }))), "{got:?}");
+    // A keyed mutation may be retried, not hedged: its key protects a repeat, not a copy in flight.
+    let keyed = Context::new(
+        Duration::from_secs(5),
+        ReplaySafety::provider_idempotent_mutation(Duration::from_secs(60)),
+    );
+    let got = dep.execute_hedged(&POLICY, keyed, HEDGE_AFTER, |a| script.call(a)).await;
+    assert!(matches!(got, Err(Error::Start(StartError::HedgeOfMutation))), "{got:?}");
     assert!(script.calls().is_empty());
 }
 

@@ -853,14 +853,16 @@ async fn a_read_still_out_after_the_hedge_delay_gets_a_second_copy_and_the_first
     assert!(!response.extensions().get::<RetryReport>().unwrap().hedge);
 }
 
-/// What the layer would not retry it does not hedge: a POST without an `Idempotency-Key` gets its
-/// one attempt however long it takes; with a key it is hedged as a read is.
+/// Only requests of idempotent methods are hedged. A POST without an `Idempotency-Key` gets its one
+/// attempt however long it takes; one with a key is retried after its attempt times out, not
+/// hedged: a provider's key protects a repeat, not a copy in flight.
 #[tokio::test(start_paused = true)]
-async fn a_keyless_post_is_never_hedged_and_a_keyed_one_is() {
+async fn only_reads_are_hedged_a_keyless_post_gets_one_attempt_and_a_keyed_one_is_retried() {
     let provider = Provider::default();
     let t0 = tokio::time::Instant::now();
     provider.script("/charge", &[Reply::Slow(201, 300)]);
     provider.script("/refund", &[Reply::Hang, Reply::Slow(201, 10)]);
+    provider.script("/quote", &[Reply::Hang, Reply::Slow(200, 10)]);
     // A classifier set after the delay keeps it.
     let classifier = relent_tokio::http::StatusClassifier::default();
     let mut svc = layer(budgeted()).hedge_after(ms(50)).classifier(classifier).layer(provider.service(t0));
@@ -872,7 +874,14 @@ async fn a_keyless_post_is_never_hedged_and_a_keyed_one_is() {
     let t1 = t0.elapsed();
     let keyed = request(Method::POST, "/refund", Some("r-1"));
     let response = svc.ready().await.unwrap().call(keyed).await.unwrap();
-    assert_eq!(provider.attempts("/refund"), [t1, t1 + ms(50)]);
+    // The first attempt's 1 s timeout, then 100 ms of backoff.
+    assert_eq!(provider.attempts("/refund"), [t1, t1 + ms(1_100)]);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.hedge, report.dispatched), (false, 2));
+
+    let t2 = t0.elapsed();
+    let response = svc.ready().await.unwrap().call(request(Method::GET, "/quote", None)).await.unwrap();
+    assert_eq!(provider.attempts("/quote"), [t2, t2 + ms(50)]);
     assert!(response.extensions().get::<RetryReport>().unwrap().hedge);
 }
 

@@ -257,7 +257,13 @@ fn only_a_policy_that_allows_a_repeat_can_be_hedged() {
     assert_eq!(refused, StartError::HedgeWithoutRetries);
     assert_eq!(refused.as_str(), "hedge_without_retries");
     assert!(refused.to_string().contains("Give the policy at least 2 attempts"), "{refused}");
-    // With retries, the statement and the budget `start` requires are what a hedge needs: two
+    // A keyed mutation may be retried but not hedged: the provider's key protects a repeat, not a
+    // copy in flight.
+    let keyed = Context::new(D::from_secs(5), ReplaySafety::provider_idempotent_mutation(D::from_secs(60)));
+    let op = Operation::<HZ, Failure>::start(&POLICY, &config, keyed, at(0)).unwrap();
+    assert_eq!(op.hedge_plan().unwrap_err(), StartError::HedgeOfMutation);
+    assert!(!keyed.safety().may_hedge() && read(5_000, 60_000).safety().may_hedge());
+    // With retries and a read's statement (and the budget `start` requires) a hedge may go: two
     // attempts are enough.
     let op = Operation::<HZ, Failure>::start(&POLICY, &config, read(5_000, 60_000), at(0)).unwrap();
     assert_eq!(op.hedge_plan().unwrap().deadline(), at(5_000));
