@@ -349,7 +349,7 @@ impl fmt::Display for StartError {
             Self::HedgeOfMutation => f.write_str(
                 "a hedge sends a second copy while the first is still out, and the operation is a keyed mutation: a \
                  provider's idempotency key protects a repeat that comes after the first request, not a copy in \
-                 flight (Stripe answers it 409, idempotency_key_in_use). Hedge reads only \
+                 flight, which providers treat as a conflict. Hedge reads only \
                  (ReplaySafety::replayable_read); a keyed mutation is still retried",
             ),
         }

@@ -83,9 +83,10 @@ impl<const HZ: u64> ReplaySafety<HZ> {
     /// Whether a hedge may repeat the operation (`Operation::hedge_plan`): only a read's statement
     /// allows it. A hedge is sent while the first copy is still out, and a provider's
     /// deduplication (an idempotency key) is promised for a repeat that comes after the first
-    /// request, not for a copy in flight: Stripe answers the second with 409
-    /// (`idempotency_key_in_use`), and a provider that records the key only after the effect would
-    /// apply both. A keyed mutation is still retried.
+    /// request, not for a copy in flight: providers treat one as a conflict (Zuora answers it 409;
+    /// Stripe saves no result for a request that conflicts with one still executing), and a
+    /// provider that records the key only after the effect would apply both. A keyed mutation is
+    /// still retried.
     pub const fn may_hedge(&self) -> bool {
         matches!(self, Self::ReplayableRead { .. })
     }
