@@ -276,3 +276,38 @@ async fn the_detailed_answer_is_the_hedge_s_completion_when_the_hedge_wins_and_s
     let refused = dep.execute_hedged_detailed(&once, read(), HEDGE_AFTER, |a| script.call(a)).await;
     assert_eq!(refused.unwrap_err(), StartError::HedgeWithoutRetries);
 }
+
+/// The race against a model of it, over any two latencies, two outcomes and a delay: the answer,
+/// when it comes, and how many calls were made. The model (the module doc of `hedge`): a hedge goes
+/// only if the operation has not answered by the delay (at the same instant, the operation's answer
+/// is taken first); the first success wins, the operation's on a tie; if neither succeeds, the
+/// operation's error comes when both have ended.
+#[test]
+fn the_race_gives_what_its_model_gives_for_any_latencies_outcomes_and_delay() {
+    use proptest::prelude::*;
+    let config = ProptestConfig { cases: 1_000, ..ProptestConfig::default() };
+    // On a 50 ms grid, so that answers and the delay often fall on the same instant.
+    let ms = |n: u64| (0..n).prop_map(|k| k * 50);
+    proptest!(config, |(p in ms(18), p_ok in any::<bool>(), h in ms(18), h_ok in any::<bool>(), after in ms(12))| {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        let (got, elapsed, calls) = runtime.block_on(async {
+            let dep = quotes(budgeted());
+            let outcome = |ok, value| Some(if ok { Ok(value) } else { Err(QuoteError::NotFound) });
+            let script = Script::new(&[(p, outcome(p_ok, 1)), (h, outcome(h_ok, 2))]);
+            let got = dep.execute_hedged(&POLICY, read(), Std::from_millis(after), |a| script.call(a)).await;
+            (got.map_err(|e| e.into_last_failure()), script.ms(), script.calls().len())
+        });
+        let hedged = p > after;
+        let expected = if !hedged {
+            (if p_ok { Ok(1) } else { Err(Some(QuoteError::NotFound)) }, p, 1)
+        } else {
+            let hedge_at = after + h;
+            match (p_ok, h_ok) {
+                (true, _) if p <= hedge_at || !h_ok => (Ok(1), p, 2),
+                (_, true) => (Ok(2), hedge_at, 2),
+                _ => (Err(Some(QuoteError::NotFound)), p.max(hedge_at), 2),
+            }
+        };
+        prop_assert_eq!((got, elapsed, calls), expected);
+    });
+}
