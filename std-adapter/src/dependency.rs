@@ -46,6 +46,17 @@ pub(crate) struct Locked {
     pub(crate) next_id: u64,
 }
 
+impl Locked {
+    /// Gives `op` the dependency's next id if its context set none, and counts it: the one place
+    /// operations are numbered (an operation at its first step, a hedge as it starts).
+    #[inline(always)]
+    pub(crate) fn number<E>(&mut self, op: &mut relent_core::Operation<'_, HZ, E>) {
+        if op.assign_id(self.next_id) {
+            self.next_id = self.next_id.wrapping_add(1);
+        }
+    }
+}
+
 pub(crate) struct Inner {
     pub(crate) name: Arc<str>,
     pub(crate) config: DependencyConfig<HZ>,

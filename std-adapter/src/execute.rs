@@ -295,9 +295,7 @@ where
             let now = started;
             inner.step(|locked, events| {
                 // An operation without an id gets the dependency's next, counted under this lock.
-                if running.op.assign_id(locked.next_id) {
-                    locked.next_id = locked.next_id.wrapping_add(1);
-                }
+                locked.number(&mut running.op);
                 running.op.poll(now, &mut locked.state, events)
             })
         };

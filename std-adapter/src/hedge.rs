@@ -79,13 +79,7 @@ impl Start for Hedge {
         now: Instant,
     ) -> (Result<Operation<'o, HZ, E>, StartError>, bool) {
         let mut op = Operation::start_hedge(policy, &inner.config, self.plan.plan, now);
-        let id = {
-            let mut locked = inner.lock();
-            let id = locked.next_id;
-            locked.next_id = id.wrapping_add(1);
-            id
-        };
-        op.assign_id(id);
+        inner.lock().number(&mut op);
         crate::trace::hedge_started(&inner.name, self.of, op.id());
         (Ok(op), self.plan.bounded)
     }
@@ -171,9 +165,7 @@ impl Dependency {
             Err(e) => Err(Error::Start(e)),
         })
     }
-}
 
-impl Dependency {
     /// As [`Dependency::execute_hedged`], returning the value with the whole completion, as
     /// [`Dependency::execute_detailed`] does: the hedge's when the hedge succeeded first
     /// ([`Detailed::hedge`]), the operation's otherwise. Refuses, before anything is sent, what
