@@ -674,7 +674,7 @@ mod tests {
                         (Ok(probe), _) => probe,
                         (Err(_), _) => Some(b.episode),
                     };
-                    let counts = Counts { calls: 4, failures: 3, retries: 0 };
+                    let counts = Counts::of(4, 0, 3);
                     for probe in [probe, None] {
                         let (mut inlined, mut general) = (b.clone(), b.clone());
                         assert_eq!(
@@ -857,9 +857,9 @@ mod tests {
         assert_eq!((verdict, transition), (Ok(None), None));
         assert_eq!(b.isolate(), Some(CircuitState::Isolated));
         let refused = Err(Refused { until: None });
-        for outcome in [None, Some(Counts { calls: 9, retries: 0, failures: 9 })] {
+        for outcome in [None, Some(Counts::of(9, 0, 9))] {
             assert_eq!(b.on_outcome(&config, outcome, None, 10), None);
-            assert_eq!(b.on_failure(&config, Counts { calls: 1, retries: 0, failures: 1 }, None, 10), None);
+            assert_eq!(b.on_failure(&config, Counts::of(1, 0, 1), None, 10), None);
         }
         assert_eq!(b.check(1, Ticks::MAX), (refused, None), "for ever");
         assert_eq!(b.isolate(), None);
@@ -886,9 +886,9 @@ mod tests {
     fn the_failure_ratio_reads_the_window_and_needs_its_minimum_throughput() {
         let cfg = BreakerConfig::failure_ratio(50, 10, D::from_secs(10));
         let mut b = Breaker::new();
-        let few = Counts { calls: 9, retries: 0, failures: 9 };
+        let few = Counts::of(9, 0, 9);
         assert_eq!(b.on_outcome(&cfg, Some(few), None, 0), None);
-        let enough = Counts { calls: 10, retries: 0, failures: 5 };
+        let enough = Counts::of(10, 0, 5);
         assert_eq!(b.on_outcome(&cfg, Some(enough), None, 0), Some(CircuitState::Open));
     }
 

@@ -399,7 +399,7 @@ mod tests {
 
     #[test]
     fn the_ratio_allows_retries_up_to_its_share_plus_the_floor() {
-        let c = |calls, retries| Counts { calls, retries, failures: 0 };
+        let c = |calls, retries| Counts::of(calls, retries, 0);
         // 10 %, no floor: with 89 calls and 8 retries a 9th retry makes 9 of 90: allowed.
         assert!(ratio_allows(c(89, 8), 10, 0));
         // A 10th retry would make 10 of 91: refused.
@@ -412,7 +412,7 @@ mod tests {
 
     #[test]
     fn the_ratio_in_32_bit_words_agrees_with_64_bit_arithmetic_wherever_it_answers() {
-        let c = |calls, retries| Counts { calls, retries, failures: 0 };
+        let c = |calls, retries| Counts::of(calls, retries, 0);
         // The rule in 64 bits, written out independently of both versions.
         let exact = |k: Counts, percent: u8, floor: u32| {
             100 * (u64::from(k.retries) + 1)
@@ -446,7 +446,7 @@ mod tests {
 
     #[test]
     fn the_headroom_is_the_number_of_retries_the_ratio_would_admit_in_a_row() {
-        let c = |calls, retries| Counts { calls, retries, failures: 0 };
+        let c = |calls, retries| Counts::of(calls, retries, 0);
         for (calls, retries, percent, floor) in
             [(89, 8, 10, 0), (90, 9, 10, 0), (1, 0, 10, 2), (1000, 3, 25, 1), (0, 0, 0, 0), (5, 9, 50, 0)]
         {

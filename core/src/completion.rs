@@ -23,7 +23,7 @@ pub enum Disposition {
     /// maximum delay, or than the deadline allows), or the dependency is in the cooldown such a
     /// wait started; nothing was slept, and the completion says when to try again.
     Deferred,
-    /// A protection (circuit, bulkhead, rate limit) refused an attempt; the completion says when
+    /// A protection (circuit, client throttle, bulkhead, rate limit) refused an attempt; the completion says when
     /// to try again where that is known, and keeps the last failure if an earlier attempt failed.
     Rejected,
 }
@@ -74,6 +74,12 @@ pub enum Problem {
     /// `breaker-isolate`.
     #[cfg(feature = "breaker-isolate")]
     CircuitIsolated,
+    /// The client throttle refused the attempt: the dependency has been rejecting so much of
+    /// what it was sent that the client sends only about `K` times what it accepts
+    /// ([`ClientThrottle`](crate::ClientThrottle)). Rejected, with no instant: the next attempt
+    /// may pass. Feature `throttle`.
+    #[cfg(feature = "throttle")]
+    ClientThrottled,
     /// The bulkhead has no free slot.
     BulkheadFull,
     /// The rate limit has no unit available soon enough.
@@ -101,6 +107,8 @@ impl Problem {
             Self::CircuitOpen => "circuit_open",
             #[cfg(feature = "breaker-isolate")]
             Self::CircuitIsolated => "circuit_isolated",
+            #[cfg(feature = "throttle")]
+            Self::ClientThrottled => "client_throttled",
             Self::BulkheadFull => "bulkhead_full",
             Self::RateLimited => "rate_limited",
             Self::CooldownActive => "cooldown_active",

@@ -4,11 +4,11 @@
 //! operation is one call's own `&mut` state machine, and the dependency is what all the calls to one
 //! downstream share. The dependency is split in two:
 //!
-//! - a [`DependencyConfig`]: its window, retry budget, circuit breaker, bulkhead, rate limit,
-//!   duty cycle and cooldown, usually a `const` (in flash on firmware);
+//! - a [`DependencyConfig`]: its window, retry budget, circuit breaker, client throttle, bulkhead,
+//!   rate limit, duty cycle and cooldown, usually a `const` (in flash on firmware);
 //! - a [`Dependency`]: only what changes (the window of counts, the budget's tokens, the breaker's
-//!   state, slots in flight and operations waiting for one, the limiter's next arrival, the airtime
-//!   log, the cooldown's end).
+//!   state, the throttle's carry, slots in flight and operations waiting for one, the limiter's next
+//!   arrival, the airtime log, the cooldown's end).
 //!   This is plain, fixed-size data with no pointers, so it can sit in a `static`, behind any
 //!   lock, and be saved across a reset.
 //!
@@ -29,14 +29,18 @@
 //!    nothing is spent finding out;
 //! 2. **circuit** (`circuit_open`): our own observation says the dependency is failing; an open
 //!    circuit whose break has ended becomes half-open here;
-//! 3. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end; with a queue
+//! 3. **client throttle** (`client_throttled`, feature `throttle`): our own count says the
+//!    dependency rejects much of what it is sent ([`crate::ClientThrottle`]); a throttled attempt
+//!    never waits in the bulkhead's queue, and one refused after it by another protection did not
+//!    reach the dependency, so it leaves the throttle's carry as it was;
+//! 4. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end; with a queue
 //!    ([`DependencyConfig::bulkhead_queue`]), a full bulkhead is waited for, for a bounded time,
 //!    holding a place in the queue and nothing else, and those that wait go first;
-//! 4. **rate limit** (`rate_limited`): a unit is spent only for an attempt that will really go
+//! 5. **rate limit** (`rate_limited`): a unit is spent only for an attempt that will really go
 //!    out, so an open circuit or a full bulkhead never burns the rate;
-//! 5. **duty cycle** (`duty_cycle_exceeded`, deferred): the attempt's airtime must fit the duty
+//! 6. **duty cycle** (`duty_cycle_exceeded`, deferred): the attempt's airtime must fit the duty
 //!    cycle when it starts;
-//! 6. **retry budget** (`retry_budget_exhausted`), for retries only.
+//! 7. **retry budget** (`retry_budget_exhausted`), for retries only.
 //!
 //! A rate unit due soon enough (within the limit's `max_wait`) and airtime free soon enough
 //! (within the policy's maximum delay) are both reserved for the instant the attempt can go, and
@@ -54,6 +58,19 @@ use crate::cooldown::Cooldown;
 use crate::duty::{AirtimeLog, DutyCycle};
 use crate::error::ConfigError;
 use crate::limiter::{Limiter, RateLimit};
+#[cfg(feature = "throttle")]
+use crate::throttle::{Draw, Throttle};
+/// No throttle's state where the feature is off.
+#[cfg(not(feature = "throttle"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub(crate) struct Throttle;
+#[cfg(not(feature = "throttle"))]
+impl Throttle {
+    const fn new() -> Self {
+        Self
+    }
+}
 use crate::time::{Duration, Instant, Ticks};
 use crate::window::{CallWindow, Counts};
 
@@ -69,6 +86,8 @@ pub struct DependencyConfig<const HZ: u64> {
     rate_limit: Option<RateLimit<HZ>>,
     duty_cycle: Option<DutyCycle<HZ>>,
     cooldown: Option<Duration<HZ>>,
+    #[cfg(feature = "throttle")]
+    throttle: Option<crate::ClientThrottle>,
 }
 
 impl<const HZ: u64> DependencyConfig<HZ> {
@@ -84,6 +103,8 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             rate_limit: None,
             duty_cycle: None,
             cooldown: None,
+            #[cfg(feature = "throttle")]
+            throttle: None,
         }
     }
 
@@ -149,6 +170,16 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         self
     }
 
+    #[cfg(feature = "throttle")]
+    /// Adds a client throttle: attempts are refused locally (`client_throttled`) in proportion to
+    /// how much of what the dependency was sent over the window it rejected, so that it is sent
+    /// about `K` times what it accepts ([`ClientThrottle`](crate::ClientThrottle)).
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub const fn client_throttle(mut self, throttle: crate::ClientThrottle) -> Self {
+        self.throttle = Some(throttle);
+        self
+    }
+
     /// The counting window.
     pub const fn window(&self) -> Duration<HZ> {
         self.window
@@ -191,6 +222,11 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     pub const fn cooldown_max(&self) -> Option<Duration<HZ>> {
         self.cooldown
     }
+    #[cfg(feature = "throttle")]
+    /// The client throttle, if any.
+    pub const fn throttle(&self) -> Option<crate::ClientThrottle> {
+        self.throttle
+    }
 
     // What the protections' code reads: a protection compiled out reads as never configured, a
     // constant `None`, so its code is not linked.
@@ -217,6 +253,11 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     #[inline(always)]
     fn cooldown_on(&self) -> Option<Duration<HZ>> {
         if cfg!(feature = "cooldown") { self.cooldown } else { None }
+    }
+    #[cfg(feature = "throttle")]
+    #[inline(always)]
+    fn throttle_on(&self) -> Option<&crate::ClientThrottle> {
+        self.throttle.as_ref()
     }
 
     /// Checks every part of the configuration.
@@ -256,6 +297,12 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         }
         if let Some(d) = &self.duty_cycle {
             if let Err(e) = d.validate() {
+                return Err(e);
+            }
+        }
+        #[cfg(feature = "throttle")]
+        if let Some(t) = &self.throttle {
+            if let Err(e) = t.validate() {
                 return Err(e);
             }
         }
@@ -335,6 +382,7 @@ pub(crate) const BREAKER: usize = cfg!(feature = "breaker") as usize;
 pub(crate) const RATE_LIMIT: usize = cfg!(feature = "rate-limit") as usize;
 pub(crate) const COOLDOWN: usize = cfg!(feature = "cooldown") as usize;
 pub(crate) const BULKHEAD: usize = cfg!(feature = "bulkhead") as usize;
+pub(crate) const THROTTLE: usize = cfg!(feature = "throttle") as usize;
 
 /// The shared state of one dependency, with `N` buckets in its counting window and room for `L`
 /// transmissions in its airtime log (only a duty cycle uses it; 0 by default, costing nothing).
@@ -406,7 +454,7 @@ pub(crate) const BULKHEAD: usize = cfg!(feature = "bulkhead") as usize;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Dependency<const HZ: u64, const N: usize, const L: usize = 0> {
-    window: CallWindow<N>,
+    pub(crate) window: CallWindow<N>,
     /// A token-bucket budget's state; unused by a ratio budget, which reads only the window.
     tokens: Part<TokenBucket, TOKEN_BUCKET>,
     breaker: Part<Breaker, BREAKER>,
@@ -414,6 +462,7 @@ pub struct Dependency<const HZ: u64, const N: usize, const L: usize = 0> {
     airtime: AirtimeLog<L>,
     cooldown: Part<Cooldown, COOLDOWN>,
     bulkhead: Part<Bulkhead, BULKHEAD>,
+    throttle: Part<Throttle, THROTTLE>,
 }
 
 /// What an admitted attempt holds, to be given back when it ends: a budget reservation, a
@@ -560,6 +609,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             airtime: AirtimeLog::new(),
             cooldown: Part([const { Cooldown::new() }; COOLDOWN]),
             bulkhead: Part([const { Bulkhead::new() }; BULKHEAD]),
+            throttle: Part([const { Throttle::new() }; THROTTLE]),
         })
     }
 
@@ -619,12 +669,25 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         cooldown: Part<Cooldown, COOLDOWN>,
     ) -> Self {
         let bulkhead = Part([const { Bulkhead::new() }; BULKHEAD]);
-        Self { window, tokens, breaker, limiter, airtime, cooldown, bulkhead }
+        // The throttle's carry, under one request, is not saved: it starts again from none.
+        let throttle = Part([const { Throttle::new() }; THROTTLE]);
+        Self { window, tokens, breaker, limiter, airtime, cooldown, bulkhead, throttle }
     }
 
-    /// Calls, retries and failures over the window at `now`.
+    /// Calls, retries and failures over the window at `now` (and the attempts the client throttle
+    /// refused, with feature `throttle`).
     pub fn counts(&mut self, now: Instant<HZ>) -> Counts {
         self.window.totals(now)
+    }
+
+    #[cfg(feature = "throttle")]
+    /// The client throttle's probability of refusing the next attempt at `now`, in parts per
+    /// million (rounded down; 0 while the dependency accepts at least `1/K` of what it is sent);
+    /// `None` without a throttle. For a dashboard: the refusals themselves are in
+    /// [`counts`](Self::counts)' `throttled`.
+    pub fn throttle_ppm(&mut self, config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Option<u32> {
+        let throttle = config.throttle_on()?;
+        Some(crate::throttle::to_ppm(throttle.probability(self.window.totals(now))))
     }
 
     /// How many more retries the budget would allow at `now` if no other call were made: tokens
@@ -861,6 +924,20 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
                 Err(refused) => return refuse(Problem::CircuitOpen, refused.until),
             }
         }
+        // The carry the throttle keeps if this attempt goes out.
+        #[cfg(feature = "throttle")]
+        let mut throttle_carry = None;
+        #[cfg(feature = "throttle")]
+        if let (Some(throttle), Some(state)) = (config.throttle_on(), self.throttle.get_mut()) {
+            match state.draw(throttle.probability(self.window.totals(now))) {
+                Draw::Refuse(carry) => {
+                    state.keep(carry);
+                    self.window.record_throttled(now);
+                    return refuse(Problem::ClientThrottled, None);
+                }
+                Draw::Pass(carry) => throttle_carry = Some(carry),
+            }
+        }
         if let (Some(max), Some(bulkhead)) = (config.bulkhead_on(), self.bulkhead.get_mut()) {
             // Those that wait go first: an attempt that did not wait finds no room while any does.
             if !bulkhead.has_room(max) || (!request.queued && bulkhead.waiting() > 0) {
@@ -948,6 +1025,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         };
         if !request.reserved {
             self.charge_timed(config, t, request.airtime);
+        }
+        #[cfg(feature = "throttle")]
+        if let (Some(carry), Some(state)) = (throttle_carry, self.throttle.get_mut()) {
+            state.keep(carry);
         }
         self.window.record_call(now, request.retry);
         Admission::Go(Ticket::new(reservation, probe, slot))

@@ -99,6 +99,8 @@ pub enum ConfigError {
     /// [`Dependency::isolate_circuit`]: crate::Dependency::isolate_circuit
     /// [`Dependency::close_circuit`]: crate::Dependency::close_circuit
     NoBreaker,
+    /// A client throttle whose multiplier `K` is below 1,000 thousandths (1.0).
+    ThrottleMultiplierBelowOne,
 }
 
 impl ConfigError {
@@ -139,6 +141,7 @@ impl ConfigError {
             Self::AirtimeLogSize => "airtime_log_size",
             Self::SpanTooLongForTicks => "span_too_long_for_ticks",
             Self::NoBreaker => "no_breaker",
+            Self::ThrottleMultiplierBelowOne => "throttle_multiplier_below_one",
         }
     }
 
@@ -240,6 +243,9 @@ impl ConfigError {
             }
             Self::NoBreaker => {
                 "this dependency has no circuit breaker, so there is no circuit to isolate or close: configure one with DependencyConfig::breaker (the breaker feature, on by default)"
+            }
+            Self::ThrottleMultiplierBelowOne => {
+                "a client throttle's multiplier K must be at least 1000 thousandths (K = 1): below it the client refuses requests a dependency that accepts everything would take; the SRE book suggests 2000 (ClientThrottle::K2)"
             }
         }
     }
@@ -388,7 +394,7 @@ mod tests {
     /// Every configuration refusal, in declaration order. `refusal` matches without a wildcard,
     /// so a new variant does not build until it names the configuration that produces it; list it
     /// here as well.
-    const ALL: [ConfigError; 34] = [
+    const ALL: [ConfigError; 35] = [
         ConfigError::MaxAttemptsOutOfRange,
         ConfigError::MaxDelayBelowBaseDelay,
         ConfigError::ZeroBaseDelay,
@@ -423,6 +429,7 @@ mod tests {
         ConfigError::AirtimeLogSize,
         ConfigError::SpanTooLongForTicks,
         ConfigError::NoBreaker,
+        ConfigError::ThrottleMultiplierBelowOne,
     ];
 
     /// What building a policy or budget, or a dependency's state, came to.
@@ -566,6 +573,10 @@ mod tests {
                 let mut state = Dependency::<HZ, 10, 4>::new(&window(), T0).ok()?;
                 built(state.close_circuit(&window()))
             }
+            #[cfg(feature = "throttle")]
+            ConfigError::ThrottleMultiplierBelowOne => {
+                dependency(window().client_throttle(crate::ClientThrottle::new(999)))
+            }
             // What this build cannot state (see above).
             #[cfg(not(feature = "token-bucket"))]
             ConfigError::ZeroBudgetCapacity
@@ -600,6 +611,8 @@ mod tests {
             ConfigError::DutyCycleAirtimeTooLarge => None,
             #[cfg(not(feature = "ticks-u32"))]
             ConfigError::SpanTooLongForTicks => None,
+            #[cfg(not(feature = "throttle"))]
+            ConfigError::ThrottleMultiplierBelowOne => None,
         }
     }
 
@@ -628,7 +641,8 @@ mod tests {
             feature = "rate-limit",
             feature = "duty-cycle",
             feature = "token-bucket",
-            feature = "hedge"
+            feature = "hedge",
+            feature = "throttle"
         ))
     }
 

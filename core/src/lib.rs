@@ -52,6 +52,8 @@ mod packed;
 mod policy;
 mod safety;
 mod snapshot;
+#[cfg(feature = "throttle")]
+mod throttle;
 mod time;
 mod window;
 
@@ -71,6 +73,8 @@ pub use operation::{Action, Attempt, Context, Operation};
 pub use policy::{Backoff, MAX_ATTEMPTS, RetryPolicy, RetryPolicyBuilder};
 pub use safety::ReplaySafety;
 pub use snapshot::{SNAPSHOT_VERSION, SnapshotError};
+#[cfg(feature = "throttle")]
+pub use throttle::ClientThrottle;
 pub use time::{Duration, Instant, MAX_SPAN, Ticks};
 pub use window::{CallWindow, Counts};
 

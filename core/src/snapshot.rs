@@ -27,7 +27,9 @@ use core::fmt;
 use crate::breaker::Breaker;
 use crate::budget::TokenBucket;
 use crate::cooldown::Cooldown;
-use crate::dependency::{BREAKER, COOLDOWN, Dependency, DependencyConfig, RATE_LIMIT, TOKEN_BUCKET};
+use crate::dependency::{
+    BREAKER, COOLDOWN, Dependency, DependencyConfig, RATE_LIMIT, THROTTLE, TOKEN_BUCKET,
+};
 use crate::duty::AirtimeLog;
 use crate::limiter::Limiter;
 use crate::time::{Duration, Instant, Ticks};
@@ -274,7 +276,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     const PARTS: u8 = ((TOKEN_BUCKET == 1) as u8)
         | ((BREAKER == 1) as u8) << 1
         | ((RATE_LIMIT == 1) as u8) << 2
-        | ((COOLDOWN == 1) as u8) << 3;
+        | ((COOLDOWN == 1) as u8) << 3
+        // The window's buckets count the throttle's refusals too.
+        | ((THROTTLE == 1) as u8) << 4;
 
     /// Writes the state at `now` into `out`, which must hold [`Self::SNAPSHOT_LEN`] bytes.
     ///
@@ -443,7 +447,8 @@ mod tests {
         let mut out = [0u8; Dependency::<1_000, 4, 2>::SNAPSHOT_LEN];
         dep.save(Instant::<1_000>::from_ticks(0), &mut out).unwrap();
         // Magic, version, tick rate, buckets, airtime log entries, then the parts: the token bucket,
-        // the breaker, the rate limit and the cooldown, bits 0 to 3.
+        // the breaker, the rate limit and the cooldown, bits 0 to 3, and the throttle's counts in
+        // the window, bit 4.
         assert_eq!(out[..4], *b"RLNT");
         assert_eq!(out[4], SNAPSHOT_VERSION);
         assert_eq!(out[5..13], 1_000u64.to_le_bytes());
@@ -451,7 +456,8 @@ mod tests {
         let parts = u8::from(cfg!(feature = "token-bucket"))
             | u8::from(cfg!(feature = "breaker")) << 1
             | u8::from(cfg!(feature = "rate-limit")) << 2
-            | u8::from(cfg!(feature = "cooldown")) << 3;
+            | u8::from(cfg!(feature = "cooldown")) << 3
+            | u8::from(cfg!(feature = "throttle")) << 4;
         assert_eq!(out[17], parts);
     }
 
@@ -524,7 +530,7 @@ mod tests {
                 Cooldown::SNAPSHOT_LEN,
             );
         }
-        assert_eq!(CallWindow::<N>::SNAPSHOT_LEN, 16 + N * 12);
+        assert_eq!(CallWindow::<N>::SNAPSHOT_LEN, 16 + N * if cfg!(feature = "throttle") { 16 } else { 12 });
         assert_eq!(AirtimeLog::<L>::SNAPSHOT_LEN, L * 12);
     }
 
@@ -569,14 +575,16 @@ mod tests {
             feature = "breaker",
             feature = "rate-limit",
             feature = "duty-cycle",
-            feature = "cooldown"
+            feature = "cooldown",
+            feature = "throttle"
         ),
         not(any(
             feature = "token-bucket",
             feature = "breaker",
             feature = "rate-limit",
             feature = "duty-cycle",
-            feature = "cooldown"
+            feature = "cooldown",
+            feature = "throttle"
         ))
     ))]
     mod golden {
@@ -586,11 +594,15 @@ mod tests {
         /// with every protection or with none, so one feature tells which.)
         #[cfg(feature = "breaker")]
         const GOLDEN: &str = concat!(
-            // magic RLNT, version, tick rate, buckets, airtime entries, parts compiled in
-            "524c4e5402e803000000000000040002000f",
-            // the window
-            "983a000000000000204e00000000000003000000010000000200000000000000000000000000000000000000",
-            "0000000000000000000000000000000000000000",
+            // magic RLNT, version, tick rate, buckets, airtime entries, parts compiled in (bit 4: the
+            // window counts the throttle's refusals)
+            "524c4e5402e803000000000000040002001f",
+            // the window: its width, the newest bucket's age (5 s), then each bucket's calls,
+            // retries, failures and refusals by the throttle, newest first
+            "983a0000000000008813000000000000",
+            "00000000000000000000000001000000",
+            "03000000010000000200000000000000",
+            "0000000000000000000000000000000000000000000000000000000000000000",
             // the token bucket
             "80a90300000000000627000000000000",
             // the breaker
@@ -602,8 +614,40 @@ mod tests {
             // the cooldown
             "ba00090000000000",
             // CRC-32
+            "b414afa3",
+        );
+
+        /// What the same build saved before the throttle's counts (commit ac32aba, the same version
+        /// of the format): a device updated in the field with the throttle compiled in must refuse
+        /// it as another shape, which the parts byte says, not misread it.
+        #[cfg(feature = "breaker")]
+        const BEFORE_THROTTLE: &str = concat!(
+            "524c4e5402e803000000000000040002000f",
+            "983a000000000000204e00000000000003000000010000000200000000000000000000000000000000000000",
+            "0000000000000000000000000000000000000000",
+            "80a90300000000000627000000000000",
+            "012a4e0000000000000000000000000000000000000000000000",
+            "401901000000000000000000",
+            "a0a500000000000090010000eac400000000000020030000",
+            "ba00090000000000",
             "e5a8d64c",
         );
+
+        #[cfg(feature = "breaker")]
+        #[test]
+        fn a_snapshot_saved_before_the_throttles_counts_is_another_shape() {
+            let bytes: std::vec::Vec<u8> = (0..BEFORE_THROTTLE.len() / 2)
+                .map(|i| u8::from_str_radix(&BEFORE_THROTTLE[2 * i..2 * i + 2], 16).unwrap())
+                .collect();
+            let (config, _, _) = golden_snapshot();
+            let restored = Dependency::<1_000, 4, 2>::restore(
+                &config,
+                &bytes,
+                Instant::from_ticks(0),
+                Duration::from_ticks(0),
+            );
+            assert_eq!(restored.err(), Some(SnapshotError::OtherShape));
+        }
 
         /// The same with no protection compiled in: the header, the window and the (unused) airtime log.
         #[cfg(not(feature = "breaker"))]
@@ -663,6 +707,8 @@ mod tests {
             let config = config.duty_cycle(crate::duty::DutyCycle::per_mille(100, D::from_secs(60)));
             #[cfg(feature = "cooldown")]
             let config = config.cooldown(D::from_secs(900));
+            #[cfg(feature = "throttle")]
+            let config = config.client_throttle(crate::ClientThrottle::K2);
             let policy = RetryPolicy::constant(2, D::from_millis(10))
                 .attempt_timeout(D::from_secs(2))
                 .build()
@@ -689,6 +735,10 @@ mod tests {
                     Action::Done => break,
                 }
             }
+            // An attempt the client throttle refused at 15 s, counted as one would be (here the
+            // cooldown refuses every attempt before the throttle is asked).
+            #[cfg(feature = "throttle")]
+            dep.window.record_throttled(I::from_ticks(15_000));
             let now = I::from_ticks(20_000);
             #[cfg(feature = "breaker")]
             assert_eq!(dep.circuit_open_until(now), Some(I::from_ticks(40_010)));

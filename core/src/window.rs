@@ -26,16 +26,40 @@ pub struct Counts {
     pub retries: u32,
     /// Attempts reported as failed.
     pub failures: u32,
+    /// Attempts the client throttle refused, which the dependency never saw (feature `throttle`):
+    /// the throttle's requests are `calls + throttled`, its accepts `calls - failures`.
+    #[cfg(feature = "throttle")]
+    pub throttled: u32,
 }
 
 impl Counts {
-    const ZERO: Self = Self { calls: 0, retries: 0, failures: 0 };
+    /// Calls, retries and failures, none refused by the throttle: a test's expected counts.
+    #[cfg(test)]
+    pub(crate) const fn of(calls: u32, retries: u32, failures: u32) -> Self {
+        Self {
+            calls,
+            retries,
+            failures,
+            #[cfg(feature = "throttle")]
+            throttled: 0,
+        }
+    }
+
+    const ZERO: Self = Self {
+        calls: 0,
+        retries: 0,
+        failures: 0,
+        #[cfg(feature = "throttle")]
+        throttled: 0,
+    };
 
     fn plus(self, other: Self) -> Self {
         Self {
             calls: self.calls.saturating_add(other.calls),
             retries: self.retries.saturating_add(other.retries),
             failures: self.failures.saturating_add(other.failures),
+            #[cfg(feature = "throttle")]
+            throttled: self.throttled.saturating_add(other.throttled),
         }
     }
 }
@@ -197,6 +221,13 @@ impl<const N: usize> CallWindow<N> {
         self.total.failures = 0;
     }
 
+    /// Counts one attempt the client throttle refused.
+    #[cfg(feature = "throttle")]
+    pub(crate) fn record_throttled<const HZ: u64>(&mut self, now: Instant<HZ>) {
+        self.advance(now);
+        self.update_newest(|b| b.throttled = b.throttled.saturating_add(1));
+    }
+
     /// Counts one failed attempt, and returns the counts over the window at `now` with it.
     pub(crate) fn record_failure<const HZ: u64>(&mut self, now: Instant<HZ>) -> Counts {
         self.advance(now);
@@ -207,8 +238,10 @@ impl<const N: usize> CallWindow<N> {
 
 impl<const N: usize> CallWindow<N> {
     /// Bytes of the window in a snapshot: its bucket width (a snapshot read with another window is
-    /// refused), how long ago the newest bucket began, then each bucket's counts, newest first.
-    pub(crate) const SNAPSHOT_LEN: usize = 16 + N * 12;
+    /// refused), how long ago the newest bucket began, then each bucket's counts, newest first
+    /// (calls, retries, failures, and with feature `throttle` the attempts it refused).
+    pub(crate) const SNAPSHOT_LEN: usize = 16 + N * Self::BUCKET_LEN;
+    const BUCKET_LEN: usize = if cfg!(feature = "throttle") { 16 } else { 12 };
 
     pub(crate) fn save(&self, w: &mut crate::snapshot::Writer<'_>, now: Ticks) {
         w.ticks(self.width);
@@ -218,6 +251,8 @@ impl<const N: usize> CallWindow<N> {
             w.u32(counts.calls);
             w.u32(counts.retries);
             w.u32(counts.failures);
+            #[cfg(feature = "throttle")]
+            w.u32(counts.throttled);
         }
     }
 
@@ -236,7 +271,13 @@ impl<const N: usize> CallWindow<N> {
         let mut window = Self::starting(width, rebase.now);
         let head = rebase.now.checked_div(width).unwrap_or(0);
         for back in 0..Self::SLOTS {
-            let counts = Counts { calls: r.u32(), retries: r.u32(), failures: r.u32() };
+            let counts = Counts {
+                calls: r.u32(),
+                retries: r.u32(),
+                failures: r.u32(),
+                #[cfg(feature = "throttle")]
+                throttled: r.u32(),
+            };
             let age = newest_age.saturating_add(back.saturating_mul(width)).saturating_add(rebase.slept);
             let Some(start) = rebase.now.checked_sub(age) else { continue };
             // How many buckets before the newest this one began.
@@ -271,9 +312,9 @@ mod tests {
         w.record_call(I::from_ticks(100), false);
         w.record_call(I::from_ticks(1_500), true);
         w.record_failure(I::from_ticks(1_600));
-        assert_eq!(w.totals(I::from_ticks(3_999)), Counts { calls: 2, retries: 1, failures: 1 });
+        assert_eq!(w.totals(I::from_ticks(3_999)), Counts::of(2, 1, 1));
         // At 4.0 s the bucket [0, 1) has slid out; [1, 2) is still in.
-        assert_eq!(w.totals(I::from_ticks(4_000)), Counts { calls: 1, retries: 1, failures: 1 });
+        assert_eq!(w.totals(I::from_ticks(4_000)), Counts::of(1, 1, 1));
         assert_eq!(w.totals(I::from_ticks(5_000)), Counts::ZERO);
     }
 
@@ -289,6 +330,8 @@ mod tests {
                     w.record_failure(I::from_ticks(t));
                 }
                 3 if step % 97 == 0 => w.clear_failures(),
+                #[cfg(feature = "throttle")]
+                4 => w.record_throttled(I::from_ticks(t)),
                 _ => {}
             }
             let kept = w.totals(I::from_ticks(t));
@@ -321,7 +364,7 @@ mod tests {
         let mut w: CallWindow<4> = CallWindow::new(1_000, I::from_ticks(Ticks::MAX - 5_000));
         w.record_call(I::from_ticks(Ticks::MAX - 10), true);
         w.record_call(I::from_ticks(Ticks::MAX), false);
-        assert_eq!(w.totals(I::from_ticks(Ticks::MAX)), Counts { calls: 2, retries: 1, failures: 0 });
+        assert_eq!(w.totals(I::from_ticks(Ticks::MAX)), Counts::of(2, 1, 0));
     }
 
     #[test]

@@ -23,7 +23,9 @@
 //! target's binary from `target/`), one build after another into the same directory. An edge
 //! does not tell an operation that spent three attempts from one that spent its only one, so the
 //! ten smallest inputs of a run's corpus that spend a policy of several attempts (`Reached::spent`)
-//! are kept as well, and `tests/tests/scripts.rs` checks that the seeds do. A change to how
+//! are kept as well, and the five smallest that dispatch after a wait in the bulkhead's queue and
+//! that the client throttle refuses (`examples/reach.rs` lists what each input reaches), and
+//! `tests/tests/scripts.rs` checks that the seeds do. A change to how
 //! scripts are decoded changes what every seed does: fuzz from them for a few minutes per tick
 //! width, and reduce again.
 
@@ -105,6 +107,8 @@ pub struct Reached {
     pub operator_changes: u32,
     /// Completions refused by an isolated circuit.
     pub isolated_refusals: u32,
+    /// Completions refused by the client throttle.
+    pub throttled_refusals: u32,
     /// Polls after which an operation waited in the bulkhead's queue.
     pub queued: u32,
     /// Attempts dispatched by an operation that had waited in the queue for a slot.
@@ -251,6 +255,11 @@ fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
     #[cfg(feature = "cooldown")]
     {
         config = maybe(u, config, |c, u| Ok(c.cooldown(duration(u)?)))?;
+    }
+    #[cfg(feature = "throttle")]
+    {
+        config =
+            maybe(u, config, |c, u| Ok(c.client_throttle(relent_core::ClientThrottle::new(u.arbitrary()?))))?;
     }
     Ok(config)
 }
@@ -673,6 +682,11 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             assert_eq!((c.disposition, c.not_before), (Disposition::Rejected, None), "{c:?}");
             self.reached.isolated_refusals += 1;
         }
+        if c.code() == "client_throttled" {
+            // A share of the requests, not an instant: nothing says when to try again.
+            assert_eq!((c.disposition, c.not_before), (Disposition::Rejected, None), "{c:?}");
+            self.reached.throttled_refusals += 1;
+        }
         // How an operation that ran this one inside an attempt judges its end, with the wait the
         // adapters give it (seed 000: exactly one layer retries). It retries only an operation
         // whose policy allowed it a single attempt, by that attempt's own verdict; it waits out a
@@ -751,6 +765,12 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             }
         }
         let _ = self.state.airtime_used(config, now);
+        // The throttle never refuses every request: the accepts that say the dependency recovered
+        // must keep coming in.
+        #[cfg(feature = "throttle")]
+        if let Some(ppm) = self.state.throttle_ppm(config, now) {
+            assert!(ppm < 1_000_000, "the throttle would refuse every request: {ppm} ppm");
+        }
     }
 
     /// Moves everything's clock `by` ticks back, as after a reset of the tick counter.

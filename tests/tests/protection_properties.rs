@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use relent_core::{
-    Action, Attempt, BreakerConfig, CircuitState, Context, Dependency, DependencyConfig, Event,
-    MAX_EVENTS_PER_CALL, Operation, Problem, RateLimit, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    Action, Attempt, BreakerConfig, CircuitState, ClientThrottle, Context, Dependency, DependencyConfig,
+    Event, MAX_EVENTS_PER_CALL, Operation, Problem, RateLimit, ReplaySafety, RetryBudget, RetryPolicy,
+    Verdict,
 };
 use relent_tests::rng::seeded;
 use relent_tests::transcript::{D, Failure, HZ, T};
@@ -46,6 +47,7 @@ prop_compose! {
         max_wait in prop_oneof![Just(0u64), 0..2_000u64],
         cooldown in 1..30_000u64,
         queue in proptest::option::of((1..4u16, 1..2_000u64)),
+        throttle in proptest::option::of(1_000..3_000u16),
     ) -> DependencyConfig<HZ> {
         let mut breaker = BreakerConfig::consecutive_failures(threshold, D::from_ticks(break_ms)).probes(probes);
         if let Some(s) = slow {
@@ -57,6 +59,10 @@ prop_compose! {
             .bulkhead(bulkhead)
             .rate_limit(RateLimit::new(count, D::from_ticks(period)).burst(burst).max_wait(D::from_ticks(max_wait)))
             .cooldown(D::from_ticks(cooldown));
+        let config = match throttle {
+            Some(k) => config.client_throttle(ClientThrottle::new(k)),
+            None => config,
+        };
         match queue {
             Some((places, wait)) => config.bulkhead_queue(places, D::from_ticks(wait)),
             None => config,
@@ -370,6 +376,7 @@ fn the_simulation_reaches_every_protection() {
         "bulkhead_full",
         "rate_limited",
         "cooldown_active",
+        "client_throttled",
         "retry_budget_exhausted",
         "lost_attempt_reclaimed",
         "cancelled",

@@ -32,6 +32,7 @@ fn the_kept_seeds_keep_every_promise() {
         refused_snapshots,
         operator_changes,
         isolated_refusals,
+        throttled_refusals,
         queued,
         dispatched_from_queue,
         ..
@@ -47,6 +48,7 @@ fn the_kept_seeds_keep_every_promise() {
         ("snapshots refused", refused_snapshots),
         ("changes of the circuit by an operator", operator_changes),
         ("operations refused by an isolated circuit", isolated_refusals),
+        ("operations refused by the client throttle", throttled_refusals),
         ("waits in a bulkhead's queue", queued),
         ("attempts dispatched after a wait in the queue", dispatched_from_queue),
     ] {

@@ -70,9 +70,13 @@ fn busy_dependency() -> (Dep, [u8; LEN]) {
 #[test]
 fn the_snapshot_size_is_a_compile_time_constant() {
     const SIZE: usize = Dependency::<1_000, 4>::SNAPSHOT_LEN;
-    assert_eq!(SIZE, 148);
-    assert_eq!(Dependency::<1_000, 10>::SNAPSHOT_LEN, 148 + 6 * 12, "12 bytes a bucket");
-    assert_eq!(Dependency::<1_000, 4, 8>::SNAPSHOT_LEN, 148 + 8 * 12, "12 bytes an airtime entry");
+    assert_eq!(SIZE, 164);
+    assert_eq!(
+        Dependency::<1_000, 10>::SNAPSHOT_LEN,
+        164 + 6 * 16,
+        "16 bytes a bucket: calls, retries, failures and the throttle's refusals"
+    );
+    assert_eq!(Dependency::<1_000, 4, 8>::SNAPSHOT_LEN, 164 + 8 * 12, "12 bytes an airtime entry");
 }
 
 #[test]

@@ -186,6 +186,9 @@ fn config(x: &mut Opaque) -> DependencyConfig<HZ> {
         if x.bool() {
             config = config.cooldown(x.duration());
         }
+        if x.bool() {
+            config = config.client_throttle(relent_core::ClientThrottle::new(x.u16()));
+        }
     }
     opaque(config.validate().map_err(|e| e.message()))
         .ok()
@@ -341,6 +344,8 @@ fn run(x: &mut Opaque) {
                 opaque(dep.next_rate_unit(&config, now));
                 opaque(dep.next_airtime(&config, now, x.duration()));
                 opaque(dep.airtime_used(&config, now));
+                #[cfg(feature = "every-protection")]
+                opaque(dep.throttle_ppm(&config, now));
                 // An operator's control of the circuit.
                 #[cfg(feature = "every-protection")]
                 if x.bool() {
