@@ -29,7 +29,7 @@
 //!
 //! The names are the builders' own: a policy's `attempts`, `backoff`, `base_delay`, `max_delay`,
 //! `jitter`, `attempt_timeout`, `min_remaining` and `retry_after_spread`; a dependency's `window`,
-//! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle` and `cooldown`, each protection
+//! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle`, `cooldown` and `client_throttle`, each protection
 //! with its constructor's arguments. The budget's shape is its `kind` and the breaker's rule its
 //! `trip`, named as the constructors are. A classifier's keys are its rules' names (`retry`, `fail`,
 //! `success`), each a list of statuses.
@@ -139,6 +139,7 @@ pub struct PolicySettings(pub RetryPolicy<HZ>);
 /// | `rate_limit` | `{ count, period, burst, max_wait }` ([`RateLimit`]; `burst` default 1, `max_wait` default none) |
 /// | `duty_cycle` | `{ airtime, window }` or `{ per_mille, window }` ([`DutyCycle`]) |
 /// | `cooldown` | the longest cooldown a Retry-After starts ([`DependencyConfig::cooldown`]) |
+/// | `client_throttle` | `{ k_permille }`: refuse attempts locally so that the dependency is sent about `k_permille / 1000` times what it accepts ([`ClientThrottle`](relent_core::ClientThrottle); 2000 is the SRE book's K = 2) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DependencySettings(pub DependencyConfig<HZ>);
 
@@ -442,6 +443,8 @@ struct RawDependency {
     duty_cycle: Option<Checked<RawDutyCycle>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cooldown: Option<Span>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_throttle: Option<Checked<RawThrottle>>,
 }
 
 /// One protection of a dependency, as its key holds it.
@@ -483,6 +486,19 @@ struct Slots(u16);
 impl Part for Slots {
     fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
         Ok(config.bulkhead(self.0))
+    }
+}
+
+/// A client throttle's multiplier.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawThrottle {
+    k_permille: u16,
+}
+
+impl Part for RawThrottle {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        Ok(config.client_throttle(relent_core::ClientThrottle::new(self.k_permille)))
     }
 }
 
@@ -635,18 +651,20 @@ impl RawDependency {
                 })
                 .map(Checked),
             cooldown: config.cooldown_max().map(Span),
+            client_throttle: config.throttle().map(|t| Checked(RawThrottle { k_permille: t.k_permille() })),
         })
     }
 
     fn build(self) -> Result<DependencyConfig<HZ>, Refused> {
         let mut config = DependencyConfig::new(self.window.0);
-        let parts: [Option<&dyn Part>; 6] = [
+        let parts: [Option<&dyn Part>; 7] = [
             self.budget.as_ref().map(|p| &p.0 as &dyn Part),
             self.breaker.as_ref().map(|p| &p.0 as &dyn Part),
             self.bulkhead.as_ref().map(|p| &p.0 as &dyn Part),
             self.bulkhead_queue.as_ref().map(|p| &p.0 as &dyn Part),
             self.rate_limit.as_ref().map(|p| &p.0 as &dyn Part),
             self.duty_cycle.as_ref().map(|p| &p.0 as &dyn Part),
+            self.client_throttle.as_ref().map(|p| &p.0 as &dyn Part),
         ];
         for part in parts.into_iter().flatten() {
             config = part.add_to(config)?;
@@ -986,6 +1004,7 @@ mod tests {
             rate_limit = { count = 100, period = "1s", burst = 10, max_wait = "50ms" }
             duty_cycle = { per_mille = 10, window = "1h" }
             cooldown = "2m"
+            client_throttle = { k_permille = 2000 }
         "#;
         let in_code = DependencyConfig::new(SECS(30))
             .budget(RetryBudget::token_bucket(10, 10, SECS(60), SECS(10)).unwrap())
@@ -994,7 +1013,8 @@ mod tests {
             .bulkhead_queue(64, MS(200))
             .rate_limit(RateLimit::new(100, SECS(1)).burst(10).max_wait(MS(50)))
             .duty_cycle(DutyCycle::per_mille(10, SECS(3_600)))
-            .cooldown(SECS(120));
+            .cooldown(SECS(120))
+            .client_throttle(relent_core::ClientThrottle::K2);
         assert_eq!(dependency(file), Ok(in_code));
     }
 
@@ -1045,6 +1065,7 @@ mod tests {
             (r#"duty_cycle = { airtime = "1s", window = "0s" }"#, ConfigError::ZeroDutyCycleWindow.message()),
             (r#"duty_cycle = { airtime = "36s", per_mille = 10, window = "1h" }"#, duty_message),
             (r#"duty_cycle = { window = "1h" }"#, duty_message),
+            (r#"client_throttle = { k_permille = 900 }"#, ConfigError::ThrottleMultiplierBelowOne.message()),
         ] {
             let (key, value) = line.split_once(" = ").unwrap();
             let at = key.len() + 3;
@@ -1226,10 +1247,11 @@ mod tests {
             proptest::option::of(rate),
             proptest::option::of(duty),
             proptest::option::of(span()),
+            proptest::option::of(any::<u16>()),
         );
         (span(), protections).prop_filter_map(
             "validate refuses it",
-            |(window, (budget, breaker, bulkhead, rate, duty, cooldown))| {
+            |(window, (budget, breaker, bulkhead, rate, duty, cooldown, throttle))| {
                 let mut config = DependencyConfig::new(window);
                 if let Some(budget) = budget {
                     config = config.budget(budget?);
@@ -1251,6 +1273,9 @@ mod tests {
                 }
                 if let Some(c) = cooldown {
                     config = config.cooldown(c);
+                }
+                if let Some(k) = throttle {
+                    config = config.client_throttle(relent_core::ClientThrottle::new(k));
                 }
                 config.validate().ok().map(|()| config)
             },

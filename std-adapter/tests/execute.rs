@@ -353,6 +353,20 @@ async fn dropping_the_execute_future_mid_attempt_gives_back_its_bulkhead_slot() 
     assert_eq!(r.unwrap(), 1);
 }
 
+/// An operation `dep` refuses: its error, after checking that the operation was never called.
+async fn refused_unsent(dep: &Dependency, policy: &RetryPolicy<HZ>) -> Error<PayrailError> {
+    let calls = AtomicUsize::new(0);
+    let err = dep
+        .execute(policy, read(Std::from_secs(10)), |_| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            async { Ok::<_, PayrailError>(()) }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(calls.load(Ordering::Relaxed), 0, "the operation was called");
+    err
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_open_circuit_refuses_without_calling_the_operation() {
     let breaker = relent_tokio::core::BreakerConfig::consecutive_failures(1, Duration::from_secs(30));
@@ -360,21 +374,34 @@ async fn an_open_circuit_refuses_without_calling_the_operation() {
     let once = CHECKOUT.without_retries();
     let _ =
         dep.execute(&once, read(Std::from_secs(10)), |_| async { Err::<(), _>(PayrailError::Refused) }).await;
-    let calls = AtomicUsize::new(0);
-    let err = dep
-        .execute(&once, read(Std::from_secs(10)), |_| {
-            calls.fetch_add(1, Ordering::Relaxed);
-            async { Ok::<_, PayrailError>(()) }
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(calls.load(Ordering::Relaxed), 0);
+    let err = refused_unsent(&dep, &once).await;
     assert_eq!(chain(&err), ["payrail: rejected (circuit_open) after 0 attempt(s); try again in 30s"]);
     let completion = err.completion().unwrap();
     assert_eq!(
         (completion.disposition, completion.problem),
         (Disposition::Rejected, Some(Problem::CircuitOpen))
     );
+}
+
+/// The client throttle at K = 1: after two failures, the third call is refused with probability
+/// 2/3 on top of the first two's 0 and 1/2, a whole call: refused without calling the operation,
+/// with no instant to try again (the next may pass), and read out for a dashboard.
+#[tokio::test(start_paused = true)]
+async fn the_client_throttle_refuses_without_calling_the_operation_and_says_so() {
+    let dep = payrail(budgeted().client_throttle(relent_tokio::core::ClientThrottle::new(1_000)));
+    let once = CHECKOUT.without_retries();
+    for _ in 0..2 {
+        let _ = dep
+            .execute(&once, read(Std::from_secs(10)), |_| async { Err::<(), _>(PayrailError::Refused) })
+            .await;
+    }
+    let err = refused_unsent(&dep, &once).await;
+    assert_eq!(err.code(), "client_throttled");
+    assert_eq!(chain(&err), ["payrail: rejected (client_throttled) after 0 attempt(s)"]);
+    // 3 requests, none accepted: 3/4 of the next would be refused.
+    let (throttled, ppm) =
+        dep.inspect(|state, config, now| (state.counts(now).throttled, state.throttle_ppm(config, now)));
+    assert_eq!((throttled, ppm), (1, Some(750_000)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
