@@ -64,6 +64,8 @@ fn by_hand(outage_ms: (u64, u64)) -> Scenario {
         budget: Budget::Unlimited,
         jitter: Jitter::None,
         seed: 1,
+        capacity: None,
+        throttle: None,
     }
 }
 
@@ -135,9 +137,9 @@ fn the_readme_holds_every_row_of_the_tables_the_evidence_binary_wrote() {
     let (tables, readme) = (read("evidence/tables.md"), read("README.md"));
     let readme: std::collections::HashSet<&str> = readme.lines().collect();
     let rows: Vec<&str> = tables.lines().filter(|l| l.starts_with('|')).collect();
-    // Four tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5 and the
-    // hedges' 3, each with its header and separator.
-    assert_eq!(rows.len(), 7 + 8 + 7 + 5, "{tables}");
+    // Five tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
+    // client throttle's 3 and the hedges' 3, each with its header and separator.
+    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 5, "{tables}");
     let missing: Vec<&str> = rows.into_iter().filter(|row| !readme.contains(row)).collect();
     assert!(
         missing.is_empty(),
@@ -222,6 +224,48 @@ fn three_layers_without_jitter_make_twelve_calls_per_first_attempt_and_full_jitt
         f > n * 1.5,
         "calls per first attempt during the outage: {n} without jitter, {f} with full jitter"
     );
+}
+
+/// The SRE book's client-side throttling, on a reduced run: 300 first attempts a second, and a
+/// dependency that accepts 100 calls a second (one in each 10 ms) from 5 s to 35 s.
+mod throttling {
+    use relent_core::ClientThrottle;
+    use relent_tests::evidence::overload::{Outcome, Scenario, run};
+
+    fn reduced(k: Option<u16>) -> Outcome {
+        let s = Scenario::over_capacity(k.map(ClientThrottle::new));
+        run(&Scenario { rate: 300, capacity: Some(100), ..s })
+    }
+
+    #[test]
+    fn without_a_throttle_the_dependency_is_sent_three_attempts_and_the_budgets_share_per_call_it_accepts() {
+        let (calls, accepted, throttled) = reduced(None).rates(15_000, 35_000);
+        assert_eq!((accepted, throttled), (100.0, 0.0));
+        // 300 first attempts and retries up to 10 % of all calls: 333 a second.
+        assert!((3.2..=3.4).contains(&(calls / accepted)), "{calls} sent for {accepted} accepted");
+    }
+
+    #[test]
+    fn the_throttle_sends_about_k_times_what_the_dependency_accepts() {
+        for (k, sent) in [(2_000, 1.9..=2.15), (1_100, 1.0..=1.2)] {
+            let (calls, accepted, throttled) = reduced(Some(k)).rates(15_000, 35_000);
+            assert!(sent.contains(&(calls / accepted)), "K = {k}: {calls} sent for {accepted} accepted");
+            assert!((99.0..=100.0).contains(&accepted), "K = {k}: it accepts as much as without");
+            assert!(throttled > 0.0);
+        }
+    }
+
+    #[test]
+    fn after_the_dependency_recovers_the_throttle_refuses_until_its_window_forgets() {
+        // K = 2 stops refusing some seconds after the recovery at 35 s; K = 1.1 only once the
+        // window (10 s) holds none of the overload.
+        let stops = |k| reduced(Some(k)).last_throttled_ms().unwrap();
+        let k2 = stops(2_000);
+        assert!((36_000..=40_000).contains(&k2), "{k2}");
+        assert!(stops(1_100) > k2);
+        assert!(stops(1_100) <= 45_000);
+        assert_eq!(reduced(None).last_throttled_ms(), None);
+    }
 }
 
 mod aws {

@@ -89,6 +89,7 @@ fn main() {
     let mut tables = Tables::default();
     aws_experiment(&out, runs, &mut tables);
     overload(&out, &mut tables);
+    throttling(&mut tables);
     hedging(&mut tables);
     let tables_md = out.join(Tables::FILE);
     std::fs::write(&tables_md, tables.markdown(runs)).expect("tables.md is written");
@@ -414,6 +415,53 @@ fn thousands(n: u64) -> String {
         out.push(d);
     }
     out
+}
+
+/// The client throttle against a dependency over capacity: what it is sent, accepts and rejects
+/// while overloaded, with no throttle and with the SRE book's K = 2 and K = 1.1, and what the
+/// throttle still refuses after it recovers.
+fn throttling(tables: &mut Tables) {
+    println!(
+        "## Client-side throttling: 3,000 first attempts/s, the dependency accepts 1,000 calls/s from 5 s to 35 s"
+    );
+    let rows: Vec<Vec<String>> = [None, Some(2_000), Some(1_100)]
+        .into_iter()
+        .map(|k| {
+            let o = overload::run(&Scenario::over_capacity(k.map(relent_core::ClientThrottle::new)));
+            // The overload's steady part, once the window (10 s) holds none of the time before it:
+            // two windows, over which the ratio budget's retries average out.
+            let (calls, accepted, throttled) = o.rates(15_000, 35_000);
+            let refused_after: u64 = o.throttled.iter().skip(350).sum();
+            let name = k.map_or("none".to_owned(), |k| format!("K = {}", k as f64 / 1_000.0));
+            let after = o.last_throttled_ms().map_or("-".to_owned(), |end| {
+                format!("{:.1} s", end.saturating_sub(35_000) as f64 / 1_000.0)
+            });
+            vec![
+                name,
+                thousands(calls.round() as u64),
+                thousands(accepted.round() as u64),
+                thousands((calls - accepted).round() as u64),
+                thousands(throttled.round() as u64),
+                format!("{:.2}", calls / accepted.max(1.0)),
+                thousands(refused_after),
+                after,
+            ]
+        })
+        .collect();
+    tables.add(
+        "Client-side throttling",
+        &[
+            "client throttle",
+            "calls/s sent while over capacity (15 to 35 s)",
+            "accepted/s",
+            "rejected/s",
+            "refused by the client/s",
+            "sent per accepted",
+            "attempts refused after it recovers (35 s)",
+            "over",
+        ],
+        &rows,
+    );
 }
 
 /// Hedged requests: the latency's tail of the steady state, the calls it costs, and the calls per

@@ -7,13 +7,18 @@
 //! A discrete-event simulation on a virtual clock in microseconds. Each layer is a
 //! [`Dependency`] with its own budget; an attempt at layer `k` is a whole operation at layer
 //! `k + 1`, whose deadline is that attempt's timeout; the last layer calls the failing dependency.
+//!
+//! The same simulation with a dependency over capacity instead of down (the SRE book's "Client-side
+//! throttling"): during the outage it accepts a fixed number of calls a second and rejects the
+//! rest, and each rejection still costs it work. There the client throttle
+//! ([`relent_core::ClientThrottle`]) keeps the calls it is sent near `K` times what it accepts.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use relent_core::{
-    Action, Attempt, Context, Dependency, DependencyConfig, Disposition, Jitter, Operation, ReplaySafety,
-    RetryBudget, RetryPolicy, Verdict,
+    Action, Attempt, ClientThrottle, Context, Dependency, DependencyConfig, Disposition, Jitter, Operation,
+    Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 
 use super::{D, HZ, T};
@@ -70,6 +75,12 @@ pub struct Scenario {
     pub jitter: Jitter,
     /// Seed of the jitter draws.
     pub seed: u64,
+    /// During the outage, the calls a second the dependency still accepts (at most a hundredth of
+    /// them in each 10 ms), rejecting the rest; `None`: it accepts none, and calls in flight when
+    /// it starts fail then.
+    pub capacity: Option<u64>,
+    /// The client throttle each layer has, if any.
+    pub throttle: Option<ClientThrottle>,
 }
 
 impl Scenario {
@@ -84,6 +95,21 @@ impl Scenario {
             budget,
             jitter,
             seed: 1,
+            capacity: None,
+            throttle: None,
+        }
+    }
+
+    /// The SRE book's client-side throttling: 3,000 first attempts a second for 45 s, 5 ms calls, 3
+    /// attempts under the ratio budget, and a dependency that accepts only 1,000 calls a second
+    /// from 5 s to 35 s, answering the rest with a rejection.
+    pub fn over_capacity(throttle: Option<ClientThrottle>) -> Self {
+        Self {
+            duration_ms: 45_000,
+            outage_ms: (5_000, 35_000),
+            capacity: Some(1_000),
+            throttle,
+            ..Self::seed_000(1, Budget::Ratio, Jitter::Full)
         }
     }
 
@@ -105,6 +131,10 @@ pub struct Outcome {
     pub calls_per_10ms: Vec<u64>,
     /// The most calls in any 10 ms slot.
     pub peak_per_10ms: u64,
+    /// Calls the dependency accepted, per 100 ms.
+    pub accepted: Vec<u64>,
+    /// Attempts of the outermost layer the client throttle refused, per 100 ms.
+    pub throttled: Vec<u64>,
     /// Operations of the outermost layer that ended, by success.
     pub succeeded: u64,
     /// ... and the ones that did not.
@@ -118,6 +148,22 @@ impl Outcome {
         let calls: u64 = self.calls.get(a..b.min(self.calls.len())).map_or(0, |s| s.iter().sum());
         let first: u64 = self.first.get(a..b.min(self.first.len())).map_or(0, |s| s.iter().sum());
         calls as f64 / first.max(1) as f64
+    }
+
+    /// Calls, accepted calls and attempts the client throttle refused, per second, over the 100 ms
+    /// buckets in [from, to) ms.
+    pub fn rates(&self, from_ms: u64, to_ms: u64) -> (f64, f64, f64) {
+        let per_second = |counts: &[u64]| {
+            let (a, b) = ((from_ms / 100) as usize, (to_ms / 100) as usize);
+            let sum: u64 = counts.get(a..b.min(counts.len())).map_or(0, |s| s.iter().sum());
+            sum as f64 * 1_000.0 / (to_ms - from_ms).max(1) as f64
+        };
+        (per_second(&self.calls), per_second(&self.accepted), per_second(&self.throttled))
+    }
+
+    /// The end of the last 100 ms in which the client throttle refused an attempt, in ms.
+    pub fn last_throttled_ms(&self) -> Option<u64> {
+        self.throttled.iter().rposition(|&n| n > 0).map(|i| (i as u64 + 1) * 100)
     }
 
     /// Calls per second reaching the dependency in each 100 ms from 0 to `to_ms`: (seconds, calls/s).
@@ -159,7 +205,7 @@ fn policy(jitter: Jitter) -> RetryPolicy<HZ> {
     )
 }
 
-fn config(budget: Budget, rate: u64) -> DependencyConfig<HZ> {
+fn config(budget: Budget, rate: u64, throttle: Option<ClientThrottle>) -> DependencyConfig<HZ> {
     let budget = match budget {
         Budget::Unlimited => valid(RetryBudget::ratio(100, 1_000_000_000)),
         Budget::Ratio => valid(RetryBudget::ratio(10, 0)),
@@ -168,7 +214,8 @@ fn config(budget: Budget, rate: u64) -> DependencyConfig<HZ> {
             valid(RetryBudget::token_bucket(tokens, tokens, D::from_secs(1), D::from_secs(2)))
         }
     };
-    DependencyConfig::new(D::from_secs(10)).budget(budget)
+    let config = DependencyConfig::new(D::from_secs(10)).budget(budget);
+    throttle.map_or(config, |t| config.client_throttle(t))
 }
 
 /// Why an attempt failed, as the simulation's callers see it.
@@ -203,7 +250,7 @@ enum Event {
 /// Runs one scenario.
 pub fn run(s: &Scenario) -> Outcome {
     let policy = policy(s.jitter);
-    let config = config(s.budget, s.rate);
+    let config = config(s.budget, s.rate, s.throttle);
     let mut layers: Vec<Dependency<HZ, 10>> = (0..s.layers)
         .map(|_| Dependency::new(&config, T::from_ticks(0)).expect("a valid dependency"))
         .collect();
@@ -223,8 +270,11 @@ pub fn run(s: &Scenario) -> Outcome {
         calls: vec![0; buckets],
         first: vec![0; buckets],
         calls_per_10ms: vec![0; buckets * 10],
+        accepted: vec![0; buckets],
+        throttled: vec![0; buckets],
         ..Outcome::default()
     };
+    let mut accepted_per_10ms = vec![0u64; buckets * 10];
     // The k-th first attempt arrives at k / rate seconds, rounded down to the microsecond: exactly
     // `rate` a second, where a gap rounded once would drift (3,003 a second for 3,000).
     let rate = s.rate.max(1);
@@ -259,8 +309,12 @@ pub fn run(s: &Scenario) -> Outcome {
                             let (down_from, down_to) = (s.outage_ms.0 * 1_000, s.outage_ms.1 * 1_000);
                             let ends = now + s.call_ms * 1_000;
                             let report = if now >= down_from && now < down_to {
-                                Event::Report(i, false)
-                            } else if now < down_from && ends > down_from {
+                                let taken =
+                                    &mut accepted_per_10ms[((now / 10_000) as usize).min(buckets * 10 - 1)];
+                                let accepts = s.capacity.is_some_and(|c| *taken < c / 100);
+                                *taken += u64::from(accepts);
+                                Event::Report(i, accepts)
+                            } else if s.capacity.is_none() && now < down_from && ends > down_from {
                                 // In flight when the node drops: fails at that instant.
                                 push(&mut queue, down_from, Event::Report(i, false));
                                 continue;
@@ -286,6 +340,9 @@ pub fn run(s: &Scenario) -> Outcome {
                         ops[i] = None;
                         free.push(i);
                         let ok = done.disposition == Disposition::Succeeded;
+                        if parent.is_none() && done.problem == Some(Problem::ClientThrottled) {
+                            out.throttled[((now / 100_000) as usize).min(buckets - 1)] += 1;
+                        }
                         match parent {
                             Some(p) => push(&mut queue, now, Event::Report(p, ok)),
                             None if ok => out.succeeded += 1,
@@ -298,6 +355,9 @@ pub fn run(s: &Scenario) -> Outcome {
                 let Some(rec) = ops.get_mut(i).and_then(Option::as_mut) else { continue };
                 let Some(attempt) = rec.out.take() else { continue };
                 let dep = &mut layers[rec.layer];
+                if ok && rec.layer + 1 == s.layers {
+                    out.accepted[((attempt.started().as_ticks() / 100_000) as usize).min(buckets - 1)] += 1;
+                }
                 if ok {
                     rec.op.on_success(attempt, t, dep, &mut ());
                 } else {
