@@ -60,6 +60,9 @@ use crate::error::ConfigError;
 use crate::limiter::{Limiter, RateLimit};
 #[cfg(feature = "throttle")]
 use crate::throttle::{Draw, Throttle};
+use crate::time::{Duration, Instant, Ticks};
+use crate::window::{CallWindow, Counts};
+
 /// No throttle's state where the feature is off.
 #[cfg(not(feature = "throttle"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,8 +74,6 @@ impl Throttle {
         Self
     }
 }
-use crate::time::{Duration, Instant, Ticks};
-use crate::window::{CallWindow, Counts};
 
 /// A dependency's configuration. Build it with `const fn`s; [`Dependency::new`] validates it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 //! it, reading a token, answering 503). A breaker does not help there: the dependency is not down,
 //! it accepts what it can, and a failure ratio of two thirds either keeps the breaker shut or
 //! opens it and refuses the third that would have succeeded. The retry budget bounds retries only.
-//! The Google SRE book's chapter on handling overload ("Client-side throttling", the chapter the
-//! overload arithmetic of seed 000 comes from) has each client keep, over a recent window, its
+//! The Google SRE book's chapter 21, "Handling Overload" (its "Client-side throttling"; issue 6
+//! sets its overload arithmetic beside seed 000's), has each client keep, over a recent window, its
 //! *requests* (every request the application made, those the client refused included) and the
 //! *accepts* (those the dependency accepted), and refuse a new request locally with probability
 //!
