@@ -89,7 +89,7 @@ fn main() {
     let mut tables = Tables::default();
     aws_experiment(&out, runs, &mut tables);
     overload(&out, &mut tables);
-    throttling(&mut tables);
+    throttling(&out, &mut tables);
     hedging(&mut tables);
     let tables_md = out.join(Tables::FILE);
     std::fs::write(&tables_md, tables.markdown(runs)).expect("tables.md is written");
@@ -419,15 +419,25 @@ fn thousands(n: u64) -> String {
 
 /// The client throttle against a dependency over capacity: what it is sent, accepts and rejects
 /// while overloaded, with no throttle and with the SRE book's K = 2 and K = 1.1, and what the
-/// throttle still refuses after it recovers.
-fn throttling(tables: &mut Tables) {
+/// throttle still refuses after it recovers. The plot: what the dependency is sent and accepts each
+/// second, over the whole run.
+fn throttling(out: &Path, tables: &mut Tables) {
+    /// The first attempts end at 45 s.
+    const UNTIL_MS: u64 = 45_000;
     println!(
         "## Client-side throttling: 3,000 first attempts/s, the dependency accepts 1,000 calls/s from 5 s to 35 s"
     );
+    let mut sent: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut accepted_per_second = Vec::new();
     let rows: Vec<Vec<String>> = [None, Some(2_000), Some(1_100)]
         .into_iter()
         .map(|k| {
             let o = overload::run(&Scenario::over_capacity(k.map(relent_core::ClientThrottle::new)));
+            let legend =
+                k.map_or("sent, no throttle".to_owned(), |k| format!("sent, K = {}", k as f64 / 1_000.0));
+            sent.push((legend, o.calls_per_second(UNTIL_MS)));
+            // The same in every run, within a call or two.
+            accepted_per_second = o.accepted_per_second(UNTIL_MS);
             // The overload's steady part, once the window (10 s) holds none of the time before it:
             // two windows, over which the ratio budget's retries average out.
             let (calls, accepted, throttled) = o.rates(15_000, 35_000);
@@ -462,6 +472,20 @@ fn throttling(tables: &mut Tables) {
         ],
         &rows,
     );
+    let mut series: Vec<Series> =
+        sent.iter().map(|(name, points)| Series { name, points: points.clone() }).collect();
+    series.push(Series { name: "accepted, K = 1.1", points: accepted_per_second });
+    let title = "Calls per second a dependency over capacity is sent and accepts (1,000/s from 5 s to 35 s)";
+    if let Err(e) = lines(
+        &out.join("throttle.svg"),
+        title,
+        ("seconds", "calls per second"),
+        &series,
+        false,
+        Legend::UpperRight,
+    ) {
+        eprintln!("throttle.svg: {e}");
+    }
 }
 
 /// Hedged requests: the latency's tail of the steady state, the calls it costs, and the calls per

@@ -171,6 +171,11 @@ impl Outcome {
         per_second(&self.calls, to_ms)
     }
 
+    /// Calls the dependency accepted per second in each 100 ms from 0 to `to_ms`: (seconds, calls/s).
+    pub fn accepted_per_second(&self, to_ms: u64) -> Vec<(f64, f64)> {
+        per_second(&self.accepted, to_ms)
+    }
+
     /// First attempts per second in each 100 ms from 0 to `to_ms`: (seconds, first attempts/s).
     pub fn first_attempts_per_second(&self, to_ms: u64) -> Vec<(f64, f64)> {
         per_second(&self.first, to_ms)
