@@ -208,6 +208,42 @@ fn an_isolated_link_refuses_frames_unsent_until_it_is_closed() {
     assert_eq!(shared().isolate_circuit(), Err(ConfigError::NoBreaker));
 }
 
+/// A gateway that rejects most frames, under a client throttle of K = 1: after two rejections the
+/// third frame is refused unsent (2/3 on a carry of 1/2), with no time to try again (the next may
+/// go), and the shared state says what the throttle refused and how likely it is to refuse next.
+#[cfg(feature = "throttle")]
+#[test]
+fn a_throttled_frame_is_refused_unsent_with_no_time_to_retry() {
+    use relent_embassy::core::{ClientThrottle, Disposition};
+    const THROTTLED: DependencyConfig<HZ> = RETRIES.client_throttle(ClientThrottle::new(1_000));
+    const ONCE: RetryPolicy<HZ> = match RetryPolicy::single_attempt().build() {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    };
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    let gateway: SharedDependency<'_, CriticalSectionRawMutex, 4> =
+        SharedDependency::new(&THROTTLED, Dependency::new(&THROTTLED, relent_embassy::now()).unwrap());
+    let mut rng = rng();
+    let sent = RefCell::new(0);
+    let rejected = || {
+        *sent.borrow_mut() += 1;
+        async { Err::<(), _>(LinkError::Busy(0)) }
+    };
+    for _ in 0..2 {
+        let done = run(gateway.execute(&ONCE, read(10_000), &mut rng, |_| rejected())).unwrap();
+        assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
+    }
+    let refused = run(gateway.execute(&ONCE, read(10_000), &mut rng, |_| rejected())).unwrap();
+    assert_eq!(
+        (refused.completion.disposition, refused.completion.problem, refused.retry_at(), *sent.borrow()),
+        (Disposition::Rejected, Some(Problem::ClientThrottled), None, 2)
+    );
+    let (throttled, ppm) =
+        gateway.lock(|state, now| (state.counts(now).throttled, state.throttle_ppm(&THROTTLED, now)));
+    assert_eq!((throttled, ppm), (1, Some(750_000)), "3 requests, none accepted: 3/4 of the next");
+}
+
 /// The observer runs under the dependency's lock (`execute_with` says so): a call back into the
 /// dependency from it finds the state borrowed.
 #[test]

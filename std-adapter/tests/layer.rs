@@ -235,6 +235,28 @@ async fn an_open_circuit_fails_fast_in_call_without_touching_the_inner_service()
     assert_eq!(provider.attempts("/down").len(), 1, "no second request reached the provider");
 }
 
+/// A provider over capacity answers two payments with 503 (a POST without a key gets one attempt,
+/// and its 503 goes back as the response); under a client throttle of K = 1 the third is refused
+/// in `call`, unsent, with no time to try again: the throttle says how much, not when.
+#[tokio::test(start_paused = true)]
+async fn a_throttled_request_fails_fast_in_call_without_touching_the_inner_service() {
+    let provider = Provider::default();
+    provider.script("/pay", &[Reply::Status(503), Reply::Status(503), Reply::Status(200)]);
+    let config = budgeted().client_throttle(relent_tokio::core::ClientThrottle::new(1_000));
+    let mut svc = layer(config).layer(provider.service(tokio::time::Instant::now()));
+    for _ in 0..2 {
+        let shed = svc.ready().await.unwrap().call(request(Method::POST, "/pay", None)).await.unwrap();
+        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    let err = svc.ready().await.unwrap().call(request(Method::POST, "/pay", None)).await.unwrap_err();
+    let report = err.report().unwrap();
+    assert_eq!(
+        (report.disposition, report.problem, report.dispatched, report.retry_in),
+        (Disposition::Rejected, Some(Problem::ClientThrottled), 0, None)
+    );
+    assert_eq!(provider.attempts("/pay").len(), 2, "the third payment did not reach the provider");
+}
+
 /// A body that cannot be sent twice, like a stream.
 #[derive(Debug)]
 struct Stream;
