@@ -36,7 +36,8 @@
 //! At dispatch, each attempt's timeout is `min(ceiling, time left before the deadline)` (seed 000:
 //! the third attempt is cut to fit), and no attempt is dispatched once the deadline has passed. Every
 //! attempt, the first included, then passes the dependency's protections in their fixed order
-//! (cooldown, circuit, bulkhead, rate limit, duty cycle, retry budget: see [`crate::Dependency`]);
+//! (isolation, cooldown, circuit, client throttle, bulkhead, rate limit, duty cycle, retry budget:
+//! see [`crate::Dependency`]);
 //! a refusal ends the operation with the protection's code, keeping the last failure. A rate unit
 //! due soon enough (within the limit's `max_wait`) and airtime free soon enough (within the
 //! policy's maximum delay), both before the deadline, are reserved and waited for instead; so is a
