@@ -53,9 +53,10 @@ impl ClientThrottle {
 
     /// A throttle that lets through about `k_permille / 1000` times what the dependency accepts.
     /// Below 1,000 (K = 1) it would refuse requests a healthy dependency accepts, which
-    /// [`Dependency::new`](crate::Dependency::new) refuses (`throttle_multiplier_below_one`); the
-    /// larger, the later it steps in (the book: 2,000 for most services; 1,100 to save the dependency
-    /// more of the work of rejecting, at the cost of refusing some requests it would have accepted).
+    /// [`Dependency::new`](crate::Dependency::new) refuses (`throttle_multiplier_below_one`). The book
+    /// suggests 2,000; the larger, the later it steps in, and the nearer 1,000, the more of the work
+    /// of rejecting it saves the dependency, at the cost of refusing some requests it would have
+    /// accepted, and of a longer wait after it recovers (the README's evidence has K = 1.1 beside 2).
     pub const fn new(k_permille: u16) -> Self {
         Self { k_permille }
     }
