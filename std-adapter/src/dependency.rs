@@ -37,6 +37,34 @@ pub const AIRTIME_LOG: usize = 16;
 /// The core's state for one dependency at relent-tokio's tick rate.
 pub type State = relent_core::Dependency<HZ, BUCKETS, AIRTIME_LOG>;
 
+/// A dependency's gauges at one instant ([`Dependency::gauges`]), each what the core's read-out of
+/// the same name says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Gauges {
+    /// The circuit: closed, open, half-open, or isolated by an operator.
+    pub circuit: CircuitState,
+    /// How long an open circuit's break has left, before it lets a probe through; `None` unless
+    /// it is open (an isolation has no end).
+    pub break_left: Option<std::time::Duration>,
+    /// Attempts in flight (what a bulkhead counts).
+    pub in_flight: u16,
+    /// Calls waiting in the bulkhead's queue for a slot: a queue that is never empty says the
+    /// bulkhead is too small, or the dependency too slow.
+    pub waiting_for_slot: u16,
+    /// The window's calls, retries and failures (and the attempts the client throttle refused):
+    /// calls per first attempt, the amplification the budget bounds, is calls over calls less
+    /// retries.
+    pub window: relent_core::Counts,
+    /// The retries the budget would allow now; `None` without a budget.
+    pub retries_available: Option<u32>,
+    /// How long the cooldown a Retry-After started has left; `None` when there is none.
+    pub cooldown_left: Option<std::time::Duration>,
+    /// The client throttle's probability of refusing the next call, in parts per million; `None`
+    /// without a throttle.
+    pub throttle_ppm: Option<u32>,
+}
+
 pub(crate) struct Locked {
     pub(crate) state: State,
     pub(crate) rng: Xoshiro256PlusPlus,
@@ -193,6 +221,39 @@ impl Dependency {
         let mut locked = self.inner.lock();
         let now = self.inner.clock.now();
         f(&mut locked.state, &self.inner.config, now)
+    }
+
+    /// Every gauge a dashboard shows for this dependency, read at once under its lock (the README's
+    /// "Dashboards" scrapes them). For any other read of the state, [`inspect`](Self::inspect).
+    ///
+    /// ```
+    /// use relent_tokio::core::{CircuitState, DependencyConfig, RetryBudget};
+    /// use relent_tokio::{Dependency, Duration};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?);
+    /// let gauges = Dependency::new("payrail", config)?.gauges();
+    /// assert_eq!((gauges.circuit, gauges.in_flight, gauges.window.calls), (CircuitState::Closed, 0, 0));
+    /// assert_eq!(gauges.retries_available, Some(5)); // the ratio budget's floor
+    /// assert_eq!((gauges.break_left, gauges.cooldown_left, gauges.throttle_ppm), (None, None, None));
+    /// # Ok(()) }
+    /// ```
+    pub fn gauges(&self) -> Gauges {
+        self.inspect(|state, config, now| {
+            let left = |until: Option<Instant>| {
+                until.and_then(|t| t.checked_duration_since(now)).map(crate::clock::std_duration)
+            };
+            Gauges {
+                circuit: state.circuit(now),
+                break_left: left(state.circuit_open_until(now)),
+                in_flight: state.in_flight(),
+                waiting_for_slot: state.bulkhead_waiting(),
+                window: state.counts(now),
+                retries_available: state.retries_available(config, now),
+                cooldown_left: left(state.cooldown_until(now)),
+                throttle_ppm: state.throttle_ppm(config, now),
+            }
+        })
     }
 
     /// The current time on this dependency's clock.

@@ -19,7 +19,7 @@ mod trace;
 
 pub use bound::attempt_expiry;
 pub use clock::{Duration, HZ, Instant, std_duration, ticks};
-pub use dependency::{AIRTIME_LOG, BUCKETS, Dependency, State};
+pub use dependency::{AIRTIME_LOG, BUCKETS, Dependency, Gauges, State};
 pub use error::{AttemptError, Detailed, Error};
 pub use execute::AttemptInfo;
 pub use inbound::{Deadline, DeadlineLayer, Serving};

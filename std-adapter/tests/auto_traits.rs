@@ -48,6 +48,7 @@ fn shared_and_reported_types_are_send_and_sync() {
     send_sync::<RequestDeadline>();
     send_sync::<SingleAttempt>();
     send_sync::<RetryReport>();
+    send_sync::<relent_tokio::Gauges>();
     send_sync::<AttemptInfo>();
     send_sync::<Error<Refused>>();
     send_sync::<AttemptError<Refused>>();

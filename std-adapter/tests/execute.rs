@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as Std;
 
 use relent_tokio::core::{
-    Classify, Context, DependencyConfig, Disposition, DutyCycle, Jitter, Problem, ReplaySafety, RetryBudget,
-    RetryPolicy, Verdict,
+    CircuitState, Classify, Context, DependencyConfig, Disposition, DutyCycle, Jitter, Problem, ReplaySafety,
+    RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tokio::{AttemptError, Dependency, Duration, Error, HZ};
 use tokio::time::Instant;
@@ -353,6 +353,28 @@ async fn dropping_the_execute_future_mid_attempt_gives_back_its_bulkhead_slot() 
     assert_eq!(r.unwrap(), 1);
 }
 
+/// A "busy, retry in 60 s" starts the dependency's cooldown: the gauges say how long it has left,
+/// on tokio's clock, and nothing once it has ended.
+#[tokio::test(start_paused = true)]
+async fn the_gauges_say_what_is_left_of_a_cooldown() {
+    let dep = payrail(budgeted().cooldown(Duration::from_secs(120)));
+    let once = CHECKOUT.without_retries();
+    let _ = dep
+        .execute(&once, read(Std::from_secs(10)), |_| async { Err::<(), _>(PayrailError::Busy(60)) })
+        .await;
+    let gauges = dep.gauges();
+    assert_eq!(
+        (gauges.cooldown_left, gauges.window.calls, gauges.window.failures),
+        (Some(Std::from_secs(60)), 1, 1)
+    );
+    tokio::time::advance(Std::from_secs(45)).await;
+    assert_eq!(dep.gauges().cooldown_left, Some(Std::from_secs(15)));
+    tokio::time::advance(Std::from_secs(15)).await;
+    // And the 10 s window has forgotten the failure.
+    let gauges = dep.gauges();
+    assert_eq!((gauges.cooldown_left, gauges.window.calls), (None, 0));
+}
+
 /// An operation `dep` refuses: its error, after checking that the operation was never called.
 async fn refused_unsent(dep: &Dependency, policy: &RetryPolicy<HZ>) -> Error<PayrailError> {
     let calls = AtomicUsize::new(0);
@@ -376,6 +398,9 @@ async fn an_open_circuit_refuses_without_calling_the_operation() {
         dep.execute(&once, read(Std::from_secs(10)), |_| async { Err::<(), _>(PayrailError::Refused) }).await;
     let err = refused_unsent(&dep, &once).await;
     assert_eq!(chain(&err), ["payrail: rejected (circuit_open) after 0 attempt(s); try again in 30s"]);
+    let gauges = dep.gauges();
+    assert_eq!((gauges.circuit, gauges.break_left), (CircuitState::Open, Some(Std::from_secs(30))));
+    assert_eq!((gauges.cooldown_left, gauges.throttle_ppm), (None, None));
     let completion = err.completion().unwrap();
     assert_eq!(
         (completion.disposition, completion.problem),
@@ -399,9 +424,9 @@ async fn the_client_throttle_refuses_without_calling_the_operation_and_says_so()
     assert_eq!(err.code(), "client_throttled");
     assert_eq!(chain(&err), ["payrail: rejected (client_throttled) after 0 attempt(s)"]);
     // 3 requests, none accepted: 3/4 of the next would be refused.
-    let (throttled, ppm) =
-        dep.inspect(|state, config, now| (state.counts(now).throttled, state.throttle_ppm(config, now)));
-    assert_eq!((throttled, ppm), (1, Some(750_000)));
+    let gauges = dep.gauges();
+    assert_eq!((gauges.window.throttled, gauges.throttle_ppm), (1, Some(750_000)));
+    assert_eq!((gauges.window.calls, gauges.window.failures), (2, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
