@@ -23,11 +23,32 @@
 pub(crate) struct Bulkhead {
     in_flight: u16,
     waiting: u16,
+    // The adaptive limit's state (`crate::adaptive`, which reads and writes it), read only if one
+    // is configured; beside the counts rather than in a struct of its own, whose padding would
+    // make the bulkhead 24 bytes instead of 16.
+    /// The limit; 0 until the first decrease, meaning the bulkhead's slots.
+    #[cfg(feature = "bulkhead-adaptive")]
+    pub(crate) limit: u16,
+    /// Fast successes since the limit last changed.
+    #[cfg(feature = "bulkhead-adaptive")]
+    pub(crate) steps: u16,
+    /// When the limit was last lowered: a sign from an attempt dispatched before it is ignored.
+    #[cfg(feature = "bulkhead-adaptive")]
+    pub(crate) lowered_at: crate::time::Ticks,
 }
 
 impl Bulkhead {
     pub(crate) const fn new() -> Self {
-        Self { in_flight: 0, waiting: 0 }
+        Self {
+            in_flight: 0,
+            waiting: 0,
+            #[cfg(feature = "bulkhead-adaptive")]
+            limit: 0,
+            #[cfg(feature = "bulkhead-adaptive")]
+            steps: 0,
+            #[cfg(feature = "bulkhead-adaptive")]
+            lowered_at: 0,
+        }
     }
 
     pub(crate) const fn in_flight(&self) -> u16 {

@@ -7,7 +7,8 @@
 //! - a [`DependencyConfig`]: its window, retry budget, circuit breaker, client throttle, bulkhead,
 //!   rate limit, duty cycle and cooldown, usually a `const` (in flash on firmware);
 //! - a [`Dependency`]: only what changes (the window of counts, the budget's tokens, the breaker's
-//!   state, the throttle's carry, slots in flight and operations waiting for one, the limiter's next
+//!   state, the throttle's carry, slots in flight and operations waiting for one (and an adaptive
+//!   limit's slots), the limiter's next
 //!   arrival, the airtime log, the cooldown's end).
 //!   This is plain, fixed-size data with no pointers, so it can sit in a `static`, behind any
 //!   lock, and be saved across a reset.
@@ -35,7 +36,9 @@
 //!    reach the dependency, so it leaves the throttle's carry as it was;
 //! 4. **bulkhead** (`bulkhead_full`): local capacity, which frees up as attempts end; with a queue
 //!    ([`DependencyConfig::bulkhead_queue`]), a full bulkhead is waited for, for a bounded time,
-//!    holding a place in the queue and nothing else, and those that wait go first;
+//!    holding a place in the queue and nothing else, and those that wait go first; with an
+//!    adaptive limit (`DependencyConfig::adaptive_limit`, feature `bulkhead-adaptive`), its slots
+//!    are what the limit has learnt from how attempts ended;
 //! 5. **rate limit** (`rate_limited`): a unit is spent only for an attempt that will really go
 //!    out, so an open circuit or a full bulkhead never burns the rate;
 //! 6. **duty cycle** (`duty_cycle_exceeded`, deferred): the attempt's airtime must fit the duty
@@ -50,6 +53,8 @@
 //! with its code and, where known, when to try again; a refusal of a later attempt becomes the
 //! result, with the last failure kept beside it (seed 003).
 
+#[cfg(feature = "bulkhead-adaptive")]
+use crate::adaptive::Sign;
 use crate::breaker::{Breaker, BreakerConfig, CircuitState};
 use crate::budget::{BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows, ratio_headroom};
 use crate::bulkhead::{Bulkhead, Queue};
@@ -89,6 +94,8 @@ pub struct DependencyConfig<const HZ: u64> {
     cooldown: Option<Duration<HZ>>,
     #[cfg(feature = "throttle")]
     throttle: Option<crate::ClientThrottle>,
+    #[cfg(feature = "bulkhead-adaptive")]
+    adaptive: Option<crate::AdaptiveLimit<HZ>>,
 }
 
 impl<const HZ: u64> DependencyConfig<HZ> {
@@ -106,6 +113,8 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             cooldown: None,
             #[cfg(feature = "throttle")]
             throttle: None,
+            #[cfg(feature = "bulkhead-adaptive")]
+            adaptive: None,
         }
     }
 
@@ -142,6 +151,17 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn bulkhead_queue(mut self, places: u16, max_wait: Duration<HZ>) -> Self {
         self.bulkhead_queue = Some(Queue { places, max_wait });
+        self
+    }
+
+    #[cfg(feature = "bulkhead-adaptive")]
+    /// Makes the bulkhead's size adaptive: lowered on signs of overload (transient failures,
+    /// attempts that take the limit's `slow` or longer), raised again slot by slot while attempts
+    /// come back fast, between the limit's floor and the bulkhead's slots, where it starts
+    /// ([`AdaptiveLimit`](crate::AdaptiveLimit)). Needs [`bulkhead`](Self::bulkhead).
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub const fn adaptive_limit(mut self, limit: crate::AdaptiveLimit<HZ>) -> Self {
+        self.adaptive = Some(limit);
         self
     }
 
@@ -196,6 +216,11 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// The bulkhead's slots, if any.
     pub const fn bulkhead_slots(&self) -> Option<u16> {
         self.bulkhead
+    }
+    #[cfg(feature = "bulkhead-adaptive")]
+    /// The bulkhead's adaptive limit, if any.
+    pub const fn adaptive(&self) -> Option<crate::AdaptiveLimit<HZ>> {
+        self.adaptive
     }
     /// How many operations may wait for a bulkhead slot at once, if the bulkhead has a queue.
     pub const fn bulkhead_queue_places(&self) -> Option<u16> {
@@ -255,6 +280,11 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     fn cooldown_on(&self) -> Option<Duration<HZ>> {
         if cfg!(feature = "cooldown") { self.cooldown } else { None }
     }
+    #[cfg(feature = "bulkhead-adaptive")]
+    #[inline(always)]
+    fn adaptive_on(&self) -> Option<&crate::AdaptiveLimit<HZ>> {
+        self.adaptive.as_ref()
+    }
     #[cfg(feature = "throttle")]
     #[inline(always)]
     fn throttle_on(&self) -> Option<&crate::ClientThrottle> {
@@ -283,6 +313,12 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             }
             if q.max_wait.as_ticks() == 0 {
                 return Err(ConfigError::ZeroBulkheadWait);
+            }
+        }
+        #[cfg(feature = "bulkhead-adaptive")]
+        if let Some(a) = &self.adaptive {
+            if let Err(e) = a.validate(self.bulkhead) {
+                return Err(e);
             }
         }
         if let Some(r) = &self.rate_limit {
@@ -338,6 +374,13 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             Some(d) => d.window.as_ticks(),
             None => 0,
         };
+        #[cfg(feature = "bulkhead-adaptive")]
+        let adaptive_slow = match &self.adaptive {
+            Some(a) => a.slow().as_ticks(),
+            None => 0,
+        };
+        #[cfg(not(feature = "bulkhead-adaptive"))]
+        let adaptive_slow = 0;
         crate::time::all_fit(&[
             self.window.as_ticks(),
             period,
@@ -349,8 +392,20 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             queue_wait,
             duty_window,
             ticks_or_zero(self.cooldown),
+            adaptive_slow,
         ])
     }
+}
+
+/// The bulkhead's slots now: its size `max`, or what its adaptive limit has learnt.
+#[inline(always)]
+fn slots_now<const HZ: u64>(config: &DependencyConfig<HZ>, max: u16, bulkhead: &Bulkhead) -> u16 {
+    #[cfg(feature = "bulkhead-adaptive")]
+    if config.adaptive_on().is_some() {
+        return bulkhead.learnt_limit(max);
+    }
+    let _ = (config, bulkhead);
+    max
 }
 
 /// A duration's ticks, or zero for none.
@@ -560,6 +615,8 @@ pub(crate) enum Ending {
     Succeeded,
     Failed {
         retry_after: Option<Ticks>,
+        /// The caller's classifier called it transient (a sign of overload to an adaptive limit).
+        transient: bool,
     },
     /// Cancelled by the caller, or lost: no outcome is known.
     Abandoned,
@@ -642,6 +699,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         self.airtime.rebase(by);
         if let Some(c) = self.cooldown.get_mut() {
             c.rebase(by);
+        }
+        #[cfg(feature = "bulkhead-adaptive")]
+        if let Some(b) = self.bulkhead.get_mut() {
+            b.rebase_learnt(by);
         }
     }
 
@@ -800,6 +861,15 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         self.bulkhead.get().map_or(0, Bulkhead::in_flight)
     }
 
+    /// The bulkhead's slots now: its size, or, with an adaptive limit, what the limit has learnt
+    /// ([`AdaptiveLimit`](crate::AdaptiveLimit)); `None` without a bulkhead.
+    pub fn bulkhead_limit(&self, config: &DependencyConfig<HZ>) -> Option<u16> {
+        match (config.bulkhead_on(), self.bulkhead.get()) {
+            (Some(max), Some(bulkhead)) => Some(slots_now(config, max, bulkhead)),
+            _ => None,
+        }
+    }
+
     /// Operations waiting in the bulkhead's queue for a slot.
     pub fn bulkhead_waiting(&self) -> u16 {
         self.bulkhead.get().map_or(0, Bulkhead::waiting)
@@ -813,7 +883,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// stays free, as the operations that did not wait find no room while any does.
     pub fn slot_for_waiting(&self, config: &DependencyConfig<HZ>) -> bool {
         match (config.bulkhead_on(), self.bulkhead.get()) {
-            (Some(max), Some(bulkhead)) => bulkhead.waiting() > 0 && bulkhead.has_room(max),
+            (Some(max), Some(bulkhead)) => {
+                bulkhead.waiting() > 0 && bulkhead.has_room(slots_now(config, max, bulkhead))
+            }
             _ => false,
         }
     }
@@ -941,7 +1013,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         }
         if let (Some(max), Some(bulkhead)) = (config.bulkhead_on(), self.bulkhead.get_mut()) {
             // Those that wait go first: an attempt that did not wait finds no room while any does.
-            if !bulkhead.has_room(max) || (!request.queued && bulkhead.waiting() > 0) {
+            if !bulkhead.has_room(slots_now(config, max, bulkhead))
+                || (!request.queued && bulkhead.waiting() > 0)
+            {
                 if let Some(queue) = config.bulkhead_queue_on() {
                     let until = if request.queued {
                         request.queue_until
@@ -1061,6 +1135,19 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         let t = now.as_ticks();
         let mut changes = Changes::default();
         if let (true, Some(bulkhead)) = (ticket.slot(), self.bulkhead.get_mut()) {
+            #[cfg(feature = "bulkhead-adaptive")]
+            if let (Some(adaptive), Some(max)) = (config.adaptive_on(), config.bulkhead_on()) {
+                let sign = match ending {
+                    Ending::Abandoned => Sign::Neither,
+                    _ if took.as_ticks() >= adaptive.slow().as_ticks() => Sign::Overload,
+                    Ending::Failed { transient: true, .. } => Sign::Overload,
+                    Ending::Failed { transient: false, .. } => Sign::Neither,
+                    Ending::Succeeded => Sign::Fast,
+                };
+                let dispatched = t.saturating_sub(took.as_ticks());
+                let in_use = bulkhead.in_flight();
+                bulkhead.learn(adaptive, max, sign, in_use, dispatched, t);
+            }
             bulkhead.release();
         }
         if let (Some(r), Some(bucket), Some(tokens)) =
@@ -1076,7 +1163,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
                 return changes;
             }
             Ending::Succeeded => false,
-            Ending::Failed { retry_after } => {
+            Ending::Failed { retry_after, .. } => {
                 if let (Some(max), Some(wait), Some(cooldown)) =
                     (config.cooldown_on(), retry_after, self.cooldown.get_mut())
                 {
@@ -1123,8 +1210,10 @@ mod tests {
         assert_eq!(core::mem::size_of::<Breaker>(), if t == 8 { 24 } else { 16 } + ring);
         assert_eq!(core::mem::size_of::<Limiter>(), 2 * t);
         assert_eq!(core::mem::size_of::<Cooldown>(), t);
-        // Slots in flight, and operations waiting for one.
-        assert_eq!(core::mem::size_of::<Bulkhead>(), 4);
+        // Slots in flight, and operations waiting for one; with the adaptive limit, the limit, its
+        // steps towards the next slot, and the instant of its last decrease.
+        let learnt = if cfg!(feature = "bulkhead-adaptive") { 4 + t } else { 0 };
+        assert_eq!(core::mem::size_of::<Bulkhead>(), 4 + learnt);
     }
 
     /// A dependency's read-outs for the protections it does not have: a closed circuit, no wait

@@ -101,6 +101,14 @@ pub enum ConfigError {
     NoBreaker,
     /// A client throttle whose multiplier `K` is below 1,000 thousandths (1.0).
     ThrottleMultiplierBelowOne,
+    /// An adaptive limit on a dependency with no bulkhead to adapt.
+    AdaptiveLimitWithoutBulkhead,
+    /// An adaptive limit whose latency threshold is zero counts every attempt as slow.
+    AdaptiveLimitZeroSlow,
+    /// An adaptive limit's floor of zero slots, or above the bulkhead's slots.
+    AdaptiveLimitFloorOutOfRange,
+    /// An adaptive limit that keeps none, or all, of the limit on a decrease (outside `1..=999`).
+    AdaptiveLimitDecreaseOutOfRange,
 }
 
 impl ConfigError {
@@ -142,6 +150,10 @@ impl ConfigError {
             Self::SpanTooLongForTicks => "span_too_long_for_ticks",
             Self::NoBreaker => "no_breaker",
             Self::ThrottleMultiplierBelowOne => "throttle_multiplier_below_one",
+            Self::AdaptiveLimitWithoutBulkhead => "adaptive_limit_without_bulkhead",
+            Self::AdaptiveLimitZeroSlow => "adaptive_limit_zero_slow",
+            Self::AdaptiveLimitFloorOutOfRange => "adaptive_limit_floor_out_of_range",
+            Self::AdaptiveLimitDecreaseOutOfRange => "adaptive_limit_decrease_out_of_range",
         }
     }
 
@@ -246,6 +258,18 @@ impl ConfigError {
             }
             Self::ThrottleMultiplierBelowOne => {
                 "a client throttle's multiplier K must be at least 1000 thousandths (K = 1): below it the client refuses requests a dependency that accepts everything would take; the SRE book suggests 2000 (ClientThrottle::K2)"
+            }
+            Self::AdaptiveLimitWithoutBulkhead => {
+                "an adaptive limit lowers and raises a bulkhead's slots, and this dependency has no bulkhead: add one with DependencyConfig::bulkhead (its slots are the limit's ceiling), or leave out adaptive_limit"
+            }
+            Self::AdaptiveLimitZeroSlow => {
+                "an adaptive limit whose slow threshold is 0 ticks counts every attempt as a sign of overload and keeps the limit at its floor: give the latency above which the dependency is queueing, for example a few times its usual latency"
+            }
+            Self::AdaptiveLimitFloorOutOfRange => {
+                "an adaptive limit's floor (min_slots) must be at least 1 slot, or nothing would ever be sent, and at most the bulkhead's slots, its ceiling"
+            }
+            Self::AdaptiveLimitDecreaseOutOfRange => {
+                "an adaptive limit keeps between 1 and 999 thousandths of itself on a sign of overload (decrease_to_permille): 900 is Netflix's AIMD default, 500 halves it as TCP does"
             }
         }
     }
@@ -394,7 +418,7 @@ mod tests {
     /// Every configuration refusal, in declaration order. `refusal` matches without a wildcard,
     /// so a new variant does not build until it names the configuration that produces it; list it
     /// here as well.
-    const ALL: [ConfigError; 35] = [
+    const ALL: [ConfigError; 39] = [
         ConfigError::MaxAttemptsOutOfRange,
         ConfigError::MaxDelayBelowBaseDelay,
         ConfigError::ZeroBaseDelay,
@@ -430,6 +454,10 @@ mod tests {
         ConfigError::SpanTooLongForTicks,
         ConfigError::NoBreaker,
         ConfigError::ThrottleMultiplierBelowOne,
+        ConfigError::AdaptiveLimitWithoutBulkhead,
+        ConfigError::AdaptiveLimitZeroSlow,
+        ConfigError::AdaptiveLimitFloorOutOfRange,
+        ConfigError::AdaptiveLimitDecreaseOutOfRange,
     ];
 
     /// What building a policy or budget, or a dependency's state, came to.
@@ -577,6 +605,26 @@ mod tests {
             ConfigError::ThrottleMultiplierBelowOne => {
                 dependency(window().client_throttle(crate::ClientThrottle::new(999)))
             }
+            #[cfg(feature = "bulkhead-adaptive")]
+            ConfigError::AdaptiveLimitWithoutBulkhead => {
+                dependency(window().adaptive_limit(crate::AdaptiveLimit::new(D::from_millis(250))))
+            }
+            #[cfg(feature = "bulkhead-adaptive")]
+            ConfigError::AdaptiveLimitZeroSlow => {
+                dependency(window().bulkhead(32).adaptive_limit(crate::AdaptiveLimit::new(D::from_ticks(0))))
+            }
+            #[cfg(feature = "bulkhead-adaptive")]
+            ConfigError::AdaptiveLimitFloorOutOfRange => dependency(
+                window()
+                    .bulkhead(32)
+                    .adaptive_limit(crate::AdaptiveLimit::new(D::from_millis(250)).min_slots(33)),
+            ),
+            #[cfg(feature = "bulkhead-adaptive")]
+            ConfigError::AdaptiveLimitDecreaseOutOfRange => {
+                dependency(window().bulkhead(32).adaptive_limit(
+                    crate::AdaptiveLimit::new(D::from_millis(250)).decrease_to_permille(1_000),
+                ))
+            }
             // What this build cannot state (see above).
             #[cfg(not(feature = "token-bucket"))]
             ConfigError::ZeroBudgetCapacity
@@ -613,6 +661,11 @@ mod tests {
             ConfigError::SpanTooLongForTicks => None,
             #[cfg(not(feature = "throttle"))]
             ConfigError::ThrottleMultiplierBelowOne => None,
+            #[cfg(not(feature = "bulkhead-adaptive"))]
+            ConfigError::AdaptiveLimitWithoutBulkhead
+            | ConfigError::AdaptiveLimitZeroSlow
+            | ConfigError::AdaptiveLimitFloorOutOfRange
+            | ConfigError::AdaptiveLimitDecreaseOutOfRange => None,
         }
     }
 
@@ -642,7 +695,8 @@ mod tests {
             feature = "duty-cycle",
             feature = "token-bucket",
             feature = "hedge",
-            feature = "throttle"
+            feature = "throttle",
+            feature = "bulkhead-adaptive"
         ))
     }
 

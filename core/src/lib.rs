@@ -34,6 +34,8 @@
 // `Dependency::complete` alone is inlined on every target: each caller knows how its attempt
 // ended, so each copy keeps that ending's work alone, which on bare metal is faster and, but for 8
 // bytes on a Cortex-M3, smaller too (docs/firmware-size.md).
+#[cfg(feature = "bulkhead-adaptive")]
+mod adaptive;
 mod breaker;
 mod budget;
 mod bulkhead;
@@ -57,6 +59,8 @@ mod throttle;
 mod time;
 mod window;
 
+#[cfg(feature = "bulkhead-adaptive")]
+pub use adaptive::AdaptiveLimit;
 pub use breaker::{BreakerConfig, CircuitState, Trip};
 pub use budget::{BudgetKind, RetryBudget};
 pub use classify::{AttemptError, Classify, Ended, Verdict};

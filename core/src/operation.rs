@@ -712,7 +712,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         };
         let now = self.clamp(now);
         let verdict = failure.classify();
-        let ending = Ending::Failed { retry_after: verdict.retry_after().map(|d| d.as_ticks()) };
+        let ending = Ending::Failed {
+            retry_after: verdict.retry_after().map(|d| d.as_ticks()),
+            transient: verdict.is_retryable(),
+        };
         let changes = dependency.complete(self.config, now, ticket, ending, time::since(now, since));
         self.retry_after = MaybeTicks::new(verdict.retry_after().map(|d| d.as_ticks()));
         self.last_failure = Some(failure);

@@ -139,6 +139,7 @@ pub struct PolicySettings(pub RetryPolicy<HZ>);
 /// | `rate_limit` | `{ count, period, burst, max_wait }` ([`RateLimit`]; `burst` default 1, `max_wait` default none) |
 /// | `duty_cycle` | `{ airtime, window }` or `{ per_mille, window }` ([`DutyCycle`]) |
 /// | `cooldown` | the longest cooldown a Retry-After starts ([`DependencyConfig::cooldown`]) |
+/// | `adaptive_limit` | `{ slow, min_slots, decrease_to_permille }`: lower the bulkhead's slots on signs of overload (transient failures, attempts that take `slow` or longer) and raise them again while attempts come back fast ([`AdaptiveLimit`](relent_core::AdaptiveLimit); `min_slots` default 1, `decrease_to_permille` default 900; needs `bulkhead`, its ceiling) |
 /// | `client_throttle` | `{ k_permille }`: refuse attempts locally so that the dependency is sent about `k_permille / 1000` times what it accepts ([`ClientThrottle`](relent_core::ClientThrottle); 2000 is the SRE book's K = 2) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DependencySettings(pub DependencyConfig<HZ>);
@@ -438,6 +439,8 @@ struct RawDependency {
     #[serde(skip_serializing_if = "Option::is_none")]
     bulkhead_queue: Option<Checked<RawQueue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    adaptive_limit: Option<Checked<RawAdaptive>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     rate_limit: Option<Checked<RawRateLimit>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     duty_cycle: Option<Checked<RawDutyCycle>>,
@@ -499,6 +502,51 @@ struct RawThrottle {
 impl Part for RawThrottle {
     fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
         Ok(config.client_throttle(relent_core::ClientThrottle::new(self.k_permille)))
+    }
+}
+
+/// A bulkhead's adaptive limit.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdaptive {
+    slow: Span,
+    #[serde(default = "RawAdaptive::one", skip_serializing_if = "RawAdaptive::is_one")]
+    min_slots: u16,
+    #[serde(default = "RawAdaptive::nine_tenths", skip_serializing_if = "RawAdaptive::is_nine_tenths")]
+    decrease_to_permille: u16,
+}
+
+impl RawAdaptive {
+    /// The defaults of `AdaptiveLimit::new`, which a file need not write.
+    fn defaults() -> relent_core::AdaptiveLimit<HZ> {
+        relent_core::AdaptiveLimit::new(Duration::from_secs(1))
+    }
+    fn one() -> u16 {
+        Self::defaults().floor()
+    }
+    fn is_one(n: &u16) -> bool {
+        *n == Self::one()
+    }
+    fn nine_tenths() -> u16 {
+        Self::defaults().kept_permille()
+    }
+    fn is_nine_tenths(n: &u16) -> bool {
+        *n == Self::nine_tenths()
+    }
+}
+
+impl Part for RawAdaptive {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        let limit = relent_core::AdaptiveLimit::new(self.slow.0)
+            .min_slots(self.min_slots)
+            .decrease_to_permille(self.decrease_to_permille);
+        Ok(config.adaptive_limit(limit))
+    }
+
+    /// Checked beside the largest bulkhead, which a limit needs and is bounded by: a file that has
+    /// none, or a smaller one than the floor, is refused when the whole dependency is checked.
+    fn alone() -> DependencyConfig<HZ> {
+        DependencyConfig::new(Duration::from_secs(1)).bulkhead(u16::MAX)
     }
 }
 
@@ -633,6 +681,13 @@ impl RawDependency {
                 .bulkhead_queue_places()
                 .zip(config.bulkhead_max_wait())
                 .map(|(places, max_wait)| Checked(RawQueue { places, max_wait: Span(max_wait) })),
+            adaptive_limit: config.adaptive().map(|a| {
+                Checked(RawAdaptive {
+                    slow: Span(a.slow()),
+                    min_slots: a.floor(),
+                    decrease_to_permille: a.kept_permille(),
+                })
+            }),
             rate_limit: config
                 .rate()
                 .map(|r| RawRateLimit {
@@ -657,11 +712,12 @@ impl RawDependency {
 
     fn build(self) -> Result<DependencyConfig<HZ>, Refused> {
         let mut config = DependencyConfig::new(self.window.0);
-        let parts: [Option<&dyn Part>; 7] = [
+        let parts: [Option<&dyn Part>; 8] = [
             self.budget.as_ref().map(|p| &p.0 as &dyn Part),
             self.breaker.as_ref().map(|p| &p.0 as &dyn Part),
             self.bulkhead.as_ref().map(|p| &p.0 as &dyn Part),
             self.bulkhead_queue.as_ref().map(|p| &p.0 as &dyn Part),
+            self.adaptive_limit.as_ref().map(|p| &p.0 as &dyn Part),
             self.rate_limit.as_ref().map(|p| &p.0 as &dyn Part),
             self.duty_cycle.as_ref().map(|p| &p.0 as &dyn Part),
             self.client_throttle.as_ref().map(|p| &p.0 as &dyn Part),
@@ -924,6 +980,18 @@ mod tests {
         let queue_alone = "window = \"10s\"\nbulkhead_queue = { places = 64, max_wait = \"200ms\" }";
         let message = ConfigError::BulkheadQueueWithoutBulkhead.message();
         assert_eq!(dependency(queue_alone), Err(format!("{message}\n")));
+        // An adaptive limit without a bulkhead, or with a floor above it, is refused for the whole
+        // dependency: the limit alone is fine.
+        for (file, error) in [
+            ("adaptive_limit = { slow = \"1s\" }", ConfigError::AdaptiveLimitWithoutBulkhead),
+            (
+                "bulkhead = 4\nadaptive_limit = { slow = \"1s\", min_slots = 5 }",
+                ConfigError::AdaptiveLimitFloorOutOfRange,
+            ),
+        ] {
+            let file = format!("window = \"10s\"\n{file}");
+            assert_eq!(dependency(&file), Err(format!("{}\n", error.message())), "{file}");
+        }
     }
 
     /// What the builders refuse, a file cannot slip past: the same error, with the same message.
@@ -1001,6 +1069,7 @@ mod tests {
             breaker = { trip = "failure_ratio", percent = 50, min_calls = 20, break_for = "15s", probes = 3, slow_calls = "2s" }
             bulkhead = 32
             bulkhead_queue = { places = 64, max_wait = "200ms" }
+            adaptive_limit = { slow = "250ms", min_slots = 8, decrease_to_permille = 500 }
             rate_limit = { count = 100, period = "1s", burst = 10, max_wait = "50ms" }
             duty_cycle = { per_mille = 10, window = "1h" }
             cooldown = "2m"
@@ -1011,6 +1080,7 @@ mod tests {
             .breaker(BreakerConfig::failure_ratio(50, 20, SECS(15)).probes(3).slow_calls(SECS(2)))
             .bulkhead(32)
             .bulkhead_queue(64, MS(200))
+            .adaptive_limit(relent_core::AdaptiveLimit::new(MS(250)).min_slots(8).decrease_to_permille(500))
             .rate_limit(RateLimit::new(100, SECS(1)).burst(10).max_wait(MS(50)))
             .duty_cycle(DutyCycle::per_mille(10, SECS(3_600)))
             .cooldown(SECS(120))
@@ -1037,6 +1107,10 @@ mod tests {
                 base.duty_cycle(DutyCycle::new(SECS(36), SECS(3_600))),
             ),
             (r#"rate_limit = { count = 5, period = "1s" }"#, base.rate_limit(RateLimit::new(5, SECS(1)))),
+            (
+                "bulkhead = 100\nadaptive_limit = { slow = \"1s\" }",
+                base.bulkhead(100).adaptive_limit(relent_core::AdaptiveLimit::new(SECS(1))),
+            ),
         ] {
             assert_eq!(with(part), Ok(in_code), "{part}");
         }
@@ -1066,6 +1140,15 @@ mod tests {
             (r#"duty_cycle = { airtime = "36s", per_mille = 10, window = "1h" }"#, duty_message),
             (r#"duty_cycle = { window = "1h" }"#, duty_message),
             (r#"client_throttle = { k_permille = 900 }"#, ConfigError::ThrottleMultiplierBelowOne.message()),
+            (r#"adaptive_limit = { slow = "0s" }"#, ConfigError::AdaptiveLimitZeroSlow.message()),
+            (
+                r#"adaptive_limit = { slow = "1s", min_slots = 0 }"#,
+                ConfigError::AdaptiveLimitFloorOutOfRange.message(),
+            ),
+            (
+                r#"adaptive_limit = { slow = "1s", decrease_to_permille = 1000 }"#,
+                ConfigError::AdaptiveLimitDecreaseOutOfRange.message(),
+            ),
         ] {
             let (key, value) = line.split_once(" = ").unwrap();
             let at = key.len() + 3;
@@ -1243,7 +1326,11 @@ mod tests {
         let protections = (
             proptest::option::of(budget),
             proptest::option::of(any_breaker()),
-            proptest::option::of((any::<u16>(), proptest::option::of((any::<u16>(), span())))),
+            proptest::option::of((
+                any::<u16>(),
+                proptest::option::of((any::<u16>(), span())),
+                proptest::option::of((span(), any::<u16>(), any::<u16>())),
+            )),
             proptest::option::of(rate),
             proptest::option::of(duty),
             proptest::option::of(span()),
@@ -1259,10 +1346,15 @@ mod tests {
                 if let Some(b) = breaker {
                     config = config.breaker(b);
                 }
-                if let Some((slots, queue)) = bulkhead {
+                if let Some((slots, queue, adaptive)) = bulkhead {
                     config = config.bulkhead(slots);
                     if let Some((places, max_wait)) = queue {
                         config = config.bulkhead_queue(places, max_wait);
+                    }
+                    if let Some((slow, floor, kept)) = adaptive {
+                        let limit = relent_core::AdaptiveLimit::new(slow)
+                            .min_slots(floor % slots.saturating_add(1).max(1));
+                        config = config.adaptive_limit(limit.decrease_to_permille(kept % 1_001));
                     }
                 }
                 if let Some(r) = rate {

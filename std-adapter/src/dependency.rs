@@ -49,6 +49,9 @@ pub struct Gauges {
     pub break_left: Option<std::time::Duration>,
     /// Attempts in flight (what a bulkhead counts).
     pub in_flight: u16,
+    /// The bulkhead's slots now: its size, or what its adaptive limit has learnt (below the size
+    /// while the dependency shows signs of overload); `None` without a bulkhead.
+    pub bulkhead_limit: Option<u16>,
     /// Calls waiting in the bulkhead's queue for a slot: a queue that is never empty says the
     /// bulkhead is too small, or the dependency too slow.
     pub waiting_for_slot: u16,
@@ -247,6 +250,7 @@ impl Dependency {
                 circuit: state.circuit(now),
                 break_left: left(state.circuit_open_until(now)),
                 in_flight: state.in_flight(),
+                bulkhead_limit: state.bulkhead_limit(config),
                 waiting_for_slot: state.bulkhead_waiting(),
                 window: state.counts(now),
                 retries_available: state.retries_available(config, now),

@@ -40,10 +40,11 @@ fn execute_with_a_retry_does_not_allocate() {
         dep = Some(runtime.block_on(async { Dependency::with_seed("payrail", config, 1).unwrap() }));
     });
     assert_eq!(building.count_total, 2, "building a dependency: its name and its shared state");
-    // The shared state with its `Arc`'s counts: 1,024 bytes, the lock and the state it guards on
+    // The shared state with its `Arc`'s counts: 1,152 bytes, the lock and the state it guards on
     // 128-byte lines of their own (728 before those, 896 before the window counted the client
-    // throttle's refusals); the name, "payrail" after an `Arc`'s counts, to a multiple of 8: 24.
-    assert_eq!(building.bytes_total, 1_024 + 24, "{building:?}");
+    // throttle's refusals, 1,024 before the adaptive limit's 16 bytes of state and 24 of
+    // configuration); the name, "payrail" after an `Arc`'s counts, to a multiple of 8: 24.
+    assert_eq!(building.bytes_total, 1_152 + 24, "{building:?}");
     let dep = dep.unwrap();
     let context =
         Context::new(Duration::from_secs(10), ReplaySafety::replayable_read(Duration::from_secs(3600)));

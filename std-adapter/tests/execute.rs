@@ -429,6 +429,41 @@ async fn the_client_throttle_refuses_without_calling_the_operation_and_says_so()
     assert_eq!((gauges.window.calls, gauges.window.failures), (2, 2));
 }
 
+/// An adaptive limit on a bulkhead of 4: a success that took the limit's 250 ms lowers it to 3
+/// (the gauge says so), and with 3 calls in flight the next is refused unsent, `bulkhead_full`.
+#[tokio::test(start_paused = true)]
+async fn a_slow_call_lowers_the_adaptive_limit_and_the_bulkhead_refuses_beyond_it() {
+    let limit = relent_tokio::core::AdaptiveLimit::new(Duration::from_millis(250));
+    let dep = payrail(budgeted().bulkhead(4).adaptive_limit(limit));
+    let once = CHECKOUT.without_retries();
+    assert_eq!(dep.gauges().bulkhead_limit, Some(4));
+    let slow = dep.execute(&once, read(Std::from_secs(10)), |_| async {
+        tokio::time::sleep(Std::from_millis(250)).await;
+        Ok::<_, PayrailError>(())
+    });
+    slow.await.unwrap();
+    assert_eq!(dep.gauges().bulkhead_limit, Some(3));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let (dep, notify) = (dep.clone(), started.clone());
+        held.push(tokio::spawn(async move {
+            dep.execute(&CHECKOUT.without_retries(), read(Std::from_secs(10)), |_| async {
+                notify.notify_one();
+                std::future::pending::<Result<(), PayrailError>>().await
+            })
+            .await
+        }));
+        started.notified().await;
+    }
+    let gauges = dep.gauges();
+    assert_eq!((gauges.in_flight, gauges.bulkhead_limit), (3, Some(3)));
+    assert_eq!(refused_unsent(&dep, &once).await.code(), "bulkhead_full");
+    for task in held {
+        task.abort();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tasks_on_a_multi_threaded_runtime_share_one_dependency() {
     let dep = payrail(budgeted().bulkhead(4));

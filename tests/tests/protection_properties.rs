@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use relent_core::{
-    Action, Attempt, BreakerConfig, CircuitState, ClientThrottle, Context, Dependency, DependencyConfig,
-    Event, MAX_EVENTS_PER_CALL, Operation, Problem, RateLimit, ReplaySafety, RetryBudget, RetryPolicy,
-    Verdict,
+    Action, AdaptiveLimit, Attempt, BreakerConfig, CircuitState, ClientThrottle, Context, Dependency,
+    DependencyConfig, Event, MAX_EVENTS_PER_CALL, Operation, Problem, RateLimit, ReplaySafety, RetryBudget,
+    RetryPolicy, Verdict,
 };
 use relent_tests::rng::seeded;
 use relent_tests::transcript::{D, Failure, HZ, T};
@@ -48,6 +48,7 @@ prop_compose! {
         cooldown in 1..30_000u64,
         queue in proptest::option::of((1..4u16, 1..2_000u64)),
         throttle in proptest::option::of(1_000..3_000u16),
+        adaptive in proptest::option::of((50..900u64, any::<u16>(), 1..1_000u16)),
     ) -> DependencyConfig<HZ> {
         let mut breaker = BreakerConfig::consecutive_failures(threshold, D::from_ticks(break_ms)).probes(probes);
         if let Some(s) = slow {
@@ -61,6 +62,12 @@ prop_compose! {
             .cooldown(D::from_ticks(cooldown));
         let config = match throttle {
             Some(k) => config.client_throttle(ClientThrottle::new(k)),
+            None => config,
+        };
+        let config = match adaptive {
+            Some((slow, floor, kept)) => config.adaptive_limit(
+                AdaptiveLimit::new(D::from_ticks(slow)).min_slots(1 + floor % bulkhead).decrease_to_permille(kept),
+            ),
             None => config,
         };
         match queue {
@@ -92,6 +99,8 @@ struct Run {
     events: Vec<Event<HZ>>,
     dispatches: Vec<u64>,
     max_in_flight: u16,
+    /// Attempts dispatched while the bulkhead's limit (an adaptive one's, as it stood) was taken.
+    over_limit: usize,
     in_flight_at_end: u16,
     /// The most operations waiting in the bulkhead's queue at once, and how many at the end.
     max_waiting: u16,
@@ -137,6 +146,7 @@ fn simulate(
         events: Vec::new(),
         dispatches: Vec::new(),
         max_in_flight: 0,
+        over_limit: 0,
         in_flight_at_end: 0,
         max_waiting: 0,
         waiting_at_end: 0,
@@ -162,6 +172,10 @@ fn simulate(
             Slot::Poll(mut op) => match op.poll(at, &mut dep, &mut record) {
                 Action::Dispatch(attempt) => {
                     run.dispatches.push(now);
+                    // Taken now: fewer than the limit were before.
+                    if dep.in_flight() > dep.bulkhead_limit(config).unwrap() {
+                        run.over_limit += 1;
+                    }
                     let fate = fates.next().unwrap();
                     let timeout = attempt.timeout().as_ticks();
                     let when = match fate {
@@ -233,6 +247,7 @@ proptest! {
         let run = simulate(&config, &starts, &fates, seed, hedge);
         prop_assert_eq!(run.unfinished, 0);
         prop_assert!(run.max_in_flight <= config.bulkhead_slots().unwrap());
+        prop_assert_eq!(run.over_limit, 0, "an attempt went out beyond the adaptive limit");
         prop_assert_eq!(run.in_flight_at_end, 0, "a permit leaked");
         prop_assert!(run.max_waiting <= config.bulkhead_queue_places().unwrap_or(0));
         prop_assert_eq!(run.waiting_at_end, 0, "a place in the queue leaked");

@@ -189,6 +189,10 @@ fn config(x: &mut Opaque) -> DependencyConfig<HZ> {
         if x.bool() {
             config = config.client_throttle(relent_core::ClientThrottle::new(x.u16()));
         }
+        if x.bool() {
+            let limit = relent_core::AdaptiveLimit::new(x.duration()).min_slots(x.u16());
+            config = config.adaptive_limit(limit.decrease_to_permille(x.u16()));
+        }
     }
     opaque(config.validate().map_err(|e| e.message()))
         .ok()
@@ -346,6 +350,7 @@ fn run(x: &mut Opaque) {
                 opaque(dep.airtime_used(&config, now));
                 #[cfg(feature = "every-protection")]
                 opaque(dep.throttle_ppm(&config, now));
+                opaque(dep.bulkhead_limit(&config));
                 // An operator's control of the circuit.
                 #[cfg(feature = "every-protection")]
                 if x.bool() {
