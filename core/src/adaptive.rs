@@ -20,19 +20,23 @@
 //!   that took [`AdaptiveLimit::slow`] or longer, successes included (a queue on the far side
 //!   shows as latency before it shows as failures). A fast failure that is not transient (a
 //!   400, a bug) says nothing about load, and neither does an attempt abandoned with no outcome.
-//! - **On a sign, the limit is multiplied** by [`AdaptiveLimit::decrease_to_permille`]
-//!   (0.9, Netflix's default; TCP halves), and is at least one slot lower, down to the floor. **Once
-//!   per round**: a sign from an attempt dispatched before the last decrease is ignored, as it was
-//!   sent under the old limit (TCP reduces its window once per window of losses, not per loss).
-//!   Without that, the 200 timeouts of one bad second would take the limit to its floor.
+//! - **On a sign, the limit is halved** (TCP's factor; [`AdaptiveLimit::decrease_to_permille`]
+//!   sets another, Netflix's `AIMDLimit` keeps 0.9), and is at least one slot lower, down to the
+//!   floor. Halving, because the limit is too high by however much the far side's queue holds,
+//!   and until it comes down, every attempt waits behind that queue: in the README's evidence a
+//!   limit keeping 0.9 took 2 to 4 s of timeouts to come down to what a slowed dependency could
+//!   serve, and halving took one round. **Once per round**: a sign from an attempt dispatched
+//!   before the last decrease is ignored, as it was sent under the old limit (TCP reduces its
+//!   window once per window of losses, not per loss). Without that, the 200 timeouts of one bad
+//!   second would take the limit to its floor.
 //! - **A fast success adds one step**, and as many steps as the limit has slots add one slot, up to
 //!   the bulkhead's: about one slot per round of calls, as TCP's window grows by one segment a
 //!   round trip. Only while at least half the limit is in use: a limit the callers never come near
 //!   has not been tested, so it does not grow (RFC 7661's rule for a window the application leaves
 //!   unused).
 //!
-//! The state is two counts and the instant of the last decrease, inside the bulkhead's; integers
-//! only. A snapshot does not save it (nor the bulkhead's slots in flight): a restored dependency
+//! The state is two counts and the instant of the last decrease, beside the bulkhead's own counts
+//! (12 bytes, 8 with 32-bit ticks); integers only. A snapshot does not save it (nor the bulkhead's slots in flight): a restored dependency
 //! starts again at the bulkhead's size and learns within a few rounds.
 //!
 //! [`Verdict::is_retryable`]: crate::Verdict::is_retryable
@@ -64,9 +68,9 @@ pub struct AdaptiveLimit<const HZ: u64> {
 
 impl<const HZ: u64> AdaptiveLimit<HZ> {
     /// A limit that counts an attempt taking `slow` or longer as a sign of overload, with a floor
-    /// of one slot and a decrease to 900 thousandths (0.9) of the limit.
+    /// of one slot, halved on a sign of overload.
     pub const fn new(slow: Duration<HZ>) -> Self {
-        Self { slow, min_slots: 1, keep_permille: 900 }
+        Self { slow, min_slots: 1, keep_permille: 500 }
     }
 
     /// Never fewer than `min_slots` slots (at least 1, at most the bulkhead's).
@@ -76,8 +80,8 @@ impl<const HZ: u64> AdaptiveLimit<HZ> {
         self
     }
 
-    /// On a sign of overload, keep `permille` thousandths of the limit (1 to 999; 500 halves it,
-    /// as TCP does), and at least one slot fewer.
+    /// On a sign of overload, keep `permille` thousandths of the limit (1 to 999; the default,
+    /// 500, halves it as TCP does; Netflix's `AIMDLimit` keeps 900), and at least one slot fewer.
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn decrease_to_permille(mut self, permille: u16) -> Self {
         self.keep_permille = permille;
@@ -188,8 +192,23 @@ mod tests {
         bulkhead
     }
 
+    /// Netflix's factor, 0.9: more steps to check than halving's.
     fn limit() -> AdaptiveLimit<1_000> {
-        AdaptiveLimit::new(D::from_millis(250)).min_slots(4)
+        AdaptiveLimit::new(D::from_millis(250)).min_slots(4).decrease_to_permille(900)
+    }
+
+    #[test]
+    fn by_default_a_sign_halves_the_limit_down_to_one_slot() {
+        let halving = AdaptiveLimit::new(D::from_millis(250));
+        assert_eq!((halving.floor(), halving.kept_permille()), (1, 500));
+        let mut learnt = Bulkhead::new();
+        let mut seen = [0u16; 8];
+        for (round, limit_now) in seen.iter_mut().enumerate() {
+            let at = 1_000 * (round as Ticks + 1);
+            learnt.learn(&halving, 100, Sign::Overload, 1, at - 1, at);
+            *limit_now = learnt.learnt_limit(100);
+        }
+        assert_eq!(seen, [50, 25, 12, 6, 3, 1, 1, 1]);
     }
 
     #[test]

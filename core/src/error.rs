@@ -269,7 +269,7 @@ impl ConfigError {
                 "an adaptive limit's floor (min_slots) must be at least 1 slot, or nothing would ever be sent, and at most the bulkhead's slots, its ceiling"
             }
             Self::AdaptiveLimitDecreaseOutOfRange => {
-                "an adaptive limit keeps between 1 and 999 thousandths of itself on a sign of overload (decrease_to_permille): 900 is Netflix's AIMD default, 500 halves it as TCP does"
+                "an adaptive limit keeps between 1 and 999 thousandths of itself on a sign of overload (decrease_to_permille): 500, the default, halves it as TCP does; Netflix's AIMD keeps 900"
             }
         }
     }

@@ -139,7 +139,7 @@ pub struct PolicySettings(pub RetryPolicy<HZ>);
 /// | `rate_limit` | `{ count, period, burst, max_wait }` ([`RateLimit`]; `burst` default 1, `max_wait` default none) |
 /// | `duty_cycle` | `{ airtime, window }` or `{ per_mille, window }` ([`DutyCycle`]) |
 /// | `cooldown` | the longest cooldown a Retry-After starts ([`DependencyConfig::cooldown`]) |
-/// | `adaptive_limit` | `{ slow, min_slots, decrease_to_permille }`: lower the bulkhead's slots on signs of overload (transient failures, attempts that take `slow` or longer) and raise them again while attempts come back fast ([`AdaptiveLimit`](relent_core::AdaptiveLimit); `min_slots` default 1, `decrease_to_permille` default 900; needs `bulkhead`, its ceiling) |
+/// | `adaptive_limit` | `{ slow, min_slots, decrease_to_permille }`: lower the bulkhead's slots on signs of overload (transient failures, attempts that take `slow` or longer) and raise them again while attempts come back fast ([`AdaptiveLimit`](relent_core::AdaptiveLimit); `min_slots` default 1, `decrease_to_permille` default 500, a halving; needs `bulkhead`, its ceiling) |
 /// | `client_throttle` | `{ k_permille }`: refuse attempts locally so that the dependency is sent about `k_permille / 1000` times what it accepts ([`ClientThrottle`](relent_core::ClientThrottle); 2000 is the SRE book's K = 2) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DependencySettings(pub DependencyConfig<HZ>);
@@ -512,7 +512,7 @@ struct RawAdaptive {
     slow: Span,
     #[serde(default = "RawAdaptive::one", skip_serializing_if = "RawAdaptive::is_one")]
     min_slots: u16,
-    #[serde(default = "RawAdaptive::nine_tenths", skip_serializing_if = "RawAdaptive::is_nine_tenths")]
+    #[serde(default = "RawAdaptive::half", skip_serializing_if = "RawAdaptive::is_half")]
     decrease_to_permille: u16,
 }
 
@@ -527,11 +527,11 @@ impl RawAdaptive {
     fn is_one(n: &u16) -> bool {
         *n == Self::one()
     }
-    fn nine_tenths() -> u16 {
+    fn half() -> u16 {
         Self::defaults().kept_permille()
     }
-    fn is_nine_tenths(n: &u16) -> bool {
-        *n == Self::nine_tenths()
+    fn is_half(n: &u16) -> bool {
+        *n == Self::half()
     }
 }
 

@@ -137,9 +137,9 @@ fn the_readme_holds_every_row_of_the_tables_the_evidence_binary_wrote() {
     let (tables, readme) = (read("evidence/tables.md"), read("README.md"));
     let readme: std::collections::HashSet<&str> = readme.lines().collect();
     let rows: Vec<&str> = tables.lines().filter(|l| l.starts_with('|')).collect();
-    // Five tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
-    // client throttle's 3 and the hedges' 3, each with its header and separator.
-    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 5, "{tables}");
+    // Six tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
+    // client throttle's 3, the hedges' 3 and the bulkheads' 4, each with its header and separator.
+    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 5 + 6, "{tables}");
     let missing: Vec<&str> = rows.into_iter().filter(|row| !readme.contains(row)).collect();
     assert!(
         missing.is_empty(),
@@ -265,6 +265,70 @@ mod throttling {
         assert!(stops(1_100) > k2);
         assert!(stops(1_100) <= 45_000);
         assert_eq!(reduced(None).last_throttled_ms(), None);
+    }
+}
+
+mod adaptive_limit {
+    use relent_tests::evidence::adaptive::{Bulkhead, Outcome, Scenario, run};
+
+    /// The README's scenario at a tenth of its rate and with 2 workers: 100 requests a second, the
+    /// dependency serving 50 a second in the first slowdown and 16.7 in the second.
+    fn reduced(b: Bulkhead) -> Outcome {
+        run(&Scenario { rate: 100, workers: 2, ..Scenario::slowdowns(b) })
+    }
+
+    const FIRST: (u64, u64) = (10_000, 15_000);
+    const SECOND: (u64, u64) = (25_000, 30_000);
+
+    /// A fixed bulkhead larger than what the dependency can serve within the timeout lets its
+    /// queue fill with calls whose callers time out: nothing answered in time, most of its work
+    /// for nobody, and its backlog outlasts the slowdown.
+    #[test]
+    fn a_fixed_bulkhead_too_large_for_the_slowed_dependency_answers_nothing_in_time() {
+        let o = reduced(Bulkhead::Fixed(20));
+        for (from, to) in [FIRST, SECOND] {
+            assert_eq!(o.answered_per_second(from, to), 0.0, "{from} to {to} ms");
+        }
+        assert!(o.wasted_percent() > 50.0, "{} %", o.wasted_percent());
+        assert!(o.back_to_normal_after_ms(30_000, 40_000) > 1_000);
+    }
+
+    /// One right for the first slowdown is wrong for the second.
+    #[test]
+    fn a_fixed_bulkhead_right_for_one_slowdown_collapses_in_a_deeper_one() {
+        let o = reduced(Bulkhead::Fixed(6));
+        assert!(o.answered_per_second(FIRST.0, FIRST.1) >= 45.0);
+        assert!(o.answered_per_second(SECOND.0, SECOND.1) < 2.0);
+    }
+
+    /// The adaptive limit (by default, halved on a sign of overload) answers about what the
+    /// dependency can serve in both, within the timeout, with no timeouts once it has come down,
+    /// little work for nobody, and everything answered again soon after.
+    #[test]
+    fn the_adaptive_limit_answers_what_the_dependency_can_serve_in_both_slowdowns() {
+        let o = reduced(Bulkhead::Adaptive(20, 500));
+        assert!(o.answered_per_second(FIRST.0, FIRST.1) >= 45.0);
+        assert!(o.answered_per_second(SECOND.0, SECOND.1) >= 15.0);
+        for (from, to) in [FIRST, SECOND] {
+            assert_eq!(o.timed_out_per_second(from, to), 0.0, "{from} to {to} ms");
+            assert!(o.percentile_ms(from, to, 990).unwrap() < 300.0, "{from} to {to} ms");
+        }
+        assert!(o.wasted_percent() < 10.0, "{} %", o.wasted_percent());
+        assert!(o.back_to_normal_after_ms(30_000, 40_000) <= 500);
+    }
+
+    /// Halving comes down in a round; keeping 0.9 (Netflix's factor) takes several rounds, of
+    /// timeouts whose calls the dependency serves for nobody.
+    #[test]
+    fn halving_wastes_less_of_the_dependencys_work_than_keeping_nine_tenths() {
+        let (half, nine_tenths) =
+            (reduced(Bulkhead::Adaptive(20, 500)), reduced(Bulkhead::Adaptive(20, 900)));
+        assert!(
+            half.wasted_percent() * 3.0 < nine_tenths.wasted_percent(),
+            "{} % against {} %",
+            half.wasted_percent(),
+            nine_tenths.wasted_percent()
+        );
     }
 }
 

@@ -91,6 +91,7 @@ fn main() {
     overload(&out, &mut tables);
     throttling(&out, &mut tables);
     hedging(&mut tables);
+    adaptive_limit(&out, &mut tables);
     let tables_md = out.join(Tables::FILE);
     std::fs::write(&tables_md, tables.markdown(runs)).expect("tables.md is written");
     if mode == Mode::Benchmarks {
@@ -485,6 +486,75 @@ fn throttling(out: &Path, tables: &mut Tables) {
         Legend::UpperRight,
     ) {
         eprintln!("throttle.svg: {e}");
+    }
+}
+
+/// The bulkhead's adaptive limit against two fixed bulkheads, through two slowdowns of the
+/// dependency: requests answered in time, their latency, the timeouts, the dependency's work for
+/// callers that had gone, and how long after the second slowdown everything is answered again.
+fn adaptive_limit(out: &Path, tables: &mut Tables) {
+    use relent_tests::evidence::adaptive::{self, Bulkhead, Scenario};
+    println!(
+        "## Adaptive limit: 1,000 requests/s, 300 ms timeouts; the dependency serves 500/s from 5 s to 15 s, 167/s from 20 s to 30 s"
+    );
+    let mut answered: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut limit = Vec::new();
+    let rows: Vec<Vec<String>> = Bulkhead::ALL
+        .iter()
+        .map(|&b| {
+            let o = adaptive::run(&Scenario::slowdowns(b));
+            answered.push((format!("answered in time, {}", b.name()), o.answered_points()));
+            if b == Bulkhead::Adaptive(200, 500) {
+                limit = o.limit_points();
+            }
+            // Each slowdown's second half, once every bulkhead has settled.
+            let (first, second) = ((10_000, 15_000), (25_000, 30_000));
+            let per_s = |v: f64| thousands(v.round() as u64);
+            let p99 = |(from, to)| {
+                o.percentile_ms(from, to, 990).map_or("-".to_owned(), |ms| format!("{ms:.0} ms"))
+            };
+            vec![
+                b.name(),
+                per_s(o.answered_per_second(first.0, first.1)),
+                p99(first),
+                per_s(o.answered_per_second(second.0, second.1)),
+                p99(second),
+                per_s(o.timed_out_per_second(second.0, second.1)),
+                per_s(o.refused_per_second(second.0, second.1)),
+                format!("{:.0} %", o.wasted_percent()),
+                format!("{:.1} s", o.back_to_normal_after_ms(30_000, 40_000) as f64 / 1_000.0),
+            ]
+        })
+        .collect();
+    tables.add(
+        "Adaptive limit",
+        &[
+            "bulkhead",
+            "answered in time/s, dependency at 500/s (10 to 15 s)",
+            "their p99",
+            "answered in time/s, dependency at 167/s (25 to 30 s)",
+            "their p99",
+            "timed out/s (25 to 30 s)",
+            "refused/s (25 to 30 s)",
+            "dependency's work for callers that had gone",
+            "all answered again after (30 s)",
+        ],
+        &rows,
+    );
+    let mut series: Vec<Series> =
+        answered.iter().map(|(name, points)| Series { name, points: points.clone() }).collect();
+    series.push(Series { name: "the adaptive limit's slots (the default)", points: limit });
+    let title =
+        "Requests answered in time per second, and the adaptive limit (slowdowns at 5-15 s and 20-30 s)";
+    if let Err(e) = lines(
+        &out.join("adaptive.svg"),
+        title,
+        ("seconds", "requests per second; slots"),
+        &series,
+        false,
+        Legend::UpperRight,
+    ) {
+        eprintln!("adaptive.svg: {e}");
     }
 }
 

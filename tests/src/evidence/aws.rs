@@ -11,12 +11,10 @@
 //! an `Operation` uses: base 5 ms, cap 2 s. (`Operation` itself stops at 64 attempts; these clients
 //! retry until they succeed, as in the paper, so the simulation calls the policy directly.)
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use rand_distr::{Distribution, Normal};
 use relent_core::{Jitter, RetryPolicy};
 
+use super::Agenda;
 use crate::rng::seeded;
 
 const HZ: u64 = 1_000_000;
@@ -100,31 +98,26 @@ pub fn run(algorithm: Algorithm, n: usize, seed: u64) -> Run {
     let mut read_version = vec![0u64; n];
     let mut failures = vec![0u32; n];
     let mut previous = vec![policy.base_delay(); n];
-    let mut queue: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
-    let mut seq = 0;
-    let mut push = |queue: &mut BinaryHeap<Reverse<(u64, u64, Event)>>, at: u64, e: Event| {
-        queue.push(Reverse((at, seq, e)));
-        seq += 1;
-    };
+    let mut agenda = Agenda::new();
     for c in 0..n {
-        push(&mut queue, 0, Event::Start(c));
+        agenda.push(0, Event::Start(c));
     }
     let (mut writes, mut last) = (0u64, 0u64);
-    while let Some(Reverse((now, _, event))) = queue.pop() {
+    while let Some((now, event)) = agenda.pop() {
         match event {
-            Event::Start(c) => push(&mut queue, now + delay(&mut rng), Event::ReadArrives(c)),
+            Event::Start(c) => agenda.push(now + delay(&mut rng), Event::ReadArrives(c)),
             Event::ReadArrives(c) => {
                 read_version[c] = version;
-                push(&mut queue, now + delay(&mut rng), Event::ReadAnswered(c));
+                agenda.push(now + delay(&mut rng), Event::ReadAnswered(c));
             }
-            Event::ReadAnswered(c) => push(&mut queue, now + delay(&mut rng), Event::WriteArrives(c)),
+            Event::ReadAnswered(c) => agenda.push(now + delay(&mut rng), Event::WriteArrives(c)),
             Event::WriteArrives(c) => {
                 writes += 1;
                 let ok = read_version[c] == version;
                 if ok {
                     version += 1;
                 }
-                push(&mut queue, now + delay(&mut rng), Event::WriteAnswered(c, ok));
+                agenda.push(now + delay(&mut rng), Event::WriteAnswered(c, ok));
             }
             Event::WriteAnswered(_, true) => last = last.max(now),
             Event::WriteAnswered(c, false) => {
@@ -132,7 +125,7 @@ pub fn run(algorithm: Algorithm, n: usize, seed: u64) -> Run {
                 let retry = u8::try_from(failures[c]).unwrap_or(u8::MAX);
                 let wait = policy.delay(retry, previous[c], &mut rng);
                 previous[c] = wait;
-                push(&mut queue, now + wait.as_ticks(), Event::Start(c));
+                agenda.push(now + wait.as_ticks(), Event::Start(c));
             }
         }
     }

@@ -10,16 +10,13 @@
 //! refused by the dependency as the core decides, and the first answer ends the request; the other
 //! operation is abandoned, as relent-tokio's `execute_hedged` drops it.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use rand_core::RngCore;
 use relent_core::{
     Action, Attempt, Context, Dependency, DependencyConfig, HedgePlan, Jitter, Operation, ReplaySafety,
     RetryBudget, RetryPolicy, Verdict,
 };
 
-use super::{D, HZ, T};
+use super::{Agenda, D, HZ, T};
 use crate::rng::seeded;
 use crate::transcript::valid;
 
@@ -163,7 +160,7 @@ struct Request<'a> {
     answered: bool,
 }
 
-/// What happens at an instant, ordered so that the queue can hold it directly.
+/// What happens at an instant, ordered so that the agenda can hold it directly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// The `k`-th request arrives.
@@ -188,22 +185,17 @@ pub fn run(s: &Scenario) -> Outcome {
     let mut rng = seeded(s.seed);
     let read = Context::new(D::from_secs(2), ReplaySafety::replayable_read(D::from_secs(60)));
     let mut requests: Vec<Request> = Vec::new();
-    let mut queue: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut push = |queue: &mut BinaryHeap<Reverse<(u64, u64, Event)>>, at: u64, e: Event| {
-        queue.push(Reverse((at, seq, e)));
-        seq += 1;
-    };
+    let mut agenda = Agenda::new();
     let total = s.rate * s.duration_ms / 1_000;
-    push(&mut queue, 0, Event::Arrive(0));
+    agenda.push(0, Event::Arrive(0));
     let mut out = Outcome::default();
-    while let Some(Reverse((now, _, event))) = queue.pop() {
+    while let Some((now, event)) = agenda.pop() {
         let at = T::from_ticks(now);
         let now_ms = now / 1_000;
         let sent = match event {
             Event::Arrive(k) => {
                 if k + 1 < total {
-                    push(&mut queue, (k + 1) * 1_000_000 / s.rate, Event::Arrive(k + 1));
+                    agenda.push((k + 1) * 1_000_000 / s.rate, Event::Arrive(k + 1));
                 }
                 let mut op = Operation::start(&POLICY, &config, read, at).expect("the read starts");
                 let plan = op.hedge_plan().expect("two attempts: a hedge may be sent");
@@ -218,7 +210,7 @@ pub fn run(s: &Scenario) -> Outcome {
                     answered: false,
                 });
                 if s.hedging != Hedging::Off {
-                    push(&mut queue, now + s.hedge_after_ms * 1_000, Event::HedgeDue(k));
+                    agenda.push(now + s.hedge_after_ms * 1_000, Event::HedgeDue(k));
                 }
                 Some((k, 0))
             }
@@ -268,7 +260,7 @@ pub fn run(s: &Scenario) -> Outcome {
             } else if s.in_slowdown(arrived) {
                 out.slowdown.1 += 1;
             }
-            push(&mut queue, now + latency_us(s, now_ms, &mut rng), Event::Answer(k, which));
+            agenda.push(now + latency_us(s, now_ms, &mut rng), Event::Answer(k, which));
         }
         if let Event::Arrive(_) = event {
             out.total.0 += 1;

@@ -13,15 +13,12 @@
 //! rest, and each rejection still costs it work. There the client throttle
 //! ([`relent_core::ClientThrottle`]) keeps the calls it is sent near `K` times what it accepts.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use relent_core::{
     Action, Attempt, ClientThrottle, Context, Dependency, DependencyConfig, Disposition, Jitter, Operation,
     Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 
-use super::{D, HZ, T};
+use super::{Agenda, D, HZ, T};
 use crate::rng::seeded;
 use crate::transcript::valid;
 
@@ -242,7 +239,7 @@ struct Op<'a> {
     parent: Option<usize>,
 }
 
-/// What happens at an instant; ordered so that the queue can hold it directly.
+/// What happens at an instant; ordered so that the agenda can hold it directly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// The service's `k`-th first attempt.
@@ -262,13 +259,7 @@ pub fn run(s: &Scenario) -> Outcome {
     let mut rng = seeded(s.seed);
     let mut ops: Vec<Option<Op>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
-    // (instant, sequence, event): the sequence keeps events at one instant in the order they were made.
-    let mut queue: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut push = |queue: &mut BinaryHeap<Reverse<(u64, u64, Event)>>, at: u64, e: Event| {
-        queue.push(Reverse((at, seq, e)));
-        seq += 1;
-    };
+    let mut agenda = Agenda::new();
     let horizon_us = (s.duration_ms + 20_000) * 1_000;
     let buckets = (horizon_us / 100_000) as usize + 1;
     let mut out = Outcome {
@@ -283,10 +274,10 @@ pub fn run(s: &Scenario) -> Outcome {
     // The k-th first attempt arrives at k / rate seconds, rounded down to the microsecond: exactly
     // `rate` a second, where a gap rounded once would drift (3,003 a second for 3,000).
     let rate = s.rate.max(1);
-    push(&mut queue, 0, Event::Arrive(0));
+    agenda.push(0, Event::Arrive(0));
     let context = |deadline: D| Context::new(deadline, ReplaySafety::replayable_read(D::from_secs(3_600)));
 
-    while let Some(Reverse((now, _, event))) = queue.pop() {
+    while let Some((now, event)) = agenda.pop() {
         let t = T::from_ticks(now);
         match event {
             Event::Arrive(k) => {
@@ -295,8 +286,8 @@ pub fn run(s: &Scenario) -> Outcome {
                     let op =
                         Operation::start(&policy, &config, context(D::from_secs(10)), t).expect("starts");
                     let slot = insert(&mut ops, &mut free, Op { layer: 0, op, out: None, parent: None });
-                    push(&mut queue, now, Event::Poll(slot));
-                    push(&mut queue, (k + 1) * 1_000_000 / rate, Event::Arrive(k + 1));
+                    agenda.push(now, Event::Poll(slot));
+                    agenda.push((k + 1) * 1_000_000 / rate, Event::Arrive(k + 1));
                 }
             }
             Event::Poll(i) => {
@@ -321,12 +312,12 @@ pub fn run(s: &Scenario) -> Outcome {
                                 Event::Report(i, accepts)
                             } else if s.capacity.is_none() && now < down_from && ends > down_from {
                                 // In flight when the node drops: fails at that instant.
-                                push(&mut queue, down_from, Event::Report(i, false));
+                                agenda.push(down_from, Event::Report(i, false));
                                 continue;
                             } else {
                                 Event::Report(i, true)
                             };
-                            push(&mut queue, ends, report);
+                            agenda.push(ends, report);
                         } else {
                             let child =
                                 Operation::start(&policy, &config, context(timeout), t).expect("starts");
@@ -335,10 +326,10 @@ pub fn run(s: &Scenario) -> Outcome {
                                 &mut free,
                                 Op { layer: layer + 1, op: child, out: None, parent: Some(i) },
                             );
-                            push(&mut queue, now, Event::Poll(slot));
+                            agenda.push(now, Event::Poll(slot));
                         }
                     }
-                    Action::Wait { until } => push(&mut queue, until.as_ticks(), Event::Poll(i)),
+                    Action::Wait { until } => agenda.push(until.as_ticks(), Event::Poll(i)),
                     Action::Done => {
                         let done = rec.op.take_completion().expect("done");
                         let parent = rec.parent;
@@ -349,7 +340,7 @@ pub fn run(s: &Scenario) -> Outcome {
                             out.throttled[((now / 100_000) as usize).min(buckets - 1)] += 1;
                         }
                         match parent {
-                            Some(p) => push(&mut queue, now, Event::Report(p, ok)),
+                            Some(p) => agenda.push(now, Event::Report(p, ok)),
                             None if ok => out.succeeded += 1,
                             None => out.failed += 1,
                         }
@@ -368,7 +359,7 @@ pub fn run(s: &Scenario) -> Outcome {
                 } else {
                     rec.op.on_failure(attempt, t, dep, &mut rng, Unavailable, &mut ());
                 }
-                push(&mut queue, now, Event::Poll(i));
+                agenda.push(now, Event::Poll(i));
             }
         }
     }
