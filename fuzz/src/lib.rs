@@ -23,8 +23,9 @@
 //! target's binary from `target/`), one build after another into the same directory. An edge
 //! does not tell an operation that spent three attempts from one that spent its only one, so the
 //! ten smallest inputs of a run's corpus that spend a policy of several attempts (`Reached::spent`)
-//! are kept as well, and the five smallest that dispatch after a wait in the bulkhead's queue and
-//! that the client throttle refuses (`examples/reach.rs` lists what each input reaches), and
+//! are kept as well, and the five smallest that dispatch after a wait in the bulkhead's queue, that
+//! the client throttle refuses and that a bulkhead refuses below its size (its adaptive limit;
+//! `examples/reach.rs` lists what each input reaches), and
 //! `tests/tests/scripts.rs` checks that the seeds do. A change to how
 //! scripts are decoded changes what every seed does: fuzz from them for a few minutes per tick
 //! width, and reduce again.
@@ -109,6 +110,8 @@ pub struct Reached {
     pub isolated_refusals: u32,
     /// Completions refused by the client throttle.
     pub throttled_refusals: u32,
+    /// Completions refused by a bulkhead whose adaptive limit was below its size.
+    pub adaptive_refusals: u32,
     /// Polls after which an operation waited in the bulkhead's queue.
     pub queued: u32,
     /// Attempts dispatched by an operation that had waited in the queue for a slot.
@@ -229,7 +232,13 @@ fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
     {
         config = maybe(u, config, |c, u| {
             let c = c.bulkhead(count(u)?);
-            maybe(u, c, |c, u| Ok(c.bulkhead_queue(count(u)?, duration(u)?)))
+            let c = maybe(u, c, |c, u| Ok(c.bulkhead_queue(count(u)?, duration(u)?)))?;
+            #[cfg(feature = "bulkhead-adaptive")]
+            let c = maybe(u, c, |c, u| {
+                let limit = relent_core::AdaptiveLimit::new(duration(u)?).min_slots(count(u)?);
+                Ok(c.adaptive_limit(limit.decrease_to_permille(u.arbitrary()?)))
+            })?;
+            Ok(c)
         })?;
     }
     #[cfg(feature = "rate-limit")]
@@ -531,6 +540,14 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                         "more attempts in flight than the bulkhead allows"
                     );
                 }
+                // Dispatched only below the limit as it stood (an adaptive one's, learnt from how
+                // attempts ended, none of which this dispatch changed).
+                if let (Some(limit), false) = (self.state.bulkhead_limit(config), uncounted) {
+                    assert!(
+                        self.state.in_flight() <= limit,
+                        "an attempt dispatched beyond the bulkhead's limit"
+                    );
+                }
                 if attempt.is_retry() {
                     assert!(
                         attempt.started() < slot.safe_until,
@@ -687,6 +704,11 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             assert_eq!((c.disposition, c.not_before), (Disposition::Rejected, None), "{c:?}");
             self.reached.throttled_refusals += 1;
         }
+        if c.code() == "bulkhead_full"
+            && self.state.bulkhead_limit(self.config) < self.config.bulkhead_slots()
+        {
+            self.reached.adaptive_refusals += 1;
+        }
         // How an operation that ran this one inside an attempt judges its end, with the wait the
         // adapters give it (seed 000: exactly one layer retries). It retries only an operation
         // whose policy allowed it a single attempt, by that attempt's own verdict; it waits out a
@@ -754,6 +776,14 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let _ = self.state.circuit_open_until(now);
         if let (Some(max), false) = (config.bulkhead_slots(), self.uncounted) {
             assert!(self.state.in_flight() <= max);
+        }
+        // An adaptive limit stays between its floor and the bulkhead's size.
+        if let Some(limit) = self.state.bulkhead_limit(config) {
+            assert!(Some(limit) <= config.bulkhead_slots(), "a limit of {limit} above the bulkhead's size");
+            #[cfg(feature = "bulkhead-adaptive")]
+            if let Some(adaptive) = config.adaptive() {
+                assert!(limit >= adaptive.floor().max(1), "a limit of {limit} below its floor");
+            }
         }
         if let Some(until) = self.state.cooldown_until(now) {
             assert!(until > now, "a cooldown said active at {now:?} that ended at {until:?}");

@@ -33,6 +33,7 @@ fn the_kept_seeds_keep_every_promise() {
         operator_changes,
         isolated_refusals,
         throttled_refusals,
+        adaptive_refusals,
         queued,
         dispatched_from_queue,
         ..
@@ -49,6 +50,7 @@ fn the_kept_seeds_keep_every_promise() {
         ("changes of the circuit by an operator", operator_changes),
         ("operations refused by an isolated circuit", isolated_refusals),
         ("operations refused by the client throttle", throttled_refusals),
+        ("operations refused by a bulkhead's adaptive limit", adaptive_refusals),
         ("waits in a bulkhead's queue", queued),
         ("attempts dispatched after a wait in the queue", dispatched_from_queue),
     ] {
