@@ -244,6 +244,41 @@ fn a_throttled_frame_is_refused_unsent_with_no_time_to_retry() {
     assert_eq!((throttled, ppm), (1, Some(750_000)), "3 requests, none accepted: 3/4 of the next");
 }
 
+/// A link whose bulkhead's limit adapts: a frame that runs past its timeout, on embassy's clock,
+/// is a sign of overload that halves the limit from 2 slots to 1; then a fast frame, with the one
+/// slot in use, is a whole round at a limit of 1, and adds the slot back.
+#[cfg(feature = "bulkhead-adaptive")]
+#[test]
+fn a_frame_that_times_out_halves_the_links_adaptive_limit() {
+    use relent_embassy::core::AdaptiveLimit;
+    const ADAPTIVE: DependencyConfig<HZ> =
+        RETRIES.bulkhead(2).adaptive_limit(AdaptiveLimit::new(Duration::from_millis(250)));
+    const ONCE: RetryPolicy<HZ> =
+        match RetryPolicy::single_attempt().attempt_timeout(Duration::from_millis(500)).build() {
+            Ok(p) => p,
+            Err(e) => panic!("{}", e.message()),
+        };
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4> =
+        SharedDependency::new(&ADAPTIVE, Dependency::new(&ADAPTIVE, relent_embassy::now()).unwrap());
+    let mut rng = rng();
+    let limit = || link.lock(|state, _| state.bulkhead_limit(&ADAPTIVE));
+    assert_eq!(limit(), Some(2));
+    let start = embassy_time::Instant::now();
+    let hung = run(
+        link.execute(&ONCE, read(10_000), &mut rng, |_| core::future::pending::<Result<(), LinkError>>())
+    );
+    assert_eq!(
+        (hung.unwrap().completion.problem, elapsed_ms(start)),
+        (Some(Problem::AttemptsExhausted), 500)
+    );
+    assert_eq!(limit(), Some(1));
+    let fast = run(link.execute(&ONCE, read(10_000), &mut rng, |_| async { Ok::<(), LinkError>(()) }));
+    assert_eq!(fast.unwrap().completion.problem, None);
+    assert_eq!(limit(), Some(2));
+}
+
 /// The observer runs under the dependency's lock (`execute_with` says so): a call back into the
 /// dependency from it finds the state borrowed.
 #[test]
