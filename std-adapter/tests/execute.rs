@@ -429,8 +429,8 @@ async fn the_client_throttle_refuses_without_calling_the_operation_and_says_so()
     assert_eq!((gauges.window.calls, gauges.window.failures), (2, 2));
 }
 
-/// An adaptive limit on a bulkhead of 4: a success that took the limit's 250 ms lowers it to 3
-/// (the gauge says so), and with 3 calls in flight the next is refused unsent, `bulkhead_full`.
+/// An adaptive limit on a bulkhead of 4: a success that took the limit's 250 ms halves it to 2
+/// (the gauge says so), and with 2 calls in flight the next is refused unsent, `bulkhead_full`.
 #[tokio::test(start_paused = true)]
 async fn a_slow_call_lowers_the_adaptive_limit_and_the_bulkhead_refuses_beyond_it() {
     let limit = relent_tokio::core::AdaptiveLimit::new(Duration::from_millis(250));
@@ -442,10 +442,10 @@ async fn a_slow_call_lowers_the_adaptive_limit_and_the_bulkhead_refuses_beyond_i
         Ok::<_, PayrailError>(())
     });
     slow.await.unwrap();
-    assert_eq!(dep.gauges().bulkhead_limit, Some(3));
+    assert_eq!(dep.gauges().bulkhead_limit, Some(2));
     let started = Arc::new(tokio::sync::Notify::new());
     let mut held = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..2 {
         let (dep, notify) = (dep.clone(), started.clone());
         held.push(tokio::spawn(async move {
             dep.execute(&CHECKOUT.without_retries(), read(Std::from_secs(10)), |_| async {
@@ -457,7 +457,7 @@ async fn a_slow_call_lowers_the_adaptive_limit_and_the_bulkhead_refuses_beyond_i
         started.notified().await;
     }
     let gauges = dep.gauges();
-    assert_eq!((gauges.in_flight, gauges.bulkhead_limit), (3, Some(3)));
+    assert_eq!((gauges.in_flight, gauges.bulkhead_limit), (2, Some(2)));
     assert_eq!(refused_unsent(&dep, &once).await.code(), "bulkhead_full");
     for task in held {
         task.abort();
