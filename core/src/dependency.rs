@@ -616,6 +616,9 @@ pub(crate) enum Ending {
     Failed {
         retry_after: Option<Ticks>,
         /// The caller's classifier called it transient (a sign of overload to an adaptive limit).
+        /// Only where the adaptive limit is compiled in: firmware without it keeps the 4 bytes of
+        /// flash and the instructions a failure's decision took before it.
+        #[cfg(feature = "bulkhead-adaptive")]
         transient: bool,
     },
     /// Cancelled by the caller, or lost: no outcome is known.

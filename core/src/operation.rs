@@ -714,6 +714,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         let verdict = failure.classify();
         let ending = Ending::Failed {
             retry_after: verdict.retry_after().map(|d| d.as_ticks()),
+            #[cfg(feature = "bulkhead-adaptive")]
             transient: verdict.is_retryable(),
         };
         let changes = dependency.complete(self.config, now, ticket, ending, time::since(now, since));
