@@ -313,6 +313,25 @@ mod tests {
         assert_eq!(learnt, bulkhead_at(9, 0, 7));
     }
 
+    /// A limit above the bulkhead's slots (none can be learnt so, but the state does not know the
+    /// configuration it is read with) reads as the slots.
+    #[test]
+    fn a_limit_reads_as_at_most_the_bulkheads_slots() {
+        assert_eq!(bulkhead_at(50, 0, 0).learnt_limit(20), 20);
+        assert_eq!(bulkhead_at(20, 0, 0).learnt_limit(20), 20);
+        assert_eq!(bulkhead_at(19, 0, 0).learnt_limit(20), 19);
+    }
+
+    /// With 32-bit ticks no span may exceed `MAX_SPAN`, the slow threshold included.
+    #[cfg(feature = "ticks-u32")]
+    #[test]
+    fn a_slow_threshold_past_max_span_is_refused() {
+        let config = crate::DependencyConfig::new(D::from_secs(10))
+            .bulkhead(8)
+            .adaptive_limit(AdaptiveLimit::new(D::from_ticks(crate::MAX_SPAN + 1)));
+        assert_eq!(config.validate(), Err(ConfigError::SpanTooLongForTicks));
+    }
+
     #[test]
     fn rebasing_moves_the_last_decrease() {
         let mut learnt = bulkhead_at(10, 0, 5_000);

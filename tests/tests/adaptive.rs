@@ -157,6 +157,31 @@ fn fast_successes_raise_the_limit_one_slot_for_as_many_as_it_has_and_no_further_
     assert_eq!(limits, [6, 7, 7, 8, 8, 9, 9, 10, 10, 10, 10, 10]);
 }
 
+/// A dependency whose clock restarts 8 s later (`Dependency::rebase`, as firmware does before its
+/// 32-bit clock runs out) keeps its last decrease at the same moment: an attempt sent before it is
+/// still of the old round, one sent after it of a new one.
+#[test]
+fn a_rebased_dependency_keeps_its_rounds() {
+    let config = adaptive(100);
+    let mut dep = Dep::new(config);
+    let mut flight = Flight::new(&config);
+    // Sent at 9.900 and 10.000; the first times out at 10.010, which lowers the limit.
+    flight.send(&mut dep, 9_900).unwrap();
+    flight.send(&mut dep, 10_000).unwrap();
+    flight.end(&mut dep, 10_010, End::Fail(TIMEOUT));
+    assert_eq!(dep.state.bulkhead_limit(&config), Some(90));
+    dep.state.rebase(D::from_secs(8));
+    // The second, sent at 2.000 on the new clock, before the decrease at 2.010, times out at
+    // 2.100: of the old round.
+    let (mut op, attempt) = flight.held.remove(0);
+    op.rebase(D::from_secs(8));
+    op.on_failure(attempt, t(2_100), &mut dep.state, &mut Fixed::top(), TIMEOUT, &mut Recorder::default());
+    assert_eq!(dep.state.bulkhead_limit(&config), Some(90));
+    // One sent at 2.020, after the decrease: a new round.
+    flight.round(&mut dep, 1, 2_020, 10, End::Fail(TIMEOUT));
+    assert_eq!(dep.state.bulkhead_limit(&config), Some(81));
+}
+
 /// Calls that never come near the limit do not raise it: it has not been tested.
 #[test]
 fn a_limit_the_callers_leave_unused_does_not_grow() {
