@@ -630,6 +630,9 @@ pub(crate) enum Ending {
 pub(crate) struct Changes {
     pub(crate) circuit: Option<CircuitState>,
     pub(crate) cooldown_until: Option<Ticks>,
+    /// The adaptive limit's move, from and to.
+    #[cfg(feature = "bulkhead-adaptive")]
+    pub(crate) limit: Option<(u16, u16)>,
 }
 
 impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
@@ -1148,8 +1151,12 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
                     Ending::Succeeded => Sign::Fast,
                 };
                 let dispatched = t.saturating_sub(took.as_ticks());
-                let in_use = bulkhead.in_flight();
+                let (in_use, from) = (bulkhead.in_flight(), bulkhead.learnt_limit(max));
                 bulkhead.learn(adaptive, max, sign, in_use, dispatched, t);
+                let to = bulkhead.learnt_limit(max);
+                if to != from {
+                    changes.limit = Some((from, to));
+                }
             }
             bulkhead.release();
         }

@@ -147,6 +147,20 @@ pub enum Event<const HZ: u64> {
         /// The new state.
         state: CircuitState,
     },
+    /// An attempt of `operation` moved the bulkhead's adaptive limit (`AdaptiveLimit`) from `from`
+    /// slots to `to`: down on a sign of overload (a transient failure, or an attempt that took the
+    /// limit's `slow` or longer), up by one when enough fast successes came back. Made only with
+    /// the `bulkhead-adaptive` feature.
+    BulkheadLimitChanged {
+        /// The operation whose attempt moved the limit.
+        operation: OperationId,
+        /// When.
+        at: Instant<HZ>,
+        /// The limit before, in slots.
+        from: u16,
+        /// The limit now.
+        to: u16,
+    },
     /// A Retry-After reported by `operation` extended the dependency's cooldown to `until`.
     CooldownExtended {
         /// The operation that reported the wait.
@@ -185,6 +199,7 @@ impl<const HZ: u64> Event<HZ> {
             | Self::WaitingForAirtime { operation, .. }
             | Self::WaitingForSlot { operation, .. }
             | Self::CircuitChanged { operation, .. }
+            | Self::BulkheadLimitChanged { operation, .. }
             | Self::CooldownExtended { operation, .. }
             | Self::Completed { operation, .. } => operation,
         }
@@ -192,11 +207,12 @@ impl<const HZ: u64> Event<HZ> {
 }
 
 /// The most events one call into an [`Operation`](crate::Operation) makes: `on_failure`'s
-/// failure, a circuit change, a cooldown extension, the refusal of the retry, and the end. An
+/// failure, a circuit change, a change of the bulkhead's adaptive limit, a cooldown extension, the
+/// refusal of the retry, and the end (one fewer without the `bulkhead-adaptive` feature). An
 /// observer that keeps events to act on after the call (outside a lock, say) needs room for this
 /// many per call. The property tests and the fuzz target's scripts check the bound on every call
-/// they make.
-pub const MAX_EVENTS_PER_CALL: usize = 5;
+/// they make, and a test reaches it.
+pub const MAX_EVENTS_PER_CALL: usize = 6;
 
 /// Receives the core's events.
 ///

@@ -623,6 +623,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         if let Some(state) = changes.circuit {
             observer.on_event(&Event::CircuitChanged { operation: self.id, at: now, state });
         }
+        #[cfg(feature = "bulkhead-adaptive")]
+        if let Some((from, to)) = changes.limit {
+            observer.on_event(&Event::BulkheadLimitChanged { operation: self.id, at: now, from, to });
+        }
         if let Some(until) = changes.cooldown_until {
             observer.on_event(&Event::CooldownExtended {
                 operation: self.id,

@@ -249,7 +249,7 @@ fn a_throttled_frame_is_refused_unsent_with_no_time_to_retry() {
 /// slot in use, is a whole round at a limit of 1, and adds the slot back.
 #[cfg(feature = "bulkhead-adaptive")]
 #[test]
-fn a_frame_that_times_out_halves_the_links_adaptive_limit() {
+fn a_frame_that_times_out_halves_the_links_adaptive_limit_and_says_so() {
     use relent_embassy::core::AdaptiveLimit;
     const ADAPTIVE: DependencyConfig<HZ> =
         RETRIES.bulkhead(2).adaptive_limit(AdaptiveLimit::new(Duration::from_millis(250)));
@@ -265,18 +265,27 @@ fn a_frame_that_times_out_halves_the_links_adaptive_limit() {
     let mut rng = rng();
     let limit = || link.lock(|state, _| state.bulkhead_limit(&ADAPTIVE));
     assert_eq!(limit(), Some(2));
+    // Each move reaches the observer (and, with `defmt`, the log), with the limit before and after.
+    let mut moves = Vec::new();
+    let mut record = |e: &Event<HZ>| {
+        if let Event::BulkheadLimitChanged { from, to, .. } = *e {
+            moves.push((from, to));
+        }
+    };
     let start = embassy_time::Instant::now();
-    let hung = run(
-        link.execute(&ONCE, read(10_000), &mut rng, |_| core::future::pending::<Result<(), LinkError>>())
-    );
+    let hung = run(link.execute_with(&ONCE, read(10_000), &mut rng, &mut record, |_| {
+        core::future::pending::<Result<(), LinkError>>()
+    }));
     assert_eq!(
         (hung.unwrap().completion.problem, elapsed_ms(start)),
         (Some(Problem::AttemptsExhausted), 500)
     );
     assert_eq!(limit(), Some(1));
-    let fast = run(link.execute(&ONCE, read(10_000), &mut rng, |_| async { Ok::<(), LinkError>(()) }));
+    let ok = |_| async { Ok::<(), LinkError>(()) };
+    let fast = run(link.execute_with(&ONCE, read(10_000), &mut rng, &mut record, ok));
     assert_eq!(fast.unwrap().completion.problem, None);
     assert_eq!(limit(), Some(2));
+    assert_eq!(moves, [(2, 1), (1, 2)]);
 }
 
 /// The observer runs under the dependency's lock (`execute_with` says so): a call back into the

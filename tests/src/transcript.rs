@@ -161,6 +161,9 @@ pub fn line(event: &Event<HZ>) -> String {
         Event::CircuitChanged { at, state, .. } => {
             write!(s, "{} circuit {}", secs(at.as_ticks()), state.as_str())
         }
+        Event::BulkheadLimitChanged { at, from, to, .. } => {
+            write!(s, "{} bulkhead limit {from} -> {to}", secs(at.as_ticks()))
+        }
         Event::CooldownExtended { at, until, .. } => {
             write!(s, "{} cooldown until {}", secs(at.as_ticks()), secs(until.as_ticks()))
         }

@@ -5,11 +5,11 @@
 
 use proptest::prelude::*;
 use relent_core::{
-    Action, AdaptiveLimit, Attempt, ConfigError, Context, DependencyConfig, Operation, Problem, ReplaySafety,
-    RetryPolicy, Verdict,
+    Action, AdaptiveLimit, Attempt, BreakerConfig, ConfigError, Context, DependencyConfig,
+    MAX_EVENTS_PER_CALL, Operation, Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tests::rng::Fixed;
-use relent_tests::transcript::{D, Dep, Failure, HZ, Recorder, T, TIMEOUT, valid};
+use relent_tests::transcript::{D, Dep, Failure, HZ, Recorder, T, TIMEOUT, secs, valid};
 
 const ONCE: RetryPolicy<HZ> = valid(RetryPolicy::single_attempt().build());
 
@@ -109,6 +109,80 @@ fn a_round_of_timeouts_lowers_the_limit_once_and_the_bulkhead_admits_only_the_ne
     // The next round's timeouts are a new sign: 9 × 0.9 = 8.1, so 8.
     flight.end(&mut dep, 5_200, End::Fail(TIMEOUT));
     assert_eq!(dep.state.bulkhead_limit(&config), Some(8));
+}
+
+/// Each move of the limit is an event, with the limit before and after: down on a timeout, then
+/// back up a slot at a time as fast successes come back, and nothing for an attempt that moves it
+/// neither way.
+#[test]
+fn each_move_of_the_limit_is_an_event_with_the_limit_before_and_after() {
+    let config = adaptive(4);
+    let mut dep = Dep::new(config);
+    let mut flight = Flight::new(&config);
+    let mut transcript = Vec::new();
+    let mut round = |dep: &mut Dep, ms: u64, n: u16, end: End| {
+        for _ in 0..n {
+            flight.send(dep, ms).unwrap();
+        }
+        for _ in 0..n {
+            let (mut op, attempt) = flight.held.remove(0);
+            let mut rec = Recorder::default();
+            match end {
+                End::Ok => op.on_success(attempt, t(ms + 20), &mut dep.state, &mut rec),
+                End::Fail(f) => {
+                    op.on_failure(attempt, t(ms + 20), &mut dep.state, &mut Fixed::top(), f, &mut rec)
+                }
+            }
+            transcript.extend(rec.lines.into_iter().filter(|l| l.contains("limit")));
+        }
+    };
+    round(&mut dep, 0, 1, End::Fail(TIMEOUT));
+    round(&mut dep, 1_000, 1, End::Fail(TIMEOUT));
+    round(&mut dep, 2_000, 1, End::Fail(BUG));
+    for i in 0..4 {
+        round(&mut dep, 3_000 + i * 100, 2, End::Ok);
+    }
+    // Up from 2: a round of two fast successes makes the two steps of a slot; from 3, only the first
+    // of each round ends with half the limit in use, so three rounds make the next.
+    assert_eq!(
+        transcript,
+        [
+            "0.020 bulkhead limit 4 -> 3",
+            "1.020 bulkhead limit 3 -> 2",
+            "3.020 bulkhead limit 2 -> 3",
+            "3.320 bulkhead limit 3 -> 4"
+        ]
+    );
+}
+
+/// The most events one call makes, all at once: a 503 with Retry-After that opens the circuit,
+/// lowers the limit and extends the cooldown, whose retry the open circuit refuses, which ends the
+/// operation.
+#[test]
+fn one_failure_can_make_the_most_events_a_call_makes() {
+    let config = adaptive(10)
+        .budget(valid(RetryBudget::ratio(10, 5)))
+        .breaker(BreakerConfig::consecutive_failures(1, D::from_secs(5)))
+        .cooldown(D::from_secs(10));
+    let mut dep = Dep::new(config);
+    let policy = valid(RetryPolicy::exponential(3, D::from_millis(100), D::from_secs(2)).build());
+    let mut op: Operation<'_, HZ, Failure> = Operation::start(&policy, &config, read(1), t(0)).unwrap();
+    let Action::Dispatch(attempt) = op.poll(t(0), &mut dep.state, &mut Recorder::default()) else { panic!() };
+    let busy = Failure { name: "503", verdict: Verdict::RetryableAfter(D::from_secs(1)) };
+    let mut rec = Recorder::default();
+    op.on_failure(attempt, t(20), &mut dep.state, &mut Fixed::top(), busy, &mut rec);
+    assert_eq!(
+        rec.lines,
+        [
+            "0.020 #1 failed (retryable after 1.000): stop: circuit_open",
+            "0.020 circuit open",
+            "0.020 bulkhead limit 10 -> 9",
+            "0.020 cooldown until 1.020",
+            "0.020 refused #2: circuit_open (retry at 5.020)",
+            "0.020 done: rejected, circuit_open after 1 dispatched",
+        ]
+    );
+    assert_eq!(rec.lines.len(), MAX_EVENTS_PER_CALL);
 }
 
 /// A success that takes the limit's 250 ms or longer is a sign of overload too (a queue on the far
@@ -348,7 +422,12 @@ proptest! {
                         End::Ok => op.on_success(attempt, t(now), &mut dep.state, rec),
                         End::Fail(f) => op.on_failure(attempt, t(now), &mut dep.state, &mut Fixed::top(), f, rec),
                     }
+                    let before = model.limit;
                     model.learn(in_use, sent, now, now - sent, end);
+                    // The event says each move, and only a move.
+                    let said: Vec<&String> = rec.lines.iter().filter(|l| l.contains("limit")).collect();
+                    let moved = format!("{} bulkhead limit {before} -> {}", secs(now), model.limit);
+                    prop_assert_eq!(said, if before == model.limit { vec![] } else { vec![&moved] });
                 }
                 Traffic::End { .. } => {}
             }

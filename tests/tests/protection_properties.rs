@@ -108,6 +108,9 @@ struct Run {
     unfinished: usize,
     /// The most events any one call into the operation made.
     most_events_in_a_call: usize,
+    /// Calls after which the bulkhead's limit was not what its events said: moved without an
+    /// event, or an event whose limits before and after were not the state's.
+    unannounced_limit_moves: usize,
 }
 
 /// The id of the hedge of operation `i` (operations are numbered from 0).
@@ -152,6 +155,7 @@ fn simulate(
         waiting_at_end: 0,
         unfinished: 0,
         most_events_in_a_call: 0,
+        unannounced_limit_moves: 0,
     };
     let mut steps = 0;
     while let Some(((now, _), slot)) = queue.pop_first() {
@@ -162,6 +166,7 @@ fn simulate(
         }
         let at = T::from_ticks(now);
         let events_before = run.events.len();
+        let limit_before = dep.bulkhead_limit(config);
         let mut record = |e: &Event<HZ>| run.events.push(*e);
         let next = match slot {
             Slot::Hedge(i) => {
@@ -208,6 +213,18 @@ fn simulate(
         };
         run.max_in_flight = run.max_in_flight.max(dep.in_flight());
         run.most_events_in_a_call = run.most_events_in_a_call.max(run.events.len() - events_before);
+        let moves: Vec<_> = run.events[events_before..]
+            .iter()
+            .filter_map(|e| match *e {
+                Event::BulkheadLimitChanged { from, to, .. } => Some((Some(from), Some(to))),
+                _ => None,
+            })
+            .collect();
+        let limit_after = dep.bulkhead_limit(config);
+        let expected = if limit_before == limit_after { vec![] } else { vec![(limit_before, limit_after)] };
+        if moves != expected {
+            run.unannounced_limit_moves += 1;
+        }
         run.max_waiting = run.max_waiting.max(dep.bulkhead_waiting());
         if let Some((when, slot)) = next {
             seq += 1;
@@ -255,6 +272,7 @@ proptest! {
         let hedges = if hedge.is_some() { starts.len() } else { 0 };
         prop_assert_eq!(completed, starts.len() + hedges, "every operation and hedge ends exactly once");
         prop_assert!(run.most_events_in_a_call <= MAX_EVENTS_PER_CALL, "{}", run.most_events_in_a_call);
+        prop_assert_eq!(run.unannounced_limit_moves, 0, "the limit moved unlike its events said");
     }
 
     /// While the circuit is half-open, the attempts dispatched never exceed its probe count (a
@@ -370,6 +388,8 @@ fn the_simulation_reaches_every_protection() {
                 Event::CircuitChanged { state: CircuitState::Closed, .. } => "closed_again",
                 Event::WaitingForRateLimit { .. } => "rate_wait",
                 Event::CooldownExtended { .. } => "cooldown",
+                Event::BulkheadLimitChanged { from, to, .. } if to < from => "limit_down",
+                Event::BulkheadLimitChanged { .. } => "limit_up",
                 Event::Refused { problem, .. } => problem.as_str(),
                 Event::Completed { problem: Some(Problem::DeadlineExceeded), .. } => "lost_attempt_reclaimed",
                 Event::Completed { problem: Some(Problem::Cancelled), .. } => "cancelled",
@@ -387,6 +407,8 @@ fn the_simulation_reaches_every_protection() {
         "closed_again",
         "rate_wait",
         "cooldown",
+        "limit_down",
+        "limit_up",
         "circuit_open",
         "bulkhead_full",
         "rate_limited",
