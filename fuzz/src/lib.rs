@@ -40,13 +40,22 @@ use relent_core::{
     Verdict,
 };
 
-/// Counts the events of one call into the core.
+/// Counts the events of one call into the core, and keeps what it said of the bulkhead's limit.
 #[derive(Default)]
-struct Events(usize);
+struct Events {
+    count: usize,
+    /// Each move of the adaptive limit the call announced, from and to; more than one is a bug.
+    limit_moves: usize,
+    limit_move: Option<(u16, u16)>,
+}
 
 impl<const HZ: u64> Observer<HZ> for Events {
-    fn on_event(&mut self, _: &Event<HZ>) {
-        self.0 += 1;
+    fn on_event(&mut self, event: &Event<HZ>) {
+        self.count += 1;
+        if let Event::BulkheadLimitChanged { from, to, .. } = *event {
+            self.limit_moves += 1;
+            self.limit_move = Some((from, to));
+        }
     }
 }
 
@@ -54,10 +63,21 @@ impl Events {
     /// The core's bound on the events of one call, which an observer that keeps them relies on.
     fn within_bound(&self) {
         assert!(
-            self.0 <= MAX_EVENTS_PER_CALL,
+            self.count <= MAX_EVENTS_PER_CALL,
             "one call made {} events (MAX_EVENTS_PER_CALL is {MAX_EVENTS_PER_CALL})",
-            self.0
+            self.count
         );
+    }
+
+    /// The call's events said how the bulkhead's limit moved from `before` to `after`: one event
+    /// with both for a move, none otherwise.
+    fn said_limit(&self, before: Option<u16>, after: Option<u16>) {
+        match (before, after) {
+            (Some(from), Some(to)) if from != to => {
+                assert_eq!((self.limit_moves, self.limit_move), (1, Some((from, to))), "a move of the limit")
+            }
+            _ => assert_eq!(self.limit_moves, 0, "a limit said to move from {before:?} that stayed"),
+        }
     }
 }
 
@@ -491,8 +511,10 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let was_queued = slot.op.waits_for_slot();
         let (waiting, slot_free) = (self.state.bulkhead_waiting(), self.state.slot_for_waiting(config));
         let mut events = Events::default();
+        let limit = self.state.bulkhead_limit(config);
         let action = slot.op.poll(now, &mut self.state, &mut events);
         events.within_bound();
+        events.said_limit(limit, self.state.bulkhead_limit(config));
         if !uncounted {
             let places = config.bulkhead_queue_places().unwrap_or(0);
             assert!(
@@ -616,11 +638,13 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         // `Attempt` is not `Clone`: the operation gives out a second value of the one it has out.
         let again = slot.op.attempt();
         let mut events = Events::default();
+        let limit = self.state.bulkhead_limit(self.config);
         match failure {
             None => slot.op.on_success(attempt, now, &mut self.state, &mut events),
             Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut events),
         }
         events.within_bound();
+        events.said_limit(limit, self.state.bulkhead_limit(self.config));
         slot.not_before = failure.and_then(|f| f.retry_after()).map(|d| after(slot.seen, d));
         assert!(slot.op.attempt().is_none(), "the attempt is still out after its report");
         if failure.is_none() {
@@ -654,7 +678,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             None => slot.op.on_success(attempt, now, &mut self.state, &mut events),
             Some(f) => slot.op.on_failure(attempt, now, &mut self.state, &mut self.rng, f, &mut events),
         }
-        assert_eq!(events.0, 0, "a report of an attempt not out made an event");
+        assert_eq!(events.count, 0, "a report of an attempt not out made an event");
         let after = (slot.op.is_done(), slot.op.dispatched(), slot.op.attempt(), self.state.in_flight());
         assert_eq!(before, after, "a report of an attempt not out changed the operation");
         assert_eq!(counts, self.state.counts(now), "a report of an attempt not out was counted");
@@ -666,8 +690,10 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let now = self.at(k);
         let Some(slot) = &mut self.slots[k] else { return };
         let mut events = Events::default();
+        let limit = self.state.bulkhead_limit(self.config);
         slot.op.abandon(now, &mut self.state, &mut events);
         events.within_bound();
+        events.said_limit(limit, self.state.bulkhead_limit(self.config));
         assert!(slot.op.is_done() && slot.op.attempt().is_none());
         if let Some(given_up) = slot.out.take() {
             slot.stale = Some(given_up);
