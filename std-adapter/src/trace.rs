@@ -2,7 +2,8 @@
 //! id as fields (the std half of embassy's `fmt.rs` shim; the embassy adapter logs with defmt).
 //!
 //! Levels: decisions a dashboard should count (a retry scheduled, a refusal, a circuit change, an
-//! operation that did not succeed) at INFO or WARN; the per-attempt detail at DEBUG.
+//! adaptive limit lowered, an operation that did not succeed) at INFO or WARN; the per-attempt
+//! detail at DEBUG, and an adaptive limit's climb back (a line a slot) with it.
 //!
 //! Nothing is logged under a dependency's lock. The core hands its events to an observer inside
 //! each call, and the adapter makes those calls under the lock; a subscriber that writes to a file
@@ -119,6 +120,7 @@ fn level(event: &Event<HZ>) -> Level {
     match *event {
         Event::RetryScheduled { .. } => Level::INFO,
         Event::Refused { .. } | Event::CircuitChanged { .. } | Event::CooldownExtended { .. } => Level::WARN,
+        Event::BulkheadLimitChanged { from, to, .. } if to < from => Level::WARN,
         Event::Completed { disposition, .. } if disposition != Disposition::Succeeded => Level::INFO,
         _ => Level::DEBUG,
     }
@@ -219,6 +221,13 @@ impl Observer<HZ> for Trace<'_> {
             Event::CircuitChanged { state, .. } => {
                 tracing::warn!(dependency, operation, state = state.as_str(), "relent: circuit changed")
             }
+            Event::BulkheadLimitChanged { from, to, .. } => {
+                if to < from {
+                    tracing::warn!(dependency, operation, from, to, "relent: bulkhead limit lowered")
+                } else {
+                    tracing::debug!(dependency, operation, from, to, "relent: bulkhead limit raised")
+                }
+            }
             Event::CooldownExtended { at, until, .. } => {
                 tracing::warn!(
                     dependency,
@@ -313,7 +322,7 @@ mod tests {
     fn the_level_checked_before_an_event_is_kept_is_the_level_it_is_logged_at() {
         use relent_core::{AfterFailure, CircuitState, DelaySource, Duration, Problem, Verdict};
         let (operation, attempt, at) = (OperationId(7), 2, Instant::from_ticks(5));
-        let every_kind: [Event<HZ>; 12] = [
+        let every_kind: [Event<HZ>; 14] = [
             Event::AttemptDispatched { operation, attempt, timeout: Duration::from_ticks(3), at },
             Event::AttemptSucceeded { operation, attempt, at },
             Event::AttemptFailed {
@@ -336,6 +345,8 @@ mod tests {
             Event::WaitingForSlot { operation, attempt, until: at },
             Event::CircuitChanged { operation, at, state: CircuitState::Open },
             Event::CooldownExtended { operation, at, until: at },
+            Event::BulkheadLimitChanged { operation, at, from: 8, to: 4 },
+            Event::BulkheadLimitChanged { operation, at, from: 4, to: 5 },
             Event::Completed {
                 operation,
                 disposition: Disposition::Succeeded,

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as Std;
 
 use relent_tokio::core::{
-    BreakerConfig, Classify, Context, DependencyConfig, DutyCycle, Jitter, RateLimit, ReplaySafety,
-    RetryBudget, RetryPolicy, Verdict,
+    AdaptiveLimit, BreakerConfig, Classify, Context, DependencyConfig, DutyCycle, Jitter, RateLimit,
+    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tokio::{Dependency, Duration, HZ};
 use tracing::Level;
@@ -176,7 +176,7 @@ async fn at_info_each_protection_logs_its_retries_refusals_and_ends() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn at_warn_each_protection_logs_its_refusals_circuits_and_cooldowns() {
+async fn at_warn_each_protection_logs_its_refusals_circuits_cooldowns_and_lowered_limits() {
     each_protection(Level::WARN).await;
 }
 
@@ -212,6 +212,19 @@ async fn each_protection(max: Level) {
     let _ = payrail.execute(&ONCE, read(5), |_| async { Err::<(), _>(Busy) }).await;
     let _ = payrail.execute(&ONCE, read(6), ok).await;
 
+    // A success that took the adaptive limit's 250 ms halves it from 4 slots to 2; two fast ones
+    // raise it a slot, at DEBUG.
+    let limit = AdaptiveLimit::new(Duration::from_millis(250));
+    let ledger = Dependency::with_seed("ledger", window().bulkhead(4).adaptive_limit(limit), 7).unwrap();
+    let slow = |_| async {
+        tokio::time::sleep(Std::from_millis(300)).await;
+        Ok::<_, Busy>(())
+    };
+    ledger.execute(&ONCE, read(7), slow).await.unwrap();
+    for id in [8, 9] {
+        ledger.execute(&ONCE, read(id), ok).await.unwrap();
+    }
+
     assert_eq!(
         captured.lines(),
         seen_up_to(
@@ -241,6 +254,17 @@ async fn each_protection(max: Level) {
                 // The cooldown is checked before the circuit, and defers rather than rejects.
                 "WARN relent: attempt refused dependency=\"payrail\" operation=6 attempt=1 code=\"cooldown_active\" retry_in_us=1000000",
                 "INFO relent: operation ended dependency=\"payrail\" operation=6 dispatched=0 disposition=\"deferred\" code=\"cooldown_active\"",
+                "DEBUG relent: attempt dispatched dependency=\"ledger\" operation=7 attempt=1 timeout_us=3000000",
+                "DEBUG relent: attempt succeeded dependency=\"ledger\" operation=7 attempt=1",
+                "WARN relent: bulkhead limit lowered dependency=\"ledger\" operation=7 from=4 to=2",
+                "DEBUG relent: operation succeeded dependency=\"ledger\" operation=7 dispatched=1",
+                "DEBUG relent: attempt dispatched dependency=\"ledger\" operation=8 attempt=1 timeout_us=3000000",
+                "DEBUG relent: attempt succeeded dependency=\"ledger\" operation=8 attempt=1",
+                "DEBUG relent: operation succeeded dependency=\"ledger\" operation=8 dispatched=1",
+                "DEBUG relent: attempt dispatched dependency=\"ledger\" operation=9 attempt=1 timeout_us=3000000",
+                "DEBUG relent: attempt succeeded dependency=\"ledger\" operation=9 attempt=1",
+                "DEBUG relent: bulkhead limit raised dependency=\"ledger\" operation=9 from=2 to=3",
+                "DEBUG relent: operation succeeded dependency=\"ledger\" operation=9 dispatched=1",
             ]
         )
     );
