@@ -62,6 +62,7 @@ use crate::completion::Problem;
 use crate::cooldown::Cooldown;
 use crate::duty::{AirtimeLog, DutyCycle};
 use crate::error::ConfigError;
+use crate::latency::LatencyLog;
 use crate::limiter::{Limiter, RateLimit};
 #[cfg(feature = "throttle")]
 use crate::throttle::{Draw, Throttle};
@@ -96,6 +97,8 @@ pub struct DependencyConfig<const HZ: u64> {
     throttle: Option<crate::ClientThrottle>,
     #[cfg(feature = "bulkhead-adaptive")]
     adaptive: Option<crate::AdaptiveLimit<HZ>>,
+    #[cfg(feature = "latency")]
+    latency_samples: Option<u16>,
 }
 
 impl<const HZ: u64> DependencyConfig<HZ> {
@@ -115,6 +118,8 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             throttle: None,
             #[cfg(feature = "bulkhead-adaptive")]
             adaptive: None,
+            #[cfg(feature = "latency")]
+            latency_samples: None,
         }
     }
 
@@ -162,6 +167,18 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub const fn adaptive_limit(mut self, limit: crate::AdaptiveLimit<HZ>) -> Self {
         self.adaptive = Some(limit);
+        self
+    }
+
+    #[cfg(feature = "latency")]
+    /// Keeps a log of how long attempts take, each weighing half as much every `samples` attempts
+    /// after it (20 to 4,000), read as percentiles with
+    /// [`Dependency::latency_percentile`]: for a hedge sent at the dependency's own 95th percentile
+    /// ([`HedgeDelay::percentile`](crate::HedgeDelay::percentile)), and for dashboards. 1,000
+    /// follows a dependency that slows down within about a second at 1,000 calls a second.
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub const fn latency_samples(mut self, samples: u16) -> Self {
+        self.latency_samples = Some(samples);
         self
     }
 
@@ -221,6 +238,14 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// The bulkhead's adaptive limit, if any.
     pub const fn adaptive(&self) -> Option<crate::AdaptiveLimit<HZ>> {
         self.adaptive
+    }
+    /// How many attempts the latency log weighs before it halves their weights, if it is kept
+    /// (never without the `latency` feature).
+    pub const fn latency_log_samples(&self) -> Option<u16> {
+        #[cfg(feature = "latency")]
+        return self.latency_samples;
+        #[cfg(not(feature = "latency"))]
+        None
     }
     /// How many operations may wait for a bulkhead slot at once, if the bulkhead has a queue.
     pub const fn bulkhead_queue_places(&self) -> Option<u16> {
@@ -343,6 +368,12 @@ impl<const HZ: u64> DependencyConfig<HZ> {
                 return Err(e);
             }
         }
+        #[cfg(feature = "latency")]
+        if let Some(n) = self.latency_samples {
+            if n < crate::latency::MIN_SAMPLES || n > crate::latency::MAX_SAMPLES {
+                return Err(ConfigError::LatencySamplesOutOfRange);
+            }
+        }
         if !self.spans_fit() {
             return Err(ConfigError::SpanTooLongForTicks);
         }
@@ -439,6 +470,7 @@ pub(crate) const RATE_LIMIT: usize = cfg!(feature = "rate-limit") as usize;
 pub(crate) const COOLDOWN: usize = cfg!(feature = "cooldown") as usize;
 pub(crate) const BULKHEAD: usize = cfg!(feature = "bulkhead") as usize;
 pub(crate) const THROTTLE: usize = cfg!(feature = "throttle") as usize;
+pub(crate) const LATENCY: usize = cfg!(feature = "latency") as usize;
 
 /// The shared state of one dependency, with `N` buckets in its counting window and room for `L`
 /// transmissions in its airtime log (only a duty cycle uses it; 0 by default, costing nothing).
@@ -519,6 +551,7 @@ pub struct Dependency<const HZ: u64, const N: usize, const L: usize = 0> {
     cooldown: Part<Cooldown, COOLDOWN>,
     bulkhead: Part<Bulkhead, BULKHEAD>,
     throttle: Part<Throttle, THROTTLE>,
+    latency: Part<LatencyLog, LATENCY>,
 }
 
 /// What an admitted attempt holds, to be given back when it ends: a budget reservation, a
@@ -674,6 +707,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             cooldown: Part([const { Cooldown::new() }; COOLDOWN]),
             bulkhead: Part([const { Bulkhead::new() }; BULKHEAD]),
             throttle: Part([const { Throttle::new() }; THROTTLE]),
+            latency: Part([const { LatencyLog::new() }; LATENCY]),
         })
     }
 
@@ -739,7 +773,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         let bulkhead = Part([const { Bulkhead::new() }; BULKHEAD]);
         // The throttle's carry, under one request, is not saved: it starts again from none.
         let throttle = Part([const { Throttle::new() }; THROTTLE]);
-        Self { window, tokens, breaker, limiter, airtime, cooldown, bulkhead, throttle }
+        // Nor the latency log: it learns again within its samples.
+        let latency = Part([const { LatencyLog::new() }; LATENCY]);
+        Self { window, tokens, breaker, limiter, airtime, cooldown, bulkhead, throttle, latency }
     }
 
     /// Calls, retries and failures over the window at `now` (and the attempts the client throttle
@@ -874,6 +910,17 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             (Some(max), Some(bulkhead)) => Some(slots_now(config, max, bulkhead)),
             _ => None,
         }
+    }
+
+    /// The `percent`th percentile (1 to 99) of how long attempts took, from the latency log
+    /// (`DependencyConfig::latency_samples`, feature `latency`): the largest value of its bucket,
+    /// at most a quarter above the true one, never below. `None` without a log, for a percent out
+    /// of range, or until one attempt's weight lies above the percentile (20 attempts for the
+    /// 95th).
+    pub fn latency_percentile(&self, config: &DependencyConfig<HZ>, percent: u8) -> Option<Duration<HZ>> {
+        config.latency_log_samples()?;
+        let ticks = self.latency.get()?.percentile(percent)?;
+        Some(Duration::<HZ>::from_ticks(ticks))
     }
 
     /// Operations waiting in the bulkhead's queue for a slot.
@@ -1140,6 +1187,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     ) -> Changes {
         let t = now.as_ticks();
         let mut changes = Changes::default();
+        if let (Some(samples), Some(log)) = (config.latency_log_samples(), self.latency.get_mut()) {
+            log.record(took.as_ticks(), samples);
+        }
         if let (true, Some(bulkhead)) = (ticket.slot(), self.bulkhead.get_mut()) {
             #[cfg(feature = "bulkhead-adaptive")]
             if let (Some(adaptive), Some(max)) = (config.adaptive_on(), config.bulkhead_on()) {

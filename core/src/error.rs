@@ -109,6 +109,8 @@ pub enum ConfigError {
     AdaptiveLimitFloorOutOfRange,
     /// An adaptive limit that keeps none, or all, of the limit on a decrease (outside `1..=999`).
     AdaptiveLimitDecreaseOutOfRange,
+    /// A latency log that weighs fewer than 20 or more than 4,000 attempts before halving.
+    LatencySamplesOutOfRange,
 }
 
 impl ConfigError {
@@ -154,6 +156,7 @@ impl ConfigError {
             Self::AdaptiveLimitZeroSlow => "adaptive_limit_zero_slow",
             Self::AdaptiveLimitFloorOutOfRange => "adaptive_limit_floor_out_of_range",
             Self::AdaptiveLimitDecreaseOutOfRange => "adaptive_limit_decrease_out_of_range",
+            Self::LatencySamplesOutOfRange => "latency_samples_out_of_range",
         }
     }
 
@@ -271,6 +274,9 @@ impl ConfigError {
             Self::AdaptiveLimitDecreaseOutOfRange => {
                 "an adaptive limit keeps between 1 and 999 thousandths of itself on a sign of overload (decrease_to_permille): 500, the default, halves it as TCP does; Netflix's AIMD keeps 900"
             }
+            Self::LatencySamplesOutOfRange => {
+                "a latency log weighs between 20 and 4000 attempts before it halves their weights (latency_samples): fewer than 20 hold no 95th percentile, more would overflow its 16-bit counts; 1000 follows a dependency called 1000 times a second within about a second"
+            }
         }
     }
 }
@@ -323,6 +329,13 @@ pub enum StartError {
     /// idempotency key protects a repeat, not a copy in flight
     /// ([`ReplaySafety::may_hedge`](crate::ReplaySafety::may_hedge)).
     HedgeOfMutation,
+    /// A hedge delay at a percentile outside 1 to 99.
+    HedgePercentileOutOfRange {
+        /// The percentile asked for.
+        percent: u8,
+    },
+    /// A hedge delay learnt from a dependency that keeps no latency log.
+    HedgeWithoutLatencyLog,
 }
 
 impl StartError {
@@ -337,6 +350,8 @@ impl StartError {
             Self::AirtimeAboveDutyCycle { .. } => "airtime_above_duty_cycle",
             Self::HedgeWithoutRetries => "hedge_without_retries",
             Self::HedgeOfMutation => "hedge_of_mutation",
+            Self::HedgePercentileOutOfRange { .. } => "hedge_percentile_out_of_range",
+            Self::HedgeWithoutLatencyLog => "hedge_without_latency_log",
         }
     }
 }
@@ -382,6 +397,16 @@ impl fmt::Display for StartError {
                  flight, which providers treat as a conflict. Hedge reads only \
                  (ReplaySafety::replayable_read); a keyed mutation is still retried",
             ),
+            Self::HedgePercentileOutOfRange { percent } => write!(
+                f,
+                "a hedge delay at the {percent}th percentile: give a percentile from 1 to 99. The Tail at Scale \
+                 hedges at the 95th, which sends about one call in twenty twice"
+            ),
+            Self::HedgeWithoutLatencyLog => f.write_str(
+                "a hedge delay learnt from the dependency's latency needs a log of it: give the dependency \
+                 DependencyConfig::latency_samples (1000 is a good start; the latency feature, on by default), or \
+                 hedge after a fixed delay",
+            ),
         }
     }
 }
@@ -418,7 +443,7 @@ mod tests {
     /// Every configuration refusal, in declaration order. `refusal` matches without a wildcard,
     /// so a new variant does not build until it names the configuration that produces it; list it
     /// here as well.
-    const ALL: [ConfigError; 39] = [
+    const ALL: [ConfigError; 40] = [
         ConfigError::MaxAttemptsOutOfRange,
         ConfigError::MaxDelayBelowBaseDelay,
         ConfigError::ZeroBaseDelay,
@@ -458,6 +483,7 @@ mod tests {
         ConfigError::AdaptiveLimitZeroSlow,
         ConfigError::AdaptiveLimitFloorOutOfRange,
         ConfigError::AdaptiveLimitDecreaseOutOfRange,
+        ConfigError::LatencySamplesOutOfRange,
     ];
 
     /// What building a policy or budget, or a dependency's state, came to.
@@ -625,6 +651,8 @@ mod tests {
                     crate::AdaptiveLimit::new(D::from_millis(250)).decrease_to_permille(1_000),
                 ))
             }
+            #[cfg(feature = "latency")]
+            ConfigError::LatencySamplesOutOfRange => dependency(window().latency_samples(19)),
             // What this build cannot state (see above).
             #[cfg(not(feature = "token-bucket"))]
             ConfigError::ZeroBudgetCapacity
@@ -666,6 +694,8 @@ mod tests {
             | ConfigError::AdaptiveLimitZeroSlow
             | ConfigError::AdaptiveLimitFloorOutOfRange
             | ConfigError::AdaptiveLimitDecreaseOutOfRange => None,
+            #[cfg(not(feature = "latency"))]
+            ConfigError::LatencySamplesOutOfRange => None,
         }
     }
 
@@ -696,13 +726,14 @@ mod tests {
             feature = "token-bucket",
             feature = "hedge",
             feature = "throttle",
-            feature = "bulkhead-adaptive"
+            feature = "bulkhead-adaptive",
+            feature = "latency"
         ))
     }
 
     /// Every refusal to start, with the numbers the configurations in `start_refusal` give it.
     /// That function matches without a wildcard, as `refusal` does: list a new variant here too.
-    fn start_refusals() -> [StartError; 8] {
+    fn start_refusals() -> [StartError; 10] {
         [
             StartError::UnsafeWithRetries { max_attempts: 3 },
             StartError::RetryWithoutBudget { max_attempts: 3 },
@@ -712,6 +743,8 @@ mod tests {
             StartError::AirtimeAboveDutyCycle { airtime: 2_000, allowance: 1_000 },
             StartError::HedgeWithoutRetries,
             StartError::HedgeOfMutation,
+            StartError::HedgePercentileOutOfRange { percent: 100 },
+            StartError::HedgeWithoutLatencyLog,
         ]
     }
 
@@ -770,8 +803,24 @@ mod tests {
                 let op = Operation::<HZ, Verdict<HZ>>::start(&policy, &budgeted, keyed, T0).ok()?;
                 Some(op.hedge_plan().map(drop))
             }
+            // The delay of a hedge, read from the dependency's state.
+            #[cfg(all(feature = "hedge", feature = "latency"))]
+            StartError::HedgePercentileOutOfRange { .. } => {
+                let logged = budgeted.latency_samples(100);
+                let state = Dependency::<HZ, 10>::new(&logged, T0).ok()?;
+                Some(state.hedge_delay(&logged, crate::HedgeDelay::percentile(100)).map(drop))
+            }
+            #[cfg(feature = "hedge")]
+            StartError::HedgeWithoutLatencyLog => {
+                let state = Dependency::<HZ, 10>::new(&budgeted, T0).ok()?;
+                Some(state.hedge_delay(&budgeted, crate::HedgeDelay::percentile(95)).map(drop))
+            }
             #[cfg(not(feature = "hedge"))]
-            StartError::HedgeWithoutRetries | StartError::HedgeOfMutation => None,
+            StartError::HedgeWithoutRetries
+            | StartError::HedgeOfMutation
+            | StartError::HedgeWithoutLatencyLog => None,
+            #[cfg(not(all(feature = "hedge", feature = "latency")))]
+            StartError::HedgePercentileOutOfRange { .. } => None,
             #[cfg(not(feature = "token-bucket"))]
             StartError::Budget(_) => None,
             #[cfg(not(feature = "duty-cycle"))]
@@ -791,7 +840,7 @@ mod tests {
             }
         }
         if every_protection() {
-            assert_eq!(stated, if cfg!(feature = "ticks-u32") { 8 } else { 7 });
+            assert_eq!(stated, if cfg!(feature = "ticks-u32") { 10 } else { 9 });
         }
         // 64-bit ticks take any deadline.
         if cfg!(not(feature = "ticks-u32")) {

@@ -46,7 +46,10 @@ mod dependency;
 mod duty;
 mod error;
 mod event;
+#[cfg(feature = "hedge")]
+mod hedge_delay;
 mod jitter;
+mod latency;
 mod limiter;
 mod mul;
 mod operation;
@@ -69,6 +72,8 @@ pub use dependency::{Dependency, DependencyConfig};
 pub use duty::DutyCycle;
 pub use error::{ConfigError, StartError};
 pub use event::{AfterFailure, DelaySource, Event, MAX_EVENTS_PER_CALL, Observer, OperationId};
+#[cfg(feature = "hedge")]
+pub use hedge_delay::HedgeDelay;
 pub use jitter::Jitter;
 pub use limiter::RateLimit;
 #[cfg(feature = "hedge")]

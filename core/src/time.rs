@@ -101,6 +101,13 @@ pub(crate) const fn min<const HZ: u64>(a: Duration<HZ>, b: Duration<HZ>) -> Dura
     if a.as_ticks() <= b.as_ticks() { a } else { b }
 }
 
+/// The larger of two durations.
+#[cfg(feature = "hedge")]
+#[inline]
+pub(crate) const fn max<const HZ: u64>(a: Duration<HZ>, b: Duration<HZ>) -> Duration<HZ> {
+    if a.as_ticks() >= b.as_ticks() { a } else { b }
+}
+
 /// The later of two instants.
 #[inline]
 pub(crate) const fn latest<const HZ: u64>(a: Instant<HZ>, b: Instant<HZ>) -> Instant<HZ> {

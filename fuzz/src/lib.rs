@@ -132,6 +132,8 @@ pub struct Reached {
     pub throttled_refusals: u32,
     /// Completions refused by a bulkhead whose adaptive limit was below its size.
     pub adaptive_refusals: u32,
+    /// Reads of the dependency's state whose latency log knew its median.
+    pub learnt_percentiles: u32,
     /// Polls after which an operation waited in the bulkhead's queue.
     pub queued: u32,
     /// Attempts dispatched by an operation that had waited in the queue for a slot.
@@ -289,6 +291,15 @@ fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
     {
         config =
             maybe(u, config, |c, u| Ok(c.client_throttle(relent_core::ClientThrottle::new(u.arbitrary()?))))?;
+    }
+    // A latency log for half the windows, its size from the window's: no input byte of its own, so
+    // that the kept seeds decode as they did before it.
+    #[cfg(feature = "latency")]
+    {
+        let window = config.window().as_ticks();
+        if window % 2 == 1 {
+            config = config.latency_samples(20 + u16::try_from(window % 64).unwrap_or(0));
+        }
     }
     Ok(config)
 }
@@ -813,6 +824,27 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         }
         if let Some(until) = self.state.cooldown_until(now) {
             assert!(until > now, "a cooldown said active at {now:?} that ended at {until:?}");
+        }
+        // A latency log's percentiles rise with the percent, and a higher one is known only when
+        // the lower ones are.
+        #[cfg(feature = "latency")]
+        {
+            let percentiles = [1, 50, 90, 95, 99].map(|p| self.state.latency_percentile(config, p));
+            for pair in percentiles.windows(2) {
+                match (pair[0], pair[1]) {
+                    (Some(lower), Some(higher)) => assert!(lower <= higher, "{percentiles:?}"),
+                    (None, Some(_)) => panic!("a percentile known above one that is not: {percentiles:?}"),
+                    _ => {}
+                }
+            }
+            if config.latency_log_samples().is_none() {
+                assert_eq!(percentiles, [None; 5], "percentiles without a latency log");
+            } else if percentiles[1].is_some() {
+                self.reached.learnt_percentiles += 1;
+            }
+            for out_of_range in [0, 100] {
+                assert_eq!(self.state.latency_percentile(config, out_of_range), None);
+            }
         }
         assert!(self.state.next_rate_unit(config, now) >= now);
         for airtime in [Duration::<HZ>::from_ticks(1), slot_airtime(config)] {

@@ -34,6 +34,7 @@ fn the_kept_seeds_keep_every_promise() {
         isolated_refusals,
         throttled_refusals,
         adaptive_refusals,
+        learnt_percentiles,
         queued,
         dispatched_from_queue,
         ..
@@ -51,6 +52,7 @@ fn the_kept_seeds_keep_every_promise() {
         ("operations refused by an isolated circuit", isolated_refusals),
         ("operations refused by the client throttle", throttled_refusals),
         ("operations refused by a bulkhead's adaptive limit", adaptive_refusals),
+        ("reads of a latency log that knew its median", learnt_percentiles),
         ("waits in a bulkhead's queue", queued),
         ("attempts dispatched after a wait in the queue", dispatched_from_queue),
     ] {

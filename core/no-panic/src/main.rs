@@ -193,6 +193,9 @@ fn config(x: &mut Opaque) -> DependencyConfig<HZ> {
             let limit = relent_core::AdaptiveLimit::new(x.duration()).min_slots(x.u16());
             config = config.adaptive_limit(limit.decrease_to_permille(x.u16()));
         }
+        if x.bool() {
+            config = config.latency_samples(x.u16());
+        }
     }
     opaque(config.validate().map_err(|e| e.message()))
         .ok()
@@ -351,6 +354,18 @@ fn run(x: &mut Opaque) {
                 #[cfg(feature = "every-protection")]
                 opaque(dep.throttle_ppm(&config, now));
                 opaque(dep.bulkhead_limit(&config));
+                opaque(dep.latency_percentile(&config, x.u8()));
+                #[cfg(feature = "every-protection")]
+                {
+                    let delay = if x.bool() {
+                        relent_core::HedgeDelay::percentile(x.u8()).until_learnt(x.duration())
+                    } else {
+                        relent_core::HedgeDelay::after(x.duration())
+                    };
+                    let _ = opaque(
+                        dep.hedge_delay(&config, delay.at_least(x.duration())).map_err(|e| e.as_str()),
+                    );
+                }
                 // An operator's control of the circuit.
                 #[cfg(feature = "every-protection")]
                 if x.bool() {
