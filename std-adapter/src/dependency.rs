@@ -66,6 +66,14 @@ pub struct Gauges {
     /// The client throttle's probability of refusing the next call, in parts per million; `None`
     /// without a throttle.
     pub throttle_ppm: Option<u32>,
+    /// How long attempts take, at the 50th percentile, from the latency log
+    /// ([`latency_samples`](relent_core::DependencyConfig::latency_samples)): at most a quarter
+    /// above the true value, never below. `None` without a log, or before its second attempt.
+    pub latency_p50: Option<std::time::Duration>,
+    /// The same at the 90th percentile, from the 10th attempt.
+    pub latency_p90: Option<std::time::Duration>,
+    /// The same at the 99th percentile, from the 100th attempt.
+    pub latency_p99: Option<std::time::Duration>,
 }
 
 pub(crate) struct Locked {
@@ -246,6 +254,9 @@ impl Dependency {
             let left = |until: Option<Instant>| {
                 until.and_then(|t| t.checked_duration_since(now)).map(crate::clock::std_duration)
             };
+            let latency = |state: &State, percent| {
+                state.latency_percentile(config, percent).map(crate::clock::std_duration)
+            };
             Gauges {
                 circuit: state.circuit(now),
                 break_left: left(state.circuit_open_until(now)),
@@ -256,6 +267,9 @@ impl Dependency {
                 retries_available: state.retries_available(config, now),
                 cooldown_left: left(state.cooldown_until(now)),
                 throttle_ppm: state.throttle_ppm(config, now),
+                latency_p50: latency(state, 50),
+                latency_p90: latency(state, 90),
+                latency_p99: latency(state, 99),
             }
         })
     }

@@ -24,12 +24,35 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 
-use relent_core::{Classify, Context, HedgePlan, Operation, OperationId, RetryPolicy, StartError};
+use relent_core::{
+    Classify, Context, HedgeDelay, HedgePlan, Operation, OperationId, RetryPolicy, StartError,
+};
 
-use crate::clock::{HZ, Instant};
+use crate::clock::{HZ, Instant, std_duration, ticks};
 use crate::dependency::{Dependency, Inner};
 use crate::error::{Detailed, Error};
 use crate::execute::{AttemptInfo, Fresh, Start, drive};
+
+/// When a hedge goes: a fixed `std::time::Duration` after the operation's start, or a
+/// [`HedgeDelay`], which can be a percentile of the dependency's own latency
+/// (`HedgeDelay::percentile(95)`, with the dependency's
+/// [`latency_samples`](relent_core::DependencyConfig::latency_samples)).
+pub trait IntoHedgeDelay {
+    /// The delay, in the core's terms.
+    fn into_hedge_delay(self) -> HedgeDelay<HZ>;
+}
+
+impl IntoHedgeDelay for std::time::Duration {
+    fn into_hedge_delay(self) -> HedgeDelay<HZ> {
+        HedgeDelay::after(ticks(self))
+    }
+}
+
+impl IntoHedgeDelay for HedgeDelay<HZ> {
+    fn into_hedge_delay(self) -> HedgeDelay<HZ> {
+        self
+    }
+}
 
 /// What the hedge takes from the operation it repeats: its plan, and whether the operation runs
 /// inside another's attempt (the hedge's waits then read the clock too, see `bound`).
@@ -151,7 +174,7 @@ impl Dependency {
         &self,
         policy: &RetryPolicy<HZ>,
         context: Context<HZ>,
-        after: std::time::Duration,
+        after: impl IntoHedgeDelay,
         operation: F,
     ) -> impl Future<Output = Result<T, Error<E>>>
     where
@@ -160,7 +183,7 @@ impl Dependency {
         E: Classify<HZ>,
     {
         let fresh = Fresh { context, until: || None };
-        race(&self.inner, policy, fresh, after, operation, |raced, inner| match raced {
+        race(&self.inner, policy, fresh, after.into_hedge_delay(), operation, |raced, inner| match raced {
             Ok(detailed) => detailed.into_result_with(|| inner.name.clone()),
             Err(e) => Err(Error::Start(e)),
         })
@@ -174,7 +197,7 @@ impl Dependency {
         &self,
         policy: &RetryPolicy<HZ>,
         context: Context<HZ>,
-        after: std::time::Duration,
+        after: impl IntoHedgeDelay,
         operation: F,
     ) -> impl Future<Output = Result<Detailed<T, E>, StartError>>
     where
@@ -183,7 +206,7 @@ impl Dependency {
         E: Classify<HZ>,
     {
         let fresh = Fresh { context, until: || None };
-        race(&self.inner, policy, fresh, after, operation, |raced, _| raced)
+        race(&self.inner, policy, fresh, after.into_hedge_delay(), operation, |raced, _| raced)
     }
 }
 
@@ -197,7 +220,7 @@ pub(crate) fn race<T, E, F, Fut, U, Out>(
     inner: &Inner,
     policy: &RetryPolicy<HZ>,
     fresh: Fresh<U>,
-    after: std::time::Duration,
+    after: HedgeDelay<HZ>,
     operation: F,
     finish: impl FnOnce(Result<Detailed<T, E>, StartError>, &Inner) -> Out,
 ) -> impl Future<Output = Out>
@@ -208,8 +231,15 @@ where
     U: FnOnce() -> Option<tokio::time::Instant>,
 {
     async move {
-        // An instant too far to represent is never reached: no hedge.
-        let due = tokio::time::Instant::now().checked_add(after);
+        // Read when the operation starts: a percentile as the dependency's latency log has it now.
+        // An instant too far to represent is never reached: no hedge, as for none learnt.
+        let due = {
+            let delay = inner.lock().state.hedge_delay(&inner.config, after);
+            match delay {
+                Err(e) => return finish(Err(e), inner),
+                Ok(delay) => delay.and_then(|d| tokio::time::Instant::now().checked_add(std_duration(d))),
+            }
+        };
         // Set once each, and read on the same task: a lock and atomics rather than cells only so
         // that the future is `Send`, as `execute`'s is.
         let (plan, id, hedged) = (OnceLock::new(), OnceLock::new(), AtomicBool::new(false));

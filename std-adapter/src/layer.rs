@@ -520,7 +520,7 @@ pub struct RetryLayer<C = StatusClassifier> {
     deadline: std::time::Duration,
     replay_valid_for: std::time::Duration,
     timeout_header: Option<http::HeaderName>,
-    hedge_after: Option<std::time::Duration>,
+    hedge_after: Option<relent_core::HedgeDelay<HZ>>,
     classifier: C,
 }
 
@@ -598,8 +598,10 @@ impl<C> RetryLayer<C> {
     /// Hedges every request of an idempotent method the layer would retry (see
     /// [`Dependency::execute_hedged`]): one that has not answered `after` its start gets a second
     /// copy, sent as attempt 2 through a clone of the service, and the first success is the
-    /// response; the other is cancelled. Set `after` near the dependency's 95th percentile of
-    /// latency. A hedge is paid for by the dependency's retry budget and admitted by its
+    /// response; the other is cancelled. `after` is a `std::time::Duration`, or a
+    /// [`HedgeDelay`](relent_core::HedgeDelay): `HedgeDelay::percentile(95)` hedges at the
+    /// dependency's own 95th percentile of latency, read from its latency log when each request
+    /// starts (see [`Dependency::execute_hedged`]). A hedge is paid for by the dependency's retry budget and admitted by its
     /// protections as a retry is. A request that gets one attempt (a POST without an
     /// `Idempotency-Key`, a body that cannot be copied) is not hedged, and neither is a POST with
     /// a key, which is still retried: a provider's key protects a repeat that comes after the first
@@ -626,8 +628,8 @@ impl<C> RetryLayer<C> {
     ///
     /// [`Dependency::execute_hedged`]: crate::Dependency::execute_hedged
     #[must_use = "this returns the changed value and changes nothing in place"]
-    pub fn hedge_after(mut self, after: std::time::Duration) -> Self {
-        self.hedge_after = Some(after);
+    pub fn hedge_after(mut self, after: impl crate::IntoHedgeDelay) -> Self {
+        self.hedge_after = Some(after.into_hedge_delay());
         self
     }
 }
@@ -788,7 +790,7 @@ fn run_hedged<S, B, RB, C>(
     shared: Arc<RetryLayer<C>>,
     inner: S,
     prepared: Prepared<B>,
-    after: std::time::Duration,
+    after: relent_core::HedgeDelay<HZ>,
 ) -> impl Future<Output = Result<Response<RB>, HttpError<S::Error>>>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone,

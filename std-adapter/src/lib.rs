@@ -22,6 +22,7 @@ pub use clock::{Duration, HZ, Instant, std_duration, ticks};
 pub use dependency::{AIRTIME_LOG, BUCKETS, Dependency, Gauges, State};
 pub use error::{AttemptError, Detailed, Error};
 pub use execute::AttemptInfo;
+pub use hedge::IntoHedgeDelay;
 pub use inbound::{Deadline, DeadlineLayer, Serving};
 pub use layer::{
     HttpError, InvalidTimeout, RequestDeadline, Retry, RetryLayer, RetryReport, Scoped, SingleAttempt,

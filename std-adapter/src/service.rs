@@ -140,7 +140,7 @@ pub struct PipelineLayer<P> {
     policy: RetryPolicy<HZ>,
     deadline: std::time::Duration,
     plan: P,
-    hedge_after: Option<std::time::Duration>,
+    hedge_after: Option<relent_core::HedgeDelay<HZ>>,
 }
 
 impl<P> PipelineLayer<P> {
@@ -159,15 +159,17 @@ impl<P> PipelineLayer<P> {
     /// Hedges every request the plan states a read ([`ReplaySafety::replayable_read`]; see
     /// [`Dependency::execute_hedged`](crate::Dependency::execute_hedged)): one that has not
     /// answered `after` its start gets a second attempt, a clone of it through a clone of the
-    /// service, and the first success is the response; the other is cancelled. A hedge is paid for
+    /// service, and the first success is the response; the other is cancelled. `after` is a
+    /// `std::time::Duration` or a [`HedgeDelay`](relent_core::HedgeDelay) (a percentile of the
+    /// dependency's latency, as for `execute_hedged`). A hedge is paid for
     /// by the retry budget and admitted by the protections as a retry is. An `Unsafe` request is
     /// never hedged, nor a keyed mutation, which is still retried
     /// ([`ReplaySafety::may_hedge`]). Every attempt of a hedged request sends a clone, the last included. The policy
     /// must allow a repeat: with one attempt, each request that would be hedged is refused with
     /// `hedge_without_retries` before anything is sent.
     #[must_use = "this returns the changed value and changes nothing in place"]
-    pub fn hedge_after(mut self, after: std::time::Duration) -> Self {
-        self.hedge_after = Some(after);
+    pub fn hedge_after(mut self, after: impl crate::IntoHedgeDelay) -> Self {
+        self.hedge_after = Some(after.into_hedge_delay());
         self
     }
 }
@@ -288,7 +290,7 @@ fn run_hedged<S, Req, P>(
     inner: S,
     request: Req,
     safety: ReplaySafety<HZ>,
-    after: std::time::Duration,
+    after: relent_core::HedgeDelay<HZ>,
 ) -> impl Future<Output = Result<S::Response, Error<S::Error>>>
 where
     S: Service<Req> + Clone,

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use std::time::Duration as Std;
 
 use relent_tokio::core::{
-    BreakerConfig, CircuitState, Classify, Context, Counts, DependencyConfig, Jitter, Problem, ReplaySafety,
-    RetryBudget, RetryPolicy, StartError, Verdict,
+    BreakerConfig, CircuitState, Classify, Context, Counts, DependencyConfig, HedgeDelay, Jitter, Problem,
+    ReplaySafety, RetryBudget, RetryPolicy, StartError, Verdict,
 };
 use relent_tokio::{AttemptInfo, Dependency, Duration, Error, HZ};
 use tokio::time::{Instant, sleep};
@@ -242,6 +242,82 @@ async fn dropping_a_hedged_operation_cancels_both_and_leaves_nothing_held() {
     let (counts, in_flight) = counted(&dep);
     assert_eq!((counts.failures, in_flight), (0, 0));
     assert_eq!(dep.inspect(|state, _, now| state.circuit(now)), CircuitState::Closed);
+}
+
+/// `n` calls of 10 ms each, through `dep`, to teach its latency log.
+async fn calls_of_10_ms(dep: &Dependency, n: usize) {
+    for _ in 0..n {
+        let ten = |_| async {
+            sleep(Std::from_millis(10)).await;
+            Ok::<_, QuoteError>(0)
+        };
+        dep.execute(&POLICY, read(), ten).await.unwrap();
+    }
+}
+
+/// A hedge at the dependency's 95th percentile goes at the largest value of the bucket the
+/// percentile falls in (10 ms falls in 8.192 to 10.239 ms), read as the operation starts.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_at_the_learnt_95th_percentile_goes_there() {
+    let dep = quotes(budgeted().latency_samples(100));
+    calls_of_10_ms(&dep, 20).await;
+    assert_eq!(
+        dep.inspect(|state, config, _| state.latency_percentile(config, 95)),
+        Some(Duration::from_micros(10_239))
+    );
+    let t0 = Instant::now();
+    let script = Script::new(&[(800, None), (10, Some(Ok(2)))]);
+    let got = dep.execute_hedged(&POLICY, read(), HedgeDelay::percentile(95), |a| script.call(a)).await;
+    // tokio's timers fire on whole milliseconds: the hedge due at 10.239 ms goes at 11.
+    assert_eq!((got.unwrap(), t0.elapsed()), (2, Std::from_millis(21)));
+    assert_eq!(script.calls(), [(1, 0), (2, 11)]);
+}
+
+/// Before the log holds one attempt above the percentile (20 for the 95th), a learnt hedge is not
+/// sent, or goes at the delay given until then; never sooner than its floor.
+#[tokio::test(start_paused = true)]
+async fn a_learnt_hedge_waits_for_the_log_and_never_goes_before_its_floor() {
+    let dep = quotes(budgeted().latency_samples(100));
+    let p95 = HedgeDelay::percentile(95);
+    let script = Script::new(&[(300, Some(Ok(1)))]);
+    assert_eq!(dep.execute_hedged(&POLICY, read(), p95, |a| script.call(a)).await.unwrap(), 1);
+    assert_eq!(script.calls(), [(1, 0)]);
+    let script = Script::new(&[(300, None), (10, Some(Ok(2)))]);
+    let until = p95.until_learnt(Duration::from_millis(50));
+    assert_eq!(dep.execute_hedged(&POLICY, read(), until, |a| script.call(a)).await.unwrap(), 2);
+    assert_eq!(script.calls(), [(1, 0), (2, 50)]);
+    // The loser's 60 ms counted (as a time it took at least): with 20 more of 10 ms, the 95th
+    // percentile of 23 attempts is in its bucket, 57.344 to 65.535 ms.
+    calls_of_10_ms(&dep, 20).await;
+    let p95_now = || dep.inspect(|state, config, _| state.latency_percentile(config, 95));
+    assert_eq!(p95_now(), Some(Duration::from_micros(65_535)));
+    // With 20 more, 10.239 ms, and floored at 25.
+    calls_of_10_ms(&dep, 20).await;
+    assert_eq!(p95_now(), Some(Duration::from_micros(10_239)));
+    let script = Script::new(&[(300, None), (10, Some(Ok(2)))]);
+    let floored = p95.at_least(Duration::from_millis(25));
+    assert_eq!(dep.execute_hedged(&POLICY, read(), floored, |a| script.call(a)).await.unwrap(), 2);
+    assert_eq!(script.calls(), [(1, 0), (2, 25)]);
+}
+
+/// A learnt hedge on a dependency that keeps no latency log, or at a percentile that is not one,
+/// is refused before anything is sent, with what to do about it.
+#[tokio::test(start_paused = true)]
+async fn a_learnt_hedge_without_a_log_or_at_no_percentile_is_refused_before_anything_is_sent() {
+    let script = Script::new(&[(10, Some(Ok(1)))]);
+    let got = quotes(budgeted())
+        .execute_hedged(&POLICY, read(), HedgeDelay::percentile(95), |a| script.call(a))
+        .await;
+    let Err(Error::Start(e)) = got else { panic!("{got:?}") };
+    assert_eq!(e, StartError::HedgeWithoutLatencyLog);
+    assert!(e.to_string().contains("DependencyConfig::latency_samples"), "{e}");
+    let logged = quotes(budgeted().latency_samples(100));
+    let got = logged.execute_hedged(&POLICY, read(), HedgeDelay::percentile(100), |a| script.call(a)).await;
+    assert!(
+        matches!(got, Err(Error::Start(StartError::HedgePercentileOutOfRange { percent: 100 }))),
+        "{got:?}"
+    );
+    assert!(script.calls().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
