@@ -275,7 +275,7 @@ impl ConfigError {
                 "an adaptive limit keeps between 1 and 999 thousandths of itself on a sign of overload (decrease_to_permille): 500, the default, halves it as TCP does; Netflix's AIMD keeps 900"
             }
             Self::LatencySamplesOutOfRange => {
-                "a latency log weighs between 20 and 4000 attempts before it halves their weights (latency_samples): fewer than 20 hold no 95th percentile, more would overflow its 16-bit counts; 1000 follows a dependency called 1000 times a second within about a second"
+                "a latency log weighs between 20 and 4000 attempts before it halves their weights (latency_samples): fewer than 20 hold no 95th percentile, more would overflow its 16-bit counts; a few hundred suit most dependencies: a log forgets a slowdown after about four times its samples"
             }
         }
     }
@@ -404,7 +404,7 @@ impl fmt::Display for StartError {
             ),
             Self::HedgeWithoutLatencyLog => f.write_str(
                 "a hedge delay learnt from the dependency's latency needs a log of it: give the dependency \
-                 DependencyConfig::latency_samples (1000 is a good start; the latency feature, on by default), or \
+                 DependencyConfig::latency_samples (200 is a good start; the latency feature, on by default), or \
                  hedge after a fixed delay",
             ),
         }

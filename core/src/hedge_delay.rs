@@ -18,11 +18,11 @@ use crate::time::Duration;
 /// use relent_core::{Dependency, DependencyConfig, Duration, HedgeDelay, Instant, RetryBudget};
 /// type D = Duration<1_000>;
 ///
-/// let config = DependencyConfig::new(D::from_secs(10)).budget(RetryBudget::ratio(10, 5)?).latency_samples(1_000);
+/// let config = DependencyConfig::new(D::from_secs(10)).budget(RetryBudget::ratio(10, 5)?).latency_samples(200);
 /// let quotes = Dependency::<1_000, 10>::new(&config, Instant::from_ticks(0))?;
-/// // At the 95th percentile of the last thousand attempts or so, never sooner than 20 ms, and
-/// // after 50 ms until the log holds enough attempts to tell.
-/// let hedge = HedgeDelay::percentile(95).at_least(D::from_millis(20)).until_learnt(D::from_millis(50));
+/// // At the 90th percentile of the last few hundred attempts, never sooner than 20 ms, and after
+/// // 50 ms until the log holds enough attempts to tell.
+/// let hedge = HedgeDelay::percentile(90).at_least(D::from_millis(20)).until_learnt(D::from_millis(50));
 /// assert_eq!(quotes.hedge_delay(&config, hedge)?, Some(D::from_millis(50)));
 /// assert_eq!(quotes.hedge_delay(&config, HedgeDelay::after(D::from_millis(30)))?, Some(D::from_millis(30)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -55,6 +55,13 @@ impl<const HZ: u64> HedgeDelay<HZ> {
     /// A hedge at the `percent`th percentile (1 to 99) of how long the dependency's attempts take,
     /// from its latency log. Until the log has learnt it (20 attempts for the 95th), no hedge, or
     /// the delay given to [`until_learnt`](Self::until_learnt).
+    ///
+    /// Pick a percentile clear of the share of calls that are slow: with one call in twenty slow
+    /// (a slow node behind the balancer), the 95th percentile is the edge between the fast calls
+    /// and the slow ones, and the delay jumps between the two. In the README's evidence, with
+    /// exactly that, the 90th percentile hedged at the fast calls' edge and cut the 99th
+    /// percentile of requests from 77 ms (a fixed delay past the 95th) to 59 ms, and the 95th did
+    /// not.
     pub const fn percentile(percent: u8) -> Self {
         let zero = Duration::<HZ>::from_ticks(0);
         Self { delay: zero, at_least: zero, when: When::Percentile { percent, fallback: false } }

@@ -1,5 +1,5 @@
 //! The latency log: how long a dependency's attempts take, as a histogram that forgets, so that a
-//! hedge can be sent at the dependency's own 95th percentile and a dashboard can read it.
+//! hedge can be sent at a percentile of the dependency's own latency and a dashboard can read it.
 //!
 //! Why: "The Tail at Scale" (Dean and Barroso, 2013) sends a hedge once the first copy "has been
 //! outstanding for more than the 95th-percentile expected latency". A fixed delay is a guess of that

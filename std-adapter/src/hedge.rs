@@ -112,7 +112,11 @@ impl Dependency {
     /// As [`Dependency::execute`], with a hedge: if the operation is still running `after` its
     /// start, a second copy of its call is sent (as attempt 2, paid for by the retry budget), and
     /// the first success of either is the answer; the other is cancelled. Set `after` near the
-    /// dependency's 95th percentile of latency: about one call in twenty is then sent twice.
+    /// dependency's 95th percentile of latency: about one call in twenty is then sent twice. Or
+    /// pass a [`HedgeDelay`]: `HedgeDelay::percentile(90)` is read from the dependency's latency
+    /// log ([`latency_samples`](relent_core::DependencyConfig::latency_samples)) as the operation
+    /// starts, and follows the dependency; refused with
+    /// [`StartError::HedgeWithoutLatencyLog`] on a dependency that keeps none.
     ///
     /// A hedge repeats the call, so it needs what a retry needs: a policy of at least two
     /// attempts, and with it a replay-safety statement and a retry budget, refused before anything

@@ -138,8 +138,8 @@ fn the_readme_holds_every_row_of_the_tables_the_evidence_binary_wrote() {
     let readme: std::collections::HashSet<&str> = readme.lines().collect();
     let rows: Vec<&str> = tables.lines().filter(|l| l.starts_with('|')).collect();
     // Six tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
-    // client throttle's 3, the hedges' 3 and the bulkheads' 4, each with its header and separator.
-    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 5 + 6, "{tables}");
+    // client throttle's 3, the hedges' 5 and the bulkheads' 4, each with its header and separator.
+    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 7 + 6, "{tables}");
     let missing: Vec<&str> = rows.into_iter().filter(|row| !readme.contains(row)).collect();
     assert!(
         missing.is_empty(),
@@ -433,7 +433,9 @@ mod hedging {
                 Hedging::Off => assert_eq!((sent, won, refused), (0, 0, 0)),
                 // The steady state's stragglers (one request in twenty) and every slow request.
                 Hedging::Unbounded => assert!(sent > 5_000 && won > 1_000 && refused == 0, "{:?}", o.hedges),
-                Hedging::Budgeted => assert!(sent > 1_000 && won > 500, "{:?}", o.hedges),
+                Hedging::Budgeted | Hedging::Learnt(_) => {
+                    assert!(sent > 1_000 && won > 500, "{:?}", o.hedges)
+                }
             }
         }
     }
@@ -446,6 +448,8 @@ mod hedging {
                 "no hedge",
                 "hedge after 50 ms, nothing bounding it",
                 "hedge after 50 ms, paid for by a 10 % ratio budget",
+                "hedge at the learnt 95th percentile, paid for by the same budget",
+                "hedge at the learnt 90th percentile, paid for by the same budget",
             ]
         );
     }
@@ -459,6 +463,48 @@ mod hedging {
         assert_eq!(off.steady_calls_per_request(), 1.0);
         let extra = on.steady_calls_per_request();
         assert!((1.03..=1.06).contains(&extra), "{extra}");
+    }
+
+    /// The learnt 90th percentile: the calls' (28.7 to 32.8 ms in the log's buckets) in the
+    /// steady state, their 393 ms when every call is slow, so that hedging stops by itself then
+    /// and the budget is still there after; a shorter tail than the fixed 50 ms for more calls.
+    #[test]
+    fn a_hedge_at_the_learnt_90th_percentile_follows_the_calls_and_backs_off_when_all_are_slow() {
+        let (fixed, learnt) =
+            (run(&Scenario::tail(Hedging::Budgeted)), run(&Scenario::tail(Hedging::Learnt(90))));
+        let [steady, slowdown] = learnt.delays_us.map(Option::unwrap);
+        assert_eq!(steady.0, 28_671, "the fast calls' bucket: {steady:?}");
+        assert!(slowdown.1 >= 390_000, "the slow calls' percentile: {slowdown:?}");
+        assert_eq!(learnt.hedges.2, 0, "no hedge refused: {:?}", learnt.hedges);
+        assert!(learnt.percentile_ms(990) < fixed.percentile_ms(990) - 10.0);
+        assert!(learnt.percentile_ms(999) < fixed.percentile_ms(999) - 30.0);
+        assert!(learnt.slowdown_calls_per_request() < fixed.slowdown_calls_per_request());
+        assert!(
+            (1.05..=1.08).contains(&learnt.steady_calls_per_request()),
+            "{}",
+            learnt.steady_calls_per_request()
+        );
+    }
+
+    /// A log of 1,000 attempts remembers the slowdown for seconds after it, and hedges late then.
+    #[test]
+    fn a_log_that_forgets_slowly_hedges_late_after_a_slowdown() {
+        let slow = |p| run(&Scenario { latency_samples: 1_000, ..Scenario::tail(Hedging::Learnt(p)) });
+        let (ninety, ninety_five) = (slow(90), slow(95));
+        assert!(ninety.percentile_ms(990) > 200.0, "{}", ninety.percentile_ms(990));
+        assert!(ninety_five.percentile_ms(990) > 250.0, "{}", ninety_five.percentile_ms(990));
+    }
+
+    /// With one call in twenty slow, the 95th percentile of the calls is the edge between the fast
+    /// ones and the slow: the learnt delay jumps between them, and the tail is no shorter than the
+    /// fixed delay's.
+    #[test]
+    fn the_learnt_95th_percentile_sits_on_the_edge_of_the_slow_calls() {
+        let (fixed, learnt) =
+            (run(&Scenario::tail(Hedging::Budgeted)), run(&Scenario::tail(Hedging::Learnt(95))));
+        let steady = learnt.delays_us[0].unwrap();
+        assert!(steady.0 < 35_000 && steady.1 > 300_000, "{steady:?}");
+        assert!(learnt.percentile_ms(990) >= fixed.percentile_ms(990), "{}", learnt.percentile_ms(990));
     }
 
     #[test]

@@ -8,12 +8,14 @@
 //! during the slowdown every call takes 200 to 400 ms (the dependency is overloaded). A request
 //! still unanswered after the delay gets a hedge from `Operation::start_hedge`, admitted or
 //! refused by the dependency as the core decides, and the first answer ends the request; the other
-//! operation is abandoned, as relent-tokio's `execute_hedged` drops it.
+//! operation is abandoned, as relent-tokio's `execute_hedged` drops it. With a learnt delay, the
+//! delay is the dependency's `hedge_delay` for `HedgeDelay::percentile(95)`, read as each request
+//! arrives, from the latency log the dependency keeps of every attempt that ends.
 
 use rand_core::RngCore;
 use relent_core::{
-    Action, Attempt, Context, Dependency, DependencyConfig, HedgePlan, Jitter, Operation, ReplaySafety,
-    RetryBudget, RetryPolicy, Verdict,
+    Action, Attempt, Context, Dependency, DependencyConfig, HedgeDelay, HedgePlan, Jitter, Operation,
+    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 
 use super::{Agenda, D, HZ, T};
@@ -31,18 +33,24 @@ pub enum Hedging {
     /// The same, paid for by seed 000's ratio budget: retries and hedges at most 10 % of calls
     /// over 10 s.
     Budgeted,
+    /// Paid for by the same budget, at this percentile of the attempts' latency as the
+    /// dependency's log has learnt it (`Scenario::latency_samples`), and after the fixed delay
+    /// until it has.
+    Learnt(u8),
 }
 
 impl Hedging {
     /// Every mode, in the tables' order.
-    pub const ALL: [Self; 3] = [Self::Off, Self::Unbounded, Self::Budgeted];
+    pub const ALL: [Self; 5] =
+        [Self::Off, Self::Unbounded, Self::Budgeted, Self::Learnt(95), Self::Learnt(90)];
 
     /// The name used in tables.
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
-            Self::Off => "no hedge",
-            Self::Unbounded => "hedge after 50 ms, nothing bounding it",
-            Self::Budgeted => "hedge after 50 ms, paid for by a 10 % ratio budget",
+            Self::Off => "no hedge".into(),
+            Self::Unbounded => "hedge after 50 ms, nothing bounding it".into(),
+            Self::Budgeted => "hedge after 50 ms, paid for by a 10 % ratio budget".into(),
+            Self::Learnt(p) => format!("hedge at the learnt {p}th percentile, paid for by the same budget"),
         }
     }
 }
@@ -62,6 +70,8 @@ pub struct Scenario {
     pub hedging: Hedging,
     /// Seed of the calls' latencies.
     pub seed: u64,
+    /// The latency log's size for a learnt delay (`DependencyConfig::latency_samples`).
+    pub latency_samples: u16,
 }
 
 impl Scenario {
@@ -75,6 +85,10 @@ impl Scenario {
             hedge_after_ms: 50,
             hedging,
             seed: 1,
+            // Each attempt's weight halves every 200 attempts, a fifth of a second here. With
+            // 1,000 (a second) the log still held the slowdown's latencies 3 to 4 s after it, and
+            // hedged late then (the README's table says what that cost).
+            latency_samples: 200,
         }
     }
 
@@ -103,6 +117,9 @@ pub struct Outcome {
     pub hedges: (u64, u64, u64),
     /// Every request, and every call made.
     pub total: (u64, u64),
+    /// The hedge delays used in the steady state, and during the slowdown: the least and the
+    /// most, in µs (the fixed delay's for a fixed one); `None` without hedging.
+    pub delays_us: [Option<(u64, u64)>; 2],
 }
 
 impl Outcome {
@@ -133,12 +150,32 @@ const POLICY: RetryPolicy<HZ> = valid(
         .build(),
 );
 
-fn config(hedging: Hedging) -> DependencyConfig<HZ> {
+fn config(s: &Scenario) -> DependencyConfig<HZ> {
+    let hedging = s.hedging;
     let budget = match hedging {
         Hedging::Off | Hedging::Unbounded => valid(RetryBudget::ratio(100, 1_000_000_000)),
-        Hedging::Budgeted => valid(RetryBudget::ratio(10, 0)),
+        Hedging::Budgeted | Hedging::Learnt(_) => valid(RetryBudget::ratio(10, 0)),
     };
-    DependencyConfig::new(D::from_secs(10)).budget(budget)
+    let config = DependencyConfig::new(D::from_secs(10)).budget(budget);
+    if let Hedging::Learnt(_) = hedging { config.latency_samples(s.latency_samples) } else { config }
+}
+
+/// When to hedge: the fixed delay, or the learnt 95th percentile with the fixed delay until the
+/// log holds it; `None` without hedging.
+fn hedge_delay(s: &Scenario) -> Option<HedgeDelay<HZ>> {
+    let fixed = D::from_millis(s.hedge_after_ms);
+    match s.hedging {
+        Hedging::Off => None,
+        Hedging::Unbounded | Hedging::Budgeted => Some(HedgeDelay::after(fixed)),
+        Hedging::Learnt(p) => Some(HedgeDelay::percentile(p).until_learnt(fixed)),
+    }
+}
+
+/// Widens `range` (least, most) to hold `value`.
+fn widen(range: &mut Option<(u64, u64)>, value: u64) {
+    let (lo, hi) = range.get_or_insert((value, value));
+    *lo = (*lo).min(value);
+    *hi = (*hi).max(value);
 }
 
 /// The calls never fail here; the type is what an operation needs.
@@ -180,7 +217,7 @@ fn latency_us(s: &Scenario, now_ms: u64, rng: &mut impl RngCore) -> u64 {
 
 /// Runs one scenario.
 pub fn run(s: &Scenario) -> Outcome {
-    let config = config(s.hedging);
+    let config = config(s);
     let mut dep: Dependency<HZ, 10> = Dependency::new(&config, T::from_ticks(0)).expect("a valid dependency");
     let mut rng = seeded(s.seed);
     let read = Context::new(D::from_secs(2), ReplaySafety::replayable_read(D::from_secs(60)));
@@ -209,8 +246,15 @@ pub fn run(s: &Scenario) -> Outcome {
                     ops: [Some((op, attempt)), None],
                     answered: false,
                 });
-                if s.hedging != Hedging::Off {
-                    agenda.push(now + s.hedge_after_ms * 1_000, Event::HedgeDue(k));
+                let delay = hedge_delay(s).map(|h| dep.hedge_delay(&config, h).expect("a valid hedge delay"));
+                if let Some(Some(delay)) = delay {
+                    let delay = delay.as_ticks();
+                    if s.steady(now_ms) {
+                        widen(&mut out.delays_us[0], delay);
+                    } else if s.in_slowdown(now_ms) {
+                        widen(&mut out.delays_us[1], delay);
+                    }
+                    agenda.push(now + delay, Event::HedgeDue(k));
                 }
                 Some((k, 0))
             }
