@@ -29,7 +29,8 @@
 //!
 //! The names are the builders' own: a policy's `attempts`, `backoff`, `base_delay`, `max_delay`,
 //! `jitter`, `attempt_timeout`, `min_remaining` and `retry_after_spread`; a dependency's `window`,
-//! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle`, `cooldown` and `client_throttle`, each protection
+//! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle`, `cooldown`, `client_throttle` and
+//! `latency_samples`, each protection
 //! with its constructor's arguments. The budget's shape is its `kind` and the breaker's rule its
 //! `trip`, named as the constructors are. A classifier's keys are its rules' names (`retry`, `fail`,
 //! `success`), each a list of statuses.
@@ -141,6 +142,7 @@ pub struct PolicySettings(pub RetryPolicy<HZ>);
 /// | `cooldown` | the longest cooldown a Retry-After starts ([`DependencyConfig::cooldown`]) |
 /// | `adaptive_limit` | `{ slow, min_slots, decrease_to_permille }`: lower the bulkhead's slots on signs of overload (transient failures, attempts that take `slow` or longer) and raise them again while attempts come back fast ([`AdaptiveLimit`](relent_core::AdaptiveLimit); `min_slots` default 1, `decrease_to_permille` default 500, a halving; needs `bulkhead`, its ceiling) |
 /// | `client_throttle` | `{ k_permille }`: refuse attempts locally so that the dependency is sent about `k_permille / 1000` times what it accepts ([`ClientThrottle`](relent_core::ClientThrottle); 2000 is the SRE book's K = 2) |
+/// | `latency_samples` | keep a log of how long attempts take, each weighing half as much every this many attempts (20 to 4000; [`DependencyConfig::latency_samples`]): for a hedge at a percentile of the dependency's latency, and the gauges' percentiles |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DependencySettings(pub DependencyConfig<HZ>);
 
@@ -448,6 +450,8 @@ struct RawDependency {
     cooldown: Option<Span>,
     #[serde(skip_serializing_if = "Option::is_none")]
     client_throttle: Option<Checked<RawThrottle>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_samples: Option<Checked<Samples>>,
 }
 
 /// One protection of a dependency, as its key holds it.
@@ -489,6 +493,17 @@ struct Slots(u16);
 impl Part for Slots {
     fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
         Ok(config.bulkhead(self.0))
+    }
+}
+
+/// A latency log's samples.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(transparent)]
+struct Samples(u16);
+
+impl Part for Samples {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        Ok(config.latency_samples(self.0))
     }
 }
 
@@ -707,12 +722,13 @@ impl RawDependency {
                 .map(Checked),
             cooldown: config.cooldown_max().map(Span),
             client_throttle: config.throttle().map(|t| Checked(RawThrottle { k_permille: t.k_permille() })),
+            latency_samples: config.latency_log_samples().map(|n| Checked(Samples(n))),
         })
     }
 
     fn build(self) -> Result<DependencyConfig<HZ>, Refused> {
         let mut config = DependencyConfig::new(self.window.0);
-        let parts: [Option<&dyn Part>; 8] = [
+        let parts: [Option<&dyn Part>; 9] = [
             self.budget.as_ref().map(|p| &p.0 as &dyn Part),
             self.breaker.as_ref().map(|p| &p.0 as &dyn Part),
             self.bulkhead.as_ref().map(|p| &p.0 as &dyn Part),
@@ -721,6 +737,7 @@ impl RawDependency {
             self.rate_limit.as_ref().map(|p| &p.0 as &dyn Part),
             self.duty_cycle.as_ref().map(|p| &p.0 as &dyn Part),
             self.client_throttle.as_ref().map(|p| &p.0 as &dyn Part),
+            self.latency_samples.as_ref().map(|p| &p.0 as &dyn Part),
         ];
         for part in parts.into_iter().flatten() {
             config = part.add_to(config)?;
@@ -1074,6 +1091,7 @@ mod tests {
             duty_cycle = { per_mille = 10, window = "1h" }
             cooldown = "2m"
             client_throttle = { k_permille = 2000 }
+            latency_samples = 200
         "#;
         let in_code = DependencyConfig::new(SECS(30))
             .budget(RetryBudget::token_bucket(10, 10, SECS(60), SECS(10)).unwrap())
@@ -1084,7 +1102,8 @@ mod tests {
             .rate_limit(RateLimit::new(100, SECS(1)).burst(10).max_wait(MS(50)))
             .duty_cycle(DutyCycle::per_mille(10, SECS(3_600)))
             .cooldown(SECS(120))
-            .client_throttle(relent_core::ClientThrottle::K2);
+            .client_throttle(relent_core::ClientThrottle::K2)
+            .latency_samples(200);
         assert_eq!(dependency(file), Ok(in_code));
     }
 
@@ -1140,6 +1159,7 @@ mod tests {
             (r#"duty_cycle = { airtime = "36s", per_mille = 10, window = "1h" }"#, duty_message),
             (r#"duty_cycle = { window = "1h" }"#, duty_message),
             (r#"client_throttle = { k_permille = 900 }"#, ConfigError::ThrottleMultiplierBelowOne.message()),
+            (r#"latency_samples = 19"#, ConfigError::LatencySamplesOutOfRange.message()),
             (r#"adaptive_limit = { slow = "0s" }"#, ConfigError::AdaptiveLimitZeroSlow.message()),
             (
                 r#"adaptive_limit = { slow = "1s", min_slots = 0 }"#,
@@ -1335,10 +1355,11 @@ mod tests {
             proptest::option::of(duty),
             proptest::option::of(span()),
             proptest::option::of(any::<u16>()),
+            proptest::option::of(20..=4_000u16),
         );
         (span(), protections).prop_filter_map(
             "validate refuses it",
-            |(window, (budget, breaker, bulkhead, rate, duty, cooldown, throttle))| {
+            |(window, (budget, breaker, bulkhead, rate, duty, cooldown, throttle, latency))| {
                 let mut config = DependencyConfig::new(window);
                 if let Some(budget) = budget {
                     config = config.budget(budget?);
@@ -1368,6 +1389,9 @@ mod tests {
                 }
                 if let Some(k) = throttle {
                     config = config.client_throttle(relent_core::ClientThrottle::new(k));
+                }
+                if let Some(n) = latency {
+                    config = config.latency_samples(n);
                 }
                 config.validate().ok().map(|()| config)
             },
