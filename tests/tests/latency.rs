@@ -110,6 +110,37 @@ fn the_hedge_delay_follows_the_log_within_its_floor_and_fallback() {
     assert_eq!((slow, delay(&dep, p95)), (3, Some(223)));
 }
 
+/// Attempts of 0 to 3 ticks have a bucket each, and one longer than 2³² ticks counts as that.
+#[test]
+fn the_shortest_and_the_longest_attempts_are_recorded_at_the_ends_of_the_log() {
+    for took in 0..4 {
+        let mut dep = Dep::new(logged(100));
+        for i in 0..20 {
+            attempt(&mut dep, i * 10, took, End::Ok);
+        }
+        assert_eq!(percentile(&dep, 50), Some(took), "{took} ticks");
+    }
+    let mut dep = Dep::new(logged(100));
+    let past = (1u64 << 32) + 5;
+    for i in 0..20 {
+        attempt(&mut dep, i * past, past, End::Ok);
+    }
+    assert_eq!(percentile(&dep, 50), Some(u64::from(u32::MAX)));
+}
+
+/// A log weighs 20 to 4,000 attempts before it halves, and says so otherwise; a hedge delay says
+/// which percentile it reads.
+#[test]
+fn a_log_outside_20_to_4000_attempts_is_refused() {
+    for (samples, ok) in [(19, false), (20, true), (4_000, true), (4_001, false)] {
+        let got = relent_core::Dependency::<HZ, 10>::new(&logged(samples), T::from_ticks(0)).map(drop);
+        assert_eq!(got, if ok { Ok(()) } else { Err(relent_core::ConfigError::LatencySamplesOutOfRange) });
+    }
+    assert_eq!(logged(200).latency_log_samples(), Some(200));
+    assert_eq!(HedgeDelay::<HZ>::percentile(90).percent(), Some(90));
+    assert_eq!(HedgeDelay::<HZ>::after(D::from_millis(5)).percent(), None);
+}
+
 /// The log's percentile against the exact one, over up to 4,000 random latencies (one halving at
 /// most, which keeps the order of the weights): never below it, and at most a quarter above.
 fn exact(sorted: &[u64], percent: u8) -> u64 {
