@@ -48,12 +48,14 @@ const POLICY: RetryPolicy<HZ> = valid(
 /// notice a 1.5 s outage), for 1 s, and one successful probe closes it;
 /// 64 attempts in flight at most; 400 attempts a second. No cooldown: Payrail sheds a fraction of
 /// requests with Retry-After, and a cooldown would turn each of those into a pause for every
-/// caller; it suits a provider that throttles the whole account instead.
+/// caller; it suits a provider that throttles the whole account instead. A log of how long its
+/// attempts take (each weighing half as much every 200 attempts), which the report reads.
 const PAYRAIL: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(10))
     .budget(valid(RetryBudget::ratio(10, 20)))
     .breaker(BreakerConfig::count_window(50, 50, 20, Duration::from_secs(1)))
     .bulkhead(64)
-    .rate_limit(RateLimit::new(400, Duration::from_secs(1)).burst(50));
+    .rate_limit(RateLimit::new(400, Duration::from_secs(1)).burst(50))
+    .latency_samples(200);
 
 /// The most one request may take (the layer's deadline), and the most a checkout's two requests
 /// may take together: the order gets what the quote left.
@@ -302,6 +304,14 @@ fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency) {
         effects.requests, effects.performed
     );
     println!("Duplicate side effects (orders placed twice for one checkout): {}", effects.duplicates);
+    let g = payrail.gauges();
+    let p = |d: Option<Std>| d.map_or_else(|| "-".to_owned(), show);
+    println!(
+        "Payrail's attempts lately, from its latency log: p50 {}  p90 {}  p99 {}",
+        p(g.latency_p50),
+        p(g.latency_p90),
+        p(g.latency_p99)
+    );
     let counts = payrail.inspect(|s, _, now| s.counts(now));
     println!(
         "Payrail's window now: {} calls, {} retries, {} failures; circuit {}",
