@@ -262,6 +262,12 @@ pub struct Detailed<T, E> {
     /// second copy of the call, sent while the first was still out, succeeded first. The
     /// completion is then the hedge's own: one attempt, numbered 2, its own operation id.
     pub hedge: bool,
+    /// Whether a hedge was sent at all, answered first or not: the requests hedged, which hedges
+    /// won ([`hedge`](Self::hedge)) are a share of. A hedge the dependency refused (the budget, a
+    /// protection) was not sent; one sent and beaten by the first copy was, and is one more call
+    /// than the completion's attempts (when the hedge won, the completion is the hedge's, and the
+    /// first copy made at least one call more).
+    pub hedge_sent: bool,
 }
 
 impl<T, E> Detailed<T, E> {
@@ -277,7 +283,14 @@ impl<T, E> Detailed<T, E> {
         let retry_in = completion
             .not_before
             .map(|at| std_duration(Duration::from_ticks(at.as_ticks().saturating_sub(now().as_ticks()))));
-        Self { value, completion, retry_in, deadline: std_duration(deadline), hedge: false }
+        Self {
+            value,
+            completion,
+            retry_in,
+            deadline: std_duration(deadline),
+            hedge: false,
+            hedge_sent: false,
+        }
     }
 
     /// The value, or the completion as an [`Error`].

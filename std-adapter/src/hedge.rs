@@ -247,6 +247,8 @@ where
         // Set once each, and read on the same task: a lock and atomics rather than cells only so
         // that the future is `Send`, as `execute`'s is.
         let (plan, id, hedged) = (OnceLock::new(), OnceLock::new(), AtomicBool::new(false));
+        // Set when the hedge's attempt is sent (admitted by the dependency, its call made).
+        let sent = AtomicBool::new(false);
         let primary = Primary { fresh, plan: &plan };
         let primary = drive(
             inner,
@@ -267,12 +269,16 @@ where
             let Some(&plan) = plan.get() else { return std::future::pending().await };
             hedged.store(true, Ordering::Relaxed);
             let hedge = Hedge { plan, of: id.get().copied().unwrap_or(OperationId(0)) };
-            drive(inner, policy, hedge, |_| {}, &operation, |ran, _| ran).await
+            let send = |info| {
+                sent.store(true, Ordering::Relaxed);
+                operation(info)
+            };
+            drive(inner, policy, hedge, |_| {}, send, |ran, _| ran).await
         };
         let (mut primary, mut hedge) = (pin!(primary), pin!(hedge));
         let mut ended: Option<Result<Detailed<T, E>, StartError>> = None;
         let mut racing = true;
-        let answer = std::future::poll_fn(|cx| {
+        let mut answer = std::future::poll_fn(|cx| {
             if ended.is_none() {
                 if let Poll::Ready(out) = primary.as_mut().poll(cx) {
                     if succeeded(&out) {
@@ -302,6 +308,9 @@ where
             }
         })
         .await;
+        if let Ok(detailed) = &mut answer {
+            detailed.hedge_sent = sent.load(Ordering::Relaxed);
+        }
         finish(answer, inner)
     }
 }

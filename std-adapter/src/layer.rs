@@ -301,6 +301,12 @@ pub struct RetryReport {
     /// hedge's own: one attempt, numbered 2, its own operation id. What a dashboard counts to see
     /// how often hedges win.
     pub hedge: bool,
+    /// Whether a hedge was sent for the request at all, answered first or not
+    /// ([`Detailed::hedge_sent`](crate::Detailed::hedge_sent)): hedges that won over requests
+    /// hedged says whether the delay is well placed. The calls a request made are `dispatched`,
+    /// and one more for a hedge sent that the first copy beat; when the hedge won, `dispatched` is
+    /// its one attempt, and the first copy made at least one more.
+    pub hedge_sent: bool,
 }
 
 impl RetryReport {
@@ -310,7 +316,7 @@ impl RetryReport {
         single_attempt: Option<SingleAttempt>,
         replay_safety: ReplaySafety<HZ>,
         deadline: std::time::Duration,
-        hedge: bool,
+        (hedge, hedge_sent): (bool, bool),
     ) -> Self {
         Self {
             operation: completion.operation.0,
@@ -325,6 +331,7 @@ impl RetryReport {
             replay_safety,
             deadline,
             hedge,
+            hedge_sent,
         }
     }
 }
@@ -878,8 +885,9 @@ fn respond<RB, E, C>(
     single: Option<SingleAttempt>,
     safety: ReplaySafety<HZ>,
 ) -> Result<Response<RB>, HttpError<E>> {
-    let Detailed { value, completion, retry_in, deadline, hedge, .. } = detailed.map_err(HttpError::Start)?;
-    let report = RetryReport::new(&completion, retry_in, single, safety, deadline, hedge);
+    let Detailed { value, completion, retry_in, deadline, hedge, hedge_sent } =
+        detailed.map_err(HttpError::Start)?;
+    let report = RetryReport::new(&completion, retry_in, single, safety, deadline, (hedge, hedge_sent));
     let with_report = |mut response: Response<RB>| {
         response.extensions_mut().insert(report);
         response

@@ -186,9 +186,10 @@ async fn a_hedge_the_budget_refuses_is_not_sent() {
     let config = DependencyConfig::new(Duration::from_secs(10)).budget(valid(RetryBudget::ratio(0, 0)));
     let dep = quotes(config);
     let script = Script::new(&[(800, Some(Ok(1)))]);
-    let got = dep.execute_hedged(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await;
-    assert_eq!((got.unwrap(), script.ms()), (1, 800));
+    let got = dep.execute_hedged_detailed(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await.unwrap();
+    assert_eq!((got.value, script.ms()), (Some(1), 800));
     assert_eq!(script.calls(), [(1, 0)]);
+    assert_eq!((got.hedge, got.hedge_sent), (false, false), "refused, so not sent");
 }
 
 #[tokio::test(start_paused = true)]
@@ -335,7 +336,7 @@ async fn the_detailed_answer_is_the_hedge_s_completion_when_the_hedge_wins_and_s
     let won =
         dep.execute_hedged_detailed(&POLICY, read().id(40), HEDGE_AFTER, |a| script.call(a)).await.unwrap();
     let s = won.completion.summary;
-    assert_eq!((won.value, won.hedge, s.dispatched, s.retries), (Some(2), true, 1, 1));
+    assert_eq!((won.value, won.hedge, won.hedge_sent, s.dispatched, s.retries), (Some(2), true, true, 1, 1));
     assert_ne!(won.completion.operation.0, 40, "the hedge's own id");
     assert_eq!(won.deadline, Std::from_millis(4_800), "what was left of the deadline when it started");
 
@@ -344,9 +345,13 @@ async fn the_detailed_answer_is_the_hedge_s_completion_when_the_hedge_wins_and_s
         dep.execute_hedged_detailed(&POLICY, read().id(41), HEDGE_AFTER, |a| script.call(a)).await.unwrap();
     let s = first.completion.summary;
     assert_eq!(
-        (first.value, first.hedge, s.dispatched, first.completion.operation.0),
-        (Some(1), false, 1, 41)
+        (first.value, first.hedge, first.hedge_sent, s.dispatched, first.completion.operation.0),
+        (Some(1), false, true, 1, 41)
     );
+    // Answered before the delay: no hedge sent.
+    let script = Script::new(&[(150, Some(Ok(1)))]);
+    let alone = dep.execute_hedged_detailed(&POLICY, read(), HEDGE_AFTER, |a| script.call(a)).await.unwrap();
+    assert_eq!((alone.hedge, alone.hedge_sent), (false, false));
 
     let once = POLICY.without_retries();
     let refused = dep.execute_hedged_detailed(&once, read(), HEDGE_AFTER, |a| script.call(a)).await;

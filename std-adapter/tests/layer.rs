@@ -861,18 +861,22 @@ async fn a_read_still_out_after_the_hedge_delay_gets_a_second_copy_and_the_first
     assert_eq!(provider.attempts("/quote"), [ms(0), ms(50)]);
     let report = response.extensions().get::<RetryReport>().unwrap();
     assert_eq!((report.hedge, report.dispatched, report.disposition), (true, 1, Disposition::Succeeded));
+    assert!(report.hedge_sent);
 
     // Answered before the delay: one copy, no hedge.
     let t1 = t0.elapsed();
     let response = svc.ready().await.unwrap().call(request(Method::GET, "/fast", None)).await.unwrap();
     assert_eq!((t0.elapsed() - t1, provider.attempts("/fast")), (ms(30), vec![t1]));
-    assert!(!response.extensions().get::<RetryReport>().unwrap().hedge);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.hedge, report.hedge_sent), (false, false));
 
     // The first copy answers while the hedge is out: its answer is the response.
     let t2 = t0.elapsed();
     let response = svc.ready().await.unwrap().call(request(Method::GET, "/first", None)).await.unwrap();
     assert_eq!((t0.elapsed() - t2, provider.attempts("/first")), (ms(80), vec![t2, t2 + ms(50)]));
-    assert!(!response.extensions().get::<RetryReport>().unwrap().hedge);
+    // It says a hedge was sent: one call more than its one attempt.
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.hedge, report.hedge_sent, report.dispatched), (false, true, 1));
 }
 
 /// Only requests of idempotent methods are hedged. A POST without an `Idempotency-Key` gets its one
