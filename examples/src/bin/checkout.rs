@@ -6,7 +6,8 @@
 //! it places. Then it drives 3,000 checkouts at 150 a second through hyper's pooled client wrapped
 //! in relent-tokio's `RetryLayer`: each checkout reads a quote (GET, safe to retry) and places an
 //! order (POST; most with an Idempotency-Key, some without, which are never resent), both within
-//! the checkout's one deadline (seed 000's `ctx.remaining()`), a `RequestDeadline`'s scope.
+//! the checkout's one deadline (seed 000's `ctx.remaining()`), a `RequestDeadline`'s scope. A
+//! quote still out at Payrail's learnt 90th percentile of latency (50 ms at least) is hedged.
 //!
 //! Run it with `cargo run -p relent-examples --bin checkout`. It ends with a table and exits
 //! non-zero if the provider performed any order twice.
@@ -24,7 +25,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use relent_examples::provider::{Fault, Phase, Provider, Script};
 use relent_tokio::core::{
-    BreakerConfig, ConfigError, DependencyConfig, Disposition, RateLimit, RetryBudget, RetryPolicy,
+    BreakerConfig, ConfigError, DependencyConfig, Disposition, HedgeDelay, RateLimit, RetryBudget,
+    RetryPolicy,
 };
 use relent_tokio::{Dependency, Duration, HZ, HttpError, RequestDeadline, RetryLayer, RetryReport};
 use tower::{Layer, Service, ServiceExt};
@@ -49,13 +51,20 @@ const POLICY: RetryPolicy<HZ> = valid(
 /// 64 attempts in flight at most; 400 attempts a second. No cooldown: Payrail sheds a fraction of
 /// requests with Retry-After, and a cooldown would turn each of those into a pause for every
 /// caller; it suits a provider that throttles the whole account instead. A log of how long its
-/// attempts take (each weighing half as much every 200 attempts), which the report reads.
+/// attempts take (each weighing half as much every 200 attempts), for the quotes' hedges and the
+/// report.
 const PAYRAIL: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(10))
     .budget(valid(RetryBudget::ratio(10, 20)))
     .breaker(BreakerConfig::count_window(50, 50, 20, Duration::from_secs(1)))
     .bulkhead(64)
     .rate_limit(RateLimit::new(400, Duration::from_secs(1)).burst(50))
     .latency_samples(200);
+
+/// A quote (a GET) still unanswered at Payrail's 90th percentile of latency, and no sooner than
+/// 50 ms, gets a second copy, paid for by the retry budget; the first answer wins. Orders are
+/// never hedged: a key protects a repeat, not a copy in flight.
+const HEDGE: HedgeDelay<HZ> =
+    HedgeDelay::percentile(90).at_least(Duration::from_millis(50)).until_learnt(Duration::from_millis(50));
 
 /// The most one request may take (the layer's deadline), and the most a checkout's two requests
 /// may take together: the order gets what the quote left.
@@ -88,6 +97,8 @@ struct Fate {
     outcome: &'static str,
     dispatched: u8,
     ok: bool,
+    /// A hedge was sent, and whether it answered first.
+    hedge: (bool, bool),
 }
 
 fn fate(
@@ -98,7 +109,7 @@ fn fate(
         Err(e) => (e.report().copied(), None),
     };
     let Some(report) = report else {
-        return Fate { outcome: "not started", dispatched: 0, ok: false };
+        return Fate { outcome: "not started", dispatched: 0, ok: false, hedge: (false, false) };
     };
     let outcome = match (report.disposition, report.problem) {
         (Disposition::Succeeded, _) => "succeeded",
@@ -121,10 +132,38 @@ fn fate(
         },
         (_, None) => "other",
     };
-    Fate { outcome, dispatched: report.dispatched, ok: report.disposition == Disposition::Succeeded }
+    Fate {
+        outcome,
+        dispatched: report.dispatched,
+        ok: report.disposition == Disposition::Succeeded,
+        hedge: (report.hedge_sent, report.hedge),
+    }
 }
 
-type Svc = relent_tokio::Retry<Client<HttpConnector, Full<Bytes>>>;
+/// The pooled client, counting every call it is given: the calls Payrail was sent, the hedges'
+/// and the refused connections' included, which no one request's report adds up to.
+#[derive(Clone)]
+struct Counted {
+    client: Client<HttpConnector, Full<Bytes>>,
+    calls: Arc<AtomicU64>,
+}
+
+impl Service<Request<Full<Bytes>>> for Counted {
+    type Response = <Client<HttpConnector, Full<Bytes>> as Service<Request<Full<Bytes>>>>::Response;
+    type Error = hyper_util::client::legacy::Error;
+    type Future = hyper_util::client::legacy::ResponseFuture;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.client.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Full<Bytes>>) -> Self::Future {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.client.request(req)
+    }
+}
+
+type Svc = relent_tokio::Retry<Counted>;
 
 async fn send(
     mut svc: Svc,
@@ -201,7 +240,10 @@ async fn main() {
     connector.set_connect_timeout(Some(Std::from_millis(250)));
     let client = Client::builder(TokioExecutor::new()).build(connector);
     let payrail = Dependency::new("payrail", PAYRAIL).expect("a valid configuration");
-    let svc: Svc = RetryLayer::new(payrail.clone(), POLICY, REQUEST_DEADLINE).layer(client);
+    let calls = Arc::new(AtomicU64::new(0));
+    let counted = Counted { client, calls: calls.clone() };
+    let svc: Svc =
+        RetryLayer::new(payrail.clone(), POLICY, REQUEST_DEADLINE).hedge_after(HEDGE).layer(counted);
 
     println!(
         "Payrail listens on {}; {CHECKOUTS} checkouts at {PER_SECOND}/s through relent-tokio.",
@@ -250,10 +292,10 @@ async fn main() {
         "\r{:<110}",
         format!("[{:>4.1} s] all {CHECKOUTS} checkouts done", started.elapsed().as_secs_f64())
     );
-    report(&checkouts, &provider, &payrail);
+    report(&checkouts, &provider, &payrail, calls.load(Ordering::Relaxed));
 }
 
-fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency) {
+fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency, calls: u64) {
     let requests: Vec<Fate> =
         checkouts.iter().flat_map(|c| std::iter::once(c.quote).chain(c.order)).collect();
     println!("\nOutcomes of {} requests (quotes and orders):", requests.len());
@@ -276,11 +318,13 @@ fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency) {
             if attempts == 0 { " (refused before sending: circuit, bulkhead, rate, cooldown)" } else { "" };
         println!("  {attempts} attempt(s): {n:>6}{note}");
     }
-    let sent: u64 = requests.iter().map(|r| u64::from(r.dispatched)).sum();
+    let hedged = checkouts.iter().filter(|c| c.quote.hedge.0).count();
+    let won = checkouts.iter().filter(|c| c.quote.hedge.1).count();
+    println!("\nHedged quotes: {hedged} sent a second copy, {won} answered by it first");
     let first: u64 = requests.iter().filter(|r| r.dispatched > 0).count() as u64;
     println!(
-        "\nAmplification: {sent} calls for {first} first attempts = {:.3} calls per first attempt (policy allows 3)",
-        sent as f64 / first.max(1) as f64
+        "Amplification: {calls} calls for {first} first attempts = {:.3} calls per first attempt (policy allows 3, and a hedge)",
+        calls as f64 / first.max(1) as f64
     );
 
     let mut latencies: Vec<Std> =
