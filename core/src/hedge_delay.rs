@@ -92,6 +92,16 @@ impl<const HZ: u64> HedgeDelay<HZ> {
             When::After => None,
         }
     }
+
+    /// The delay of a fixed hedge delay (never sooner than its floor), which reads nothing of the
+    /// dependency: an adapter needs no lock for it. `None` for a percentile, which
+    /// [`Dependency::hedge_delay`] reads from the latency log.
+    pub const fn fixed(&self) -> Option<Duration<HZ>> {
+        match self.when {
+            When::After => Some(crate::time::max(self.delay, self.at_least)),
+            When::Percentile { .. } => None,
+        }
+    }
 }
 
 impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
@@ -105,7 +115,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         delay: HedgeDelay<HZ>,
     ) -> Result<Option<Duration<HZ>>, StartError> {
         let chosen = match delay.when {
-            When::After => Some(delay.delay),
+            When::After => return Ok(delay.fixed()),
             When::Percentile { percent, .. } if !(1..=99).contains(&percent) => {
                 return Err(StartError::HedgePercentileOutOfRange { percent });
             }

@@ -235,10 +235,14 @@ where
     U: FnOnce() -> Option<tokio::time::Instant>,
 {
     async move {
-        // Read when the operation starts: a percentile as the dependency's latency log has it now.
-        // An instant too far to represent is never reached: no hedge, as for none learnt.
+        // Read when the operation starts: a percentile as the dependency's latency log has it now
+        // (under the lock); a fixed delay reads nothing, and takes no lock. An instant too far to
+        // represent is never reached: no hedge, as for none learnt.
         let due = {
-            let delay = inner.lock().state.hedge_delay(&inner.config, after);
+            let delay = match after.fixed() {
+                Some(fixed) => Ok(Some(fixed)),
+                None => inner.lock().state.hedge_delay(&inner.config, after),
+            };
             match delay {
                 Err(e) => return finish(Err(e), inner),
                 Ok(delay) => delay.and_then(|d| tokio::time::Instant::now().checked_add(std_duration(d))),

@@ -139,6 +139,13 @@ fn a_log_outside_20_to_4000_attempts_is_refused() {
     assert_eq!(logged(200).latency_log_samples(), Some(200));
     assert_eq!(HedgeDelay::<HZ>::percentile(90).percent(), Some(90));
     assert_eq!(HedgeDelay::<HZ>::after(D::from_millis(5)).percent(), None);
+    // A fixed delay needs no dependency to read, and keeps its floor; a percentile does need one.
+    let fixed = HedgeDelay::<HZ>::after(D::from_millis(5));
+    assert_eq!(
+        (fixed.fixed(), fixed.at_least(D::from_millis(8)).fixed()),
+        (Some(D::from_millis(5)), Some(D::from_millis(8)))
+    );
+    assert_eq!(HedgeDelay::<HZ>::percentile(90).until_learnt(D::from_millis(5)).fixed(), None);
 }
 
 /// The log's percentile against the exact one, over up to 4,000 random latencies (one halving at
