@@ -156,6 +156,22 @@ pub(crate) const fn ratio_allows(counts: Counts, percent: u8, floor: u32) -> boo
     retries.saturating_mul(100) <= allowance
 }
 
+/// [`ratio_allows`] for an attempt held back from `held_back` percent of the budget (sheddable
+/// work, [`crate::Criticality`]): the retries, this one included, must stay within `100 -
+/// held_back` percent of the allowance, exactly (`100 × 100 × retries <= (100 - held_back) ×
+/// allowance`, in 64 bits). The whole allowance for `held_back` 0.
+#[inline(always)]
+pub(crate) const fn ratio_allows_share(counts: Counts, percent: u8, floor: u32, held_back: u8) -> bool {
+    if held_back == 0 {
+        return ratio_allows(counts, percent, floor);
+    }
+    let retries = (counts.retries as u64).saturating_add(1);
+    let calls = (counts.calls as u64).saturating_add(1);
+    let allowance = (floor as u64).saturating_mul(100).saturating_add((percent as u64).saturating_mul(calls));
+    let kept = 100u64.saturating_sub(held_back as u64);
+    retries.saturating_mul(100 * 100) <= allowance.saturating_mul(kept)
+}
+
 /// [`ratio_allows`] in 32-bit words, when the counts and the floor are below 2^23 (8 million, far
 /// more than a window holds at thousands of calls a second); `None` otherwise.
 #[inline(always)]
@@ -210,6 +226,20 @@ pub(crate) struct Bucket {
     refill: u32,
     period: Ticks,
     hold: Ticks,
+}
+
+impl Bucket {
+    /// The tokens an attempt held back by `held_back` percent may not use: the capacity less its
+    /// share ([`crate::Criticality`]); none for critical work.
+    #[inline(always)]
+    pub(crate) fn held_back_tokens(&self, held_back: u8) -> u32 {
+        #[cfg(feature = "criticality")]
+        if held_back > 0 {
+            return self.capacity.saturating_sub(crate::criticality::share(self.capacity, held_back));
+        }
+        let _ = held_back;
+        0
+    }
 }
 
 impl<const HZ: u64> RetryBudget<HZ> {
@@ -282,8 +312,10 @@ impl TokenBucket {
         u32::try_from(whole).unwrap_or(u32::MAX).saturating_sub(self.reserved)
     }
 
-    pub(crate) fn reserve(&mut self, b: &Bucket, now: Ticks) -> Option<Reservation> {
-        if self.available(b, now) == 0 {
+    /// Reserves a token for a retry if more than `keep` are available (`keep`: the tokens the
+    /// attempt may not use, [`Bucket::held_back_tokens`]).
+    pub(crate) fn reserve(&mut self, b: &Bucket, now: Ticks, keep: u32) -> Option<Reservation> {
+        if self.available(b, now) <= keep {
             return None;
         }
         self.reserved = self.reserved.saturating_add(1);
@@ -345,11 +377,11 @@ mod tests {
     fn a_settled_reservation_spends_its_token_and_refill_is_exact() {
         let (p, mut b) = bucket(10, 10, 60, 10);
         for _ in 0..10 {
-            let r = b.reserve(&p, 0).unwrap();
+            let r = b.reserve(&p, 0, 0).unwrap();
             b.settle(&p, r, 0);
         }
         assert_eq!(b.available(&p, 0), 0);
-        assert!(b.reserve(&p, 0).is_none());
+        assert!(b.reserve(&p, 0, 0).is_none());
         // 10 tokens per 60 s: one every 6 s, not a tick sooner.
         assert_eq!(b.available(&p, 5_999), 0);
         assert_eq!(b.available(&p, 6_000), 1);
@@ -361,7 +393,7 @@ mod tests {
     #[test]
     fn a_reservation_holds_its_token_until_it_lapses() {
         let (p, mut b) = bucket(1, 1, 60, 10);
-        let _lost = b.reserve(&p, 0).unwrap();
+        let _lost = b.reserve(&p, 0, 0).unwrap();
         assert_eq!(b.available(&p, 9_999), 0);
         assert_eq!(b.available(&p, 10_000), 1, "the unreported reservation lapsed and its token returned");
     }
@@ -370,7 +402,7 @@ mod tests {
     #[test]
     fn a_late_settle_still_spends_the_token_once() {
         let (p, mut b) = bucket(2, 1, 60, 10);
-        let r = b.reserve(&p, 0).unwrap();
+        let r = b.reserve(&p, 0, 0).unwrap();
         assert_eq!(b.available(&p, 10_000), 2);
         b.settle(&p, r, 10_000);
         assert_eq!(b.available(&p, 10_000), 1);

@@ -56,7 +56,7 @@
 #[cfg(feature = "bulkhead-adaptive")]
 use crate::adaptive::Sign;
 use crate::breaker::{Breaker, BreakerConfig, CircuitState};
-use crate::budget::{BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows, ratio_headroom};
+use crate::budget::{BudgetKind, Reservation, RetryBudget, TokenBucket, ratio_allows_share, ratio_headroom};
 use crate::bulkhead::{Bulkhead, Queue};
 use crate::completion::Problem;
 use crate::cooldown::Cooldown;
@@ -99,6 +99,8 @@ pub struct DependencyConfig<const HZ: u64> {
     adaptive: Option<crate::AdaptiveLimit<HZ>>,
     #[cfg(feature = "latency")]
     latency_samples: Option<u16>,
+    #[cfg(feature = "criticality")]
+    critical_reserve: Option<u8>,
 }
 
 impl<const HZ: u64> DependencyConfig<HZ> {
@@ -120,6 +122,8 @@ impl<const HZ: u64> DependencyConfig<HZ> {
             adaptive: None,
             #[cfg(feature = "latency")]
             latency_samples: None,
+            #[cfg(feature = "criticality")]
+            critical_reserve: None,
         }
     }
 
@@ -221,6 +225,19 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         self
     }
 
+    #[cfg(feature = "criticality")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "criticality")))]
+    /// Keeps `percent` of the bulkhead's slots and of the retry budget for critical work: an
+    /// operation whose context is [`Sheddable`](crate::Criticality::Sheddable) may use the rest
+    /// only (rounded down, one slot or token at least), and never waits in the bulkhead's queue.
+    /// 1 to 90 ([`ConfigError::CriticalReserveOutOfRange`] otherwise). Without it, sheddable work
+    /// sees the same limits as critical work. See [`Criticality`](crate::Criticality).
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub const fn critical_reserve(mut self, percent: u8) -> Self {
+        self.critical_reserve = Some(percent);
+        self
+    }
+
     /// The counting window.
     pub const fn window(&self) -> Duration<HZ> {
         self.window
@@ -248,6 +265,14 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         #[cfg(feature = "latency")]
         return self.latency_samples;
         #[cfg(not(feature = "latency"))]
+        None
+    }
+    /// The share of the bulkhead and the retry budget kept for critical work, in percent, if any
+    /// (never without the `criticality` feature).
+    pub const fn critical_reserve_percent(&self) -> Option<u8> {
+        #[cfg(feature = "criticality")]
+        return self.critical_reserve;
+        #[cfg(not(feature = "criticality"))]
         None
     }
     /// How many operations may wait for a bulkhead slot at once, if the bulkhead has a queue.
@@ -377,6 +402,12 @@ impl<const HZ: u64> DependencyConfig<HZ> {
                 return Err(ConfigError::LatencySamplesOutOfRange);
             }
         }
+        #[cfg(feature = "criticality")]
+        if let Some(r) = self.critical_reserve {
+            if r < crate::criticality::MIN_RESERVE || r > crate::criticality::MAX_RESERVE {
+                return Err(ConfigError::CriticalReserveOutOfRange);
+            }
+        }
         if !self.spans_fit() {
             return Err(ConfigError::SpanTooLongForTicks);
         }
@@ -440,6 +471,18 @@ fn slots_now<const HZ: u64>(config: &DependencyConfig<HZ>, max: u16, bulkhead: &
     }
     let _ = (config, bulkhead);
     max
+}
+
+/// The bulkhead's slots an attempt held back by `held_back` percent may fill (see
+/// [`crate::Criticality`]): all of them for critical work.
+#[inline(always)]
+fn held_back_slots(slots: u16, held_back: u8) -> u16 {
+    #[cfg(feature = "criticality")]
+    if held_back > 0 {
+        return u16::try_from(crate::criticality::share(u32::from(slots), held_back)).unwrap_or(slots);
+    }
+    let _ = held_back;
+    slots
 }
 
 /// A duration's ticks, or zero for none.
@@ -620,6 +663,9 @@ pub(crate) struct Request {
     pub(crate) airtime: Ticks,
     /// The longest wait for airtime that fits the policy (its maximum delay), in ticks.
     pub(crate) airtime_wait: Ticks,
+    /// The share of the bulkhead and the retry budget, in percent, it may not use: the critical
+    /// reserve for sheddable work, 0 otherwise (see [`crate::Criticality`]).
+    pub(crate) held_back: u8,
 }
 
 /// What an admitted attempt waits for.
@@ -1000,16 +1046,18 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         &mut self,
         config: &DependencyConfig<HZ>,
         now: Instant<HZ>,
+        held_back: u8,
     ) -> bool {
         let Some(budget) = config.budget else {
             return false;
         };
         match (budget.kind(), budget.bucket()) {
-            (_, Some(bucket)) => {
-                self.tokens.get_mut().is_some_and(|t| t.available(&bucket, now.as_ticks()) > 0)
-            }
+            (_, Some(bucket)) => self
+                .tokens
+                .get_mut()
+                .is_some_and(|t| t.available(&bucket, now.as_ticks()) > bucket.held_back_tokens(held_back)),
             (BudgetKind::Ratio { percent, floor }, None) => {
-                ratio_allows(self.window.totals_as_moved(now), percent, floor)
+                ratio_allows_share(self.window.totals_as_moved(now), percent, floor, held_back)
             }
             (BudgetKind::TokenBucket { .. }, None) => false,
         }
@@ -1069,10 +1117,11 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         }
         if let (Some(max), Some(bulkhead)) = (config.bulkhead_on(), self.bulkhead.get_mut()) {
             // Those that wait go first: an attempt that did not wait finds no room while any does.
-            if !bulkhead.has_room(slots_now(config, max, bulkhead))
+            // Sheddable work finds room in its share of the slots only, and never waits.
+            if !bulkhead.has_room(held_back_slots(slots_now(config, max, bulkhead), request.held_back))
                 || (!request.queued && bulkhead.waiting() > 0)
             {
-                if let Some(queue) = config.bulkhead_queue_on() {
+                if let (Some(queue), 0) = (config.bulkhead_queue_on(), request.held_back) {
                     let until = if request.queued {
                         request.queue_until
                     } else {
@@ -1128,13 +1177,14 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             };
             match (budget.kind(), budget.bucket()) {
                 (_, Some(bucket)) => {
-                    match self.tokens.get_mut().and_then(|tokens| tokens.reserve(&bucket, t)) {
+                    let keep = bucket.held_back_tokens(request.held_back);
+                    match self.tokens.get_mut().and_then(|tokens| tokens.reserve(&bucket, t, keep)) {
                         Some(r) => reservation = Some(r),
                         None => return refuse(Problem::RetryBudgetExhausted, None),
                     }
                 }
                 (BudgetKind::Ratio { percent, floor }, None) => {
-                    if !ratio_allows(self.window.totals(now), percent, floor) {
+                    if !ratio_allows_share(self.window.totals(now), percent, floor, request.held_back) {
                         return refuse(Problem::RetryBudgetExhausted, None);
                     }
                 }

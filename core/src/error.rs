@@ -111,6 +111,8 @@ pub enum ConfigError {
     AdaptiveLimitDecreaseOutOfRange,
     /// A latency log that weighs fewer than 20 or more than 4,000 attempts before halving.
     LatencySamplesOutOfRange,
+    /// A critical reserve of no share, or of more than 90 % (outside `1..=90`).
+    CriticalReserveOutOfRange,
 }
 
 impl ConfigError {
@@ -157,6 +159,7 @@ impl ConfigError {
             Self::AdaptiveLimitFloorOutOfRange => "adaptive_limit_floor_out_of_range",
             Self::AdaptiveLimitDecreaseOutOfRange => "adaptive_limit_decrease_out_of_range",
             Self::LatencySamplesOutOfRange => "latency_samples_out_of_range",
+            Self::CriticalReserveOutOfRange => "critical_reserve_out_of_range",
         }
     }
 
@@ -276,6 +279,9 @@ impl ConfigError {
             }
             Self::LatencySamplesOutOfRange => {
                 "a latency log weighs between 20 and 4000 attempts before it halves their weights (latency_samples): fewer than 20 hold no 95th percentile, more would overflow its 16-bit counts; a few hundred suit most dependencies: a log forgets a slowdown after about four times its samples"
+            }
+            Self::CriticalReserveOutOfRange => {
+                "a critical reserve keeps between 1 and 90 percent of the bulkhead and the retry budget for critical work (critical_reserve): leave it out for none; 20 leaves sheddable work four fifths of each limit"
             }
         }
     }
@@ -443,7 +449,7 @@ mod tests {
     /// Every configuration refusal, in declaration order. `refusal` matches without a wildcard,
     /// so a new variant does not build until it names the configuration that produces it; list it
     /// here as well.
-    const ALL: [ConfigError; 40] = [
+    const ALL: [ConfigError; 41] = [
         ConfigError::MaxAttemptsOutOfRange,
         ConfigError::MaxDelayBelowBaseDelay,
         ConfigError::ZeroBaseDelay,
@@ -484,6 +490,7 @@ mod tests {
         ConfigError::AdaptiveLimitFloorOutOfRange,
         ConfigError::AdaptiveLimitDecreaseOutOfRange,
         ConfigError::LatencySamplesOutOfRange,
+        ConfigError::CriticalReserveOutOfRange,
     ];
 
     /// What building a policy or budget, or a dependency's state, came to.
@@ -653,6 +660,8 @@ mod tests {
             }
             #[cfg(feature = "latency")]
             ConfigError::LatencySamplesOutOfRange => dependency(window().latency_samples(19)),
+            #[cfg(feature = "criticality")]
+            ConfigError::CriticalReserveOutOfRange => dependency(window().critical_reserve(91)),
             // What this build cannot state (see above).
             #[cfg(not(feature = "token-bucket"))]
             ConfigError::ZeroBudgetCapacity
@@ -696,6 +705,8 @@ mod tests {
             | ConfigError::AdaptiveLimitDecreaseOutOfRange => None,
             #[cfg(not(feature = "latency"))]
             ConfigError::LatencySamplesOutOfRange => None,
+            #[cfg(not(feature = "criticality"))]
+            ConfigError::CriticalReserveOutOfRange => None,
         }
     }
 
@@ -727,7 +738,8 @@ mod tests {
             feature = "hedge",
             feature = "throttle",
             feature = "bulkhead-adaptive",
-            feature = "latency"
+            feature = "latency",
+            feature = "criticality"
         ))
     }
 

@@ -42,6 +42,8 @@ mod bulkhead;
 mod classify;
 mod completion;
 mod cooldown;
+#[cfg(feature = "criticality")]
+mod criticality;
 mod dependency;
 mod duty;
 mod error;
@@ -68,6 +70,8 @@ pub use breaker::{BreakerConfig, CircuitState, Trip};
 pub use budget::{BudgetKind, RetryBudget};
 pub use classify::{AttemptError, Classify, Ended, Verdict};
 pub use completion::{Completion, Disposition, Outcome, Problem, Summary};
+#[cfg(feature = "criticality")]
+pub use criticality::Criticality;
 pub use dependency::{Dependency, DependencyConfig};
 pub use duty::DutyCycle;
 pub use error::{ConfigError, StartError};

@@ -69,13 +69,41 @@ pub struct Context<const HZ: u64> {
     safety: ReplaySafety<HZ>,
     id: OperationId,
     airtime: Duration<HZ>,
+    #[cfg(feature = "criticality")]
+    criticality: crate::Criticality,
 }
 
 impl<const HZ: u64> Context<HZ> {
     /// An operation that must end within `deadline` of its start (all attempts and waits
     /// together), with the caller's replay-safety statement.
     pub const fn new(deadline: Duration<HZ>, safety: ReplaySafety<HZ>) -> Self {
-        Self { deadline, safety, id: OperationId(0), airtime: Duration::<HZ>::from_ticks(0) }
+        Self {
+            deadline,
+            safety,
+            id: OperationId(0),
+            airtime: Duration::<HZ>::from_ticks(0),
+            #[cfg(feature = "criticality")]
+            criticality: crate::Criticality::Critical,
+        }
+    }
+
+    /// Sets how much the operation matters when the dependency's limits run short: a
+    /// [`Sheddable`](crate::Criticality::Sheddable) one may not use the dependency's critical
+    /// reserve ([`DependencyConfig::critical_reserve`]) of its bulkhead and retry budget, and so is
+    /// refused before a critical one would be. [`Critical`](crate::Criticality::Critical) unless set.
+    #[cfg(feature = "criticality")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "criticality")))]
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub const fn criticality(mut self, criticality: crate::Criticality) -> Self {
+        self.criticality = criticality;
+        self
+    }
+
+    /// How much the operation matters when limits run short (see [`Context::criticality`]).
+    #[cfg(feature = "criticality")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "criticality")))]
+    pub const fn operation_criticality(&self) -> crate::Criticality {
+        self.criticality
     }
 
     /// Sets what each attempt costs against the dependency's duty cycle: the frame's time on air,
@@ -257,6 +285,9 @@ pub struct HedgePlan<const HZ: u64> {
     safe_until: Instant<HZ>,
     #[cfg(feature = "duty-cycle")]
     airtime: Duration<HZ>,
+    /// The operation's, so a hedge of sheddable work is sheddable too.
+    #[cfg(feature = "criticality")]
+    held_back: u8,
 }
 
 #[cfg(feature = "hedge")]
@@ -305,6 +336,10 @@ pub struct Operation<'p, const HZ: u64, E> {
     phase: Phase<HZ>,
     /// Attempts dispatched so far; for a hedge, one more (its attempt is a repeat, numbered 2).
     dispatched: u8,
+    /// The share of each limit, in percent, the operation may not use: the dependency's critical
+    /// reserve for sheddable work, 0 for critical work. Only with criticality compiled in.
+    #[cfg(feature = "criticality")]
+    held_back: u8,
     /// What the operation is to hedging. Only with hedging compiled in.
     #[cfg(feature = "hedge")]
     hedging: Hedging,
@@ -373,6 +408,11 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             airtime: context.airtime,
             phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
             dispatched: 0,
+            #[cfg(feature = "criticality")]
+            held_back: match (context.criticality, config.critical_reserve_percent()) {
+                (crate::Criticality::Sheddable, Some(reserve)) => reserve,
+                _ => 0,
+            },
             #[cfg(feature = "hedge")]
             hedging: if context.safety.may_hedge() { Hedging::Read } else { Hedging::Never },
             previous_delay: policy.base_delay(),
@@ -381,6 +421,15 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             retry_after: MaybeTicks::NONE,
             not_before_hint: MaybeTicks::NONE,
         })
+    }
+
+    /// The share of each limit, in percent, the operation may not use (0 without criticality).
+    #[inline(always)]
+    const fn held_back(&self) -> u8 {
+        #[cfg(feature = "criticality")]
+        return self.held_back;
+        #[cfg(not(feature = "criticality"))]
+        return 0;
     }
 
     /// Whether this operation is a hedge (never without hedging compiled in).
@@ -535,6 +584,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             latest_start,
             airtime: self.airtime(),
             airtime_wait: self.policy.max_delay().as_ticks(),
+            held_back: self.held_back(),
         };
         let admission = dependency.admit(self.config, now, request, &mut changes);
         self.announce(now, changes, observer);
@@ -855,7 +905,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             }
         }
         // `complete` counted this failure at `now` just before.
-        if !dependency.retry_allowed_after_failure(self.config, now) {
+        if !dependency.retry_allowed_after_failure(self.config, now, self.held_back()) {
             return Decision::Stop {
                 disposition: Disposition::Failed,
                 problem: Problem::RetryBudgetExhausted,
@@ -933,6 +983,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             safe_until: self.safe_until,
             #[cfg(feature = "duty-cycle")]
             airtime: self.airtime,
+            #[cfg(feature = "criticality")]
+            held_back: self.held_back,
         })
     }
 
@@ -967,6 +1019,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             airtime: plan.airtime,
             phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
             dispatched: 1,
+            #[cfg(feature = "criticality")]
+            held_back: plan.held_back,
             hedging: Hedging::Hedge,
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),

@@ -29,8 +29,8 @@
 //!
 //! The names are the builders' own: a policy's `attempts`, `backoff`, `base_delay`, `max_delay`,
 //! `jitter`, `attempt_timeout`, `min_remaining` and `retry_after_spread`; a dependency's `window`,
-//! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle`, `cooldown`, `client_throttle` and
-//! `latency_samples`, each protection
+//! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle`, `cooldown`, `client_throttle`,
+//! `latency_samples` and `critical_reserve`, each protection
 //! with its constructor's arguments. The budget's shape is its `kind` and the breaker's rule its
 //! `trip`, named as the constructors are. A classifier's keys are its rules' names (`retry`, `fail`,
 //! `success`), each a list of statuses.
@@ -143,6 +143,7 @@ pub struct PolicySettings(pub RetryPolicy<HZ>);
 /// | `adaptive_limit` | `{ slow, min_slots, decrease_to_permille }`: lower the bulkhead's slots on signs of overload (transient failures, attempts that take `slow` or longer) and raise them again while attempts come back fast ([`AdaptiveLimit`](relent_core::AdaptiveLimit); `min_slots` default 1, `decrease_to_permille` default 500, a halving; needs `bulkhead`, its ceiling) |
 /// | `client_throttle` | `{ k_permille }`: refuse attempts locally so that the dependency is sent about `k_permille / 1000` times what it accepts ([`ClientThrottle`](relent_core::ClientThrottle); 2000 is the SRE book's K = 2) |
 /// | `latency_samples` | keep a log of how long attempts take, each weighing half as much every this many attempts (20 to 4000; [`DependencyConfig::latency_samples`]): for a hedge at a percentile of the dependency's latency, and the gauges' percentiles |
+/// | `critical_reserve` | the percent of the bulkhead and the retry budget that sheddable work may not use (1 to 90; [`DependencyConfig::critical_reserve`], [`Criticality`](relent_core::Criticality)) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DependencySettings(pub DependencyConfig<HZ>);
 
@@ -452,6 +453,8 @@ struct RawDependency {
     client_throttle: Option<Checked<RawThrottle>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     latency_samples: Option<Checked<Samples>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    critical_reserve: Option<Checked<Reserve>>,
 }
 
 /// One protection of a dependency, as its key holds it.
@@ -504,6 +507,17 @@ struct Samples(u16);
 impl Part for Samples {
     fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
         Ok(config.latency_samples(self.0))
+    }
+}
+
+/// A critical reserve, in percent.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(transparent)]
+struct Reserve(u8);
+
+impl Part for Reserve {
+    fn add_to(&self, config: DependencyConfig<HZ>) -> Result<DependencyConfig<HZ>, Refused> {
+        Ok(config.critical_reserve(self.0))
     }
 }
 
@@ -723,12 +737,13 @@ impl RawDependency {
             cooldown: config.cooldown_max().map(Span),
             client_throttle: config.throttle().map(|t| Checked(RawThrottle { k_permille: t.k_permille() })),
             latency_samples: config.latency_log_samples().map(|n| Checked(Samples(n))),
+            critical_reserve: config.critical_reserve_percent().map(|r| Checked(Reserve(r))),
         })
     }
 
     fn build(self) -> Result<DependencyConfig<HZ>, Refused> {
         let mut config = DependencyConfig::new(self.window.0);
-        let parts: [Option<&dyn Part>; 9] = [
+        let parts: [Option<&dyn Part>; 10] = [
             self.budget.as_ref().map(|p| &p.0 as &dyn Part),
             self.breaker.as_ref().map(|p| &p.0 as &dyn Part),
             self.bulkhead.as_ref().map(|p| &p.0 as &dyn Part),
@@ -738,6 +753,7 @@ impl RawDependency {
             self.duty_cycle.as_ref().map(|p| &p.0 as &dyn Part),
             self.client_throttle.as_ref().map(|p| &p.0 as &dyn Part),
             self.latency_samples.as_ref().map(|p| &p.0 as &dyn Part),
+            self.critical_reserve.as_ref().map(|p| &p.0 as &dyn Part),
         ];
         for part in parts.into_iter().flatten() {
             config = part.add_to(config)?;
@@ -1092,6 +1108,7 @@ mod tests {
             cooldown = "2m"
             client_throttle = { k_permille = 2000 }
             latency_samples = 200
+            critical_reserve = 20
         "#;
         let in_code = DependencyConfig::new(SECS(30))
             .budget(RetryBudget::token_bucket(10, 10, SECS(60), SECS(10)).unwrap())
@@ -1103,7 +1120,8 @@ mod tests {
             .duty_cycle(DutyCycle::per_mille(10, SECS(3_600)))
             .cooldown(SECS(120))
             .client_throttle(relent_core::ClientThrottle::K2)
-            .latency_samples(200);
+            .latency_samples(200)
+            .critical_reserve(20);
         assert_eq!(dependency(file), Ok(in_code));
     }
 
@@ -1160,6 +1178,7 @@ mod tests {
             (r#"duty_cycle = { window = "1h" }"#, duty_message),
             (r#"client_throttle = { k_permille = 900 }"#, ConfigError::ThrottleMultiplierBelowOne.message()),
             (r#"latency_samples = 19"#, ConfigError::LatencySamplesOutOfRange.message()),
+            (r#"critical_reserve = 91"#, ConfigError::CriticalReserveOutOfRange.message()),
             (r#"adaptive_limit = { slow = "0s" }"#, ConfigError::AdaptiveLimitZeroSlow.message()),
             (
                 r#"adaptive_limit = { slow = "1s", min_slots = 0 }"#,
@@ -1356,10 +1375,11 @@ mod tests {
             proptest::option::of(span()),
             proptest::option::of(any::<u16>()),
             proptest::option::of(20..=4_000u16),
+            proptest::option::of(1..=90u8),
         );
         (span(), protections).prop_filter_map(
             "validate refuses it",
-            |(window, (budget, breaker, bulkhead, rate, duty, cooldown, throttle, latency))| {
+            |(window, (budget, breaker, bulkhead, rate, duty, cooldown, throttle, latency, reserve))| {
                 let mut config = DependencyConfig::new(window);
                 if let Some(budget) = budget {
                     config = config.budget(budget?);
@@ -1392,6 +1412,9 @@ mod tests {
                 }
                 if let Some(n) = latency {
                     config = config.latency_samples(n);
+                }
+                if let Some(r) = reserve {
+                    config = config.critical_reserve(r);
                 }
                 config.validate().ok().map(|()| config)
             },

@@ -40,7 +40,8 @@ use std::task::{Context as TaskContext, Poll};
 
 use http::{Request, Response};
 use relent_core::{
-    Classify, Completion, Context, Disposition, Problem, ReplaySafety, RetryPolicy, StartError, Verdict,
+    Classify, Completion, Context, Criticality, Disposition, Problem, ReplaySafety, RetryPolicy, StartError,
+    Verdict,
 };
 use tower::{Layer, Service, ServiceExt};
 
@@ -528,6 +529,7 @@ pub struct RetryLayer<C = StatusClassifier> {
     replay_valid_for: std::time::Duration,
     timeout_header: Option<http::HeaderName>,
     hedge_after: Option<relent_core::HedgeDelay<HZ>>,
+    criticality: Criticality,
     classifier: C,
 }
 
@@ -543,6 +545,7 @@ impl RetryLayer<StatusClassifier> {
             replay_valid_for: std::time::Duration::from_secs(24 * 3600),
             timeout_header: None,
             hedge_after: None,
+            criticality: Criticality::Critical,
             classifier: StatusClassifier::default(),
         }
     }
@@ -558,6 +561,7 @@ impl<C> RetryLayer<C> {
             replay_valid_for: self.replay_valid_for,
             timeout_header: self.timeout_header,
             hedge_after: self.hedge_after,
+            criticality: self.criticality,
             classifier,
         }
     }
@@ -639,6 +643,39 @@ impl<C> RetryLayer<C> {
         self.hedge_after = Some(after.into_hedge_delay());
         self
     }
+
+    /// How much the layer's requests matter when the dependency's limits run short (see
+    /// [`Criticality`]): [`Critical`](Criticality::Critical) by default. A request that carries a
+    /// [`Criticality`] in its extensions is of that one instead, so one client can send both
+    /// (`request.extensions_mut().insert(Criticality::Sheddable)`). A sheddable request may not use
+    /// the dependency's critical reserve ([`DependencyConfig::critical_reserve`]) of its bulkhead
+    /// and retry budget: when those run short, it is refused (`bulkhead_full`,
+    /// `retry_budget_exhausted`) while critical requests still go.
+    ///
+    /// ```
+    /// use std::time::Duration as Std;
+    /// use relent_tokio::core::{Criticality, DependencyConfig, RetryBudget, RetryPolicy};
+    /// use relent_tokio::{Dependency, Duration, RetryLayer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // A fifth of the slots and of the retry budget is kept for critical requests.
+    /// let config = DependencyConfig::new(Duration::from_secs(10))
+    ///     .budget(RetryBudget::ratio(10, 5)?)
+    ///     .bulkhead(100)
+    ///     .critical_reserve(20);
+    /// let prices = Dependency::new("prices", config)?;
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1)).build()?;
+    /// // Price lookups may be shed: they use at most 80 of the slots and 80 % of the budget.
+    /// let layer = RetryLayer::new(prices, policy, Std::from_secs(2)).criticality(Criticality::Sheddable);
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    ///
+    /// [`DependencyConfig::critical_reserve`]: relent_core::DependencyConfig::critical_reserve
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub fn criticality(mut self, criticality: Criticality) -> Self {
+        self.criticality = criticality;
+        self
+    }
 }
 
 impl<S, C: Clone> Layer<S> for RetryLayer<C> {
@@ -706,6 +743,8 @@ struct Prepared<B> {
     /// The request's own deadline, if it has one: counted from the first poll, when the operation
     /// starts, as the layer's is.
     until: Option<RequestDeadline>,
+    /// The request's own criticality, or the layer's.
+    criticality: Criticality,
 }
 
 /// Takes `request` apart in a plain function, not in the future: a request the future borrowed
@@ -730,8 +769,9 @@ fn prepare<B: ReplayBody, C>(shared: &RetryLayer<C>, request: Request<B>) -> Pre
         None => (shared.policy, ReplaySafety::provider_idempotent_mutation(valid_for)),
     };
     let until = request.extensions().get::<RequestDeadline>().copied();
+    let criticality = request.extensions().get::<Criticality>().copied().unwrap_or(shared.criticality);
     let (parts, body) = request.into_parts();
-    Prepared { parts, body, copy, single, policy, safety, until }
+    Prepared { parts, body, copy, single, policy, safety, until, criticality }
 }
 
 /// The request's whole run through the pipeline, and its response or error with the report. A
@@ -749,12 +789,12 @@ where
     B: ReplayBody,
     C: HttpClassifier<RB, S::Error>,
 {
-    let Prepared { parts, body, mut copy, single, policy, safety, until } = prepared;
+    let Prepared { parts, body, mut copy, single, policy, safety, until, criticality } = prepared;
     let (mut parts, mut body, mut inner) = (Some(parts), Some(body), Some(inner));
     async move {
         // The layer's deadline, cut (on the operation's first clock read) to the request's own
         // and to the expiry of the attempt the request is sent from, when either is sooner.
-        let context = Context::new(ticks(shared.deadline), safety);
+        let context = Context::new(ticks(shared.deadline), safety).criticality(criticality);
         // One reference for the classifier and the timeout header: the closure holds it once.
         let layer = &*shared;
         let last = policy.max_attempts();
@@ -804,10 +844,10 @@ where
     B: ReplayBody,
     C: HttpClassifier<RB, S::Error>,
 {
-    let Prepared { parts, body, copy, single, policy, safety, until } = prepared;
+    let Prepared { parts, body, copy, single, policy, safety, until, criticality } = prepared;
     let originals = std::sync::Mutex::new((parts, body, copy, inner));
     async move {
-        let context = Context::new(ticks(shared.deadline), safety);
+        let context = Context::new(ticks(shared.deadline), safety).criticality(criticality);
         let (layer, originals) = (&*shared, &originals);
         let until = until.map(RequestDeadline::instant);
         let fresh = execute::Fresh { context, until: move || until };

@@ -86,6 +86,14 @@ pub trait Plan<Req, E> {
         let _ = request;
         None
     }
+
+    /// How much `request` matters when the dependency's limits run short
+    /// ([`Criticality`](relent_core::Criticality)): a sheddable one may not use the dependency's
+    /// critical reserve of its bulkhead and retry budget. Critical by default.
+    fn criticality(&self, request: &Req) -> relent_core::Criticality {
+        let _ = request;
+        relent_core::Criticality::Critical
+    }
 }
 
 /// Applies a dependency's pipeline to any tower service whose requests are `Clone`, under a
@@ -250,12 +258,13 @@ where
     P: Plan<Req, S::Error>,
 {
     let until = shared.plan.deadline(&request);
+    let criticality = shared.plan.criticality(&request);
     // A request that may not be repeated gets one attempt, whatever the policy allows.
     let policy =
         if matches!(safety, ReplaySafety::Unsafe) { shared.policy.without_retries() } else { shared.policy };
     let (mut request, mut inner) = (Some(request), Some(inner));
     async move {
-        let context = Context::new(ticks(shared.deadline), safety);
+        let context = Context::new(ticks(shared.deadline), safety).criticality(criticality);
         let layer = &*shared;
         let last = policy.max_attempts();
         // Borrowed by the attempts, so that the future holds them once.
@@ -298,9 +307,10 @@ where
     P: Plan<Req, S::Error>,
 {
     let until = shared.plan.deadline(&request);
+    let criticality = shared.plan.criticality(&request);
     let originals = std::sync::Mutex::new((request, inner));
     async move {
-        let context = Context::new(ticks(shared.deadline), safety);
+        let context = Context::new(ticks(shared.deadline), safety).criticality(criticality);
         let (layer, originals) = (&*shared, &originals);
         let fresh = execute::Fresh { context, until: move || until };
         let attempt = move |_: crate::AttemptInfo| {

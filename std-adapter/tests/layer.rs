@@ -963,3 +963,38 @@ async fn a_hedging_layer_with_a_policy_of_one_attempt_refuses_what_it_would_hedg
     assert!(refused.to_string().contains("at least 2 attempts"), "{refused}");
     assert!(provider.attempts("/quote").is_empty());
 }
+
+/// A layer of sheddable requests against two slots, half kept for critical work: with one
+/// sheddable request in flight the next is refused unsent (`bulkhead_full`), and a request that
+/// says it is critical in its extensions takes the slot kept for it.
+#[tokio::test(start_paused = true)]
+async fn a_sheddable_layer_leaves_the_critical_reserve_to_requests_that_say_they_are_critical() {
+    use relent_tokio::core::Criticality;
+    let provider = Provider::default();
+    provider.script("/quote", &[Reply::Hang]);
+    let config = budgeted().bulkhead(2).critical_reserve(50);
+    let svc = layer(config)
+        .criticality(Criticality::Sheddable)
+        .layer(provider.service(tokio::time::Instant::now()));
+    let first = tokio::spawn(svc.clone().oneshot(request(Method::GET, "/quote", None)));
+    tokio::task::yield_now().await;
+    assert_eq!(provider.attempts("/quote").len(), 1);
+    let err = svc.clone().oneshot(request(Method::GET, "/quote", None)).await.unwrap_err();
+    let report = err.report().unwrap();
+    assert_eq!(
+        (report.disposition, report.problem, report.dispatched),
+        (Disposition::Rejected, Some(Problem::BulkheadFull), 0)
+    );
+    let mut critical = request(Method::GET, "/quote", None);
+    critical.extensions_mut().insert(Criticality::Critical);
+    let second = tokio::spawn(svc.clone().oneshot(critical));
+    tokio::task::yield_now().await;
+    assert_eq!(provider.attempts("/quote").len(), 2, "the critical request went");
+    // Both slots taken: a critical request is refused too.
+    let mut critical = request(Method::GET, "/quote", None);
+    critical.extensions_mut().insert(Criticality::Critical);
+    let err = svc.clone().oneshot(critical).await.unwrap_err();
+    assert_eq!(err.report().unwrap().problem, Some(Problem::BulkheadFull));
+    first.abort();
+    second.abort();
+}

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as Std;
 
 use relent_tokio::core::{
-    BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryBudget, RetryPolicy,
-    Verdict,
+    BreakerConfig, Criticality, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryBudget,
+    RetryPolicy, Verdict,
 };
 use relent_tokio::{AttemptError, Dependency, Duration, Error, HZ, PipelineLayer, Plan};
 use tower::{Layer, Service, ServiceExt};
@@ -81,6 +81,14 @@ impl Plan<Query, StoreError> for Store {
         match query {
             Query::GetBy(_, by) => Some(*by),
             _ => None,
+        }
+    }
+    /// A read can be shed; a write must go (what a reserve keeps room for: only tested where a
+    /// dependency keeps one).
+    fn criticality(&self, query: &Query) -> Criticality {
+        match query {
+            Query::Put(_) => Criticality::Critical,
+            Query::Get(_) | Query::GetBy(..) => Criticality::Sheddable,
         }
     }
 }
@@ -359,4 +367,24 @@ async fn a_hedging_layer_with_a_policy_of_one_attempt_refuses_the_reads_it_would
     // A write, never hedged, goes.
     assert_eq!(svc.ready().await.unwrap().call(Query::Put("k1")).await.unwrap(), "v1");
     clones();
+}
+
+/// Two slots, half kept for critical work: with one read in flight the next is refused unsent
+/// (`bulkhead_full`), and a write, which the plan calls critical, takes the slot kept for it.
+#[tokio::test(start_paused = true)]
+async fn the_plan_s_sheddable_reads_leave_the_critical_reserve_to_its_writes() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let store = Scripted::new(&[None]);
+    let svc = layer(budgeted().bulkhead(2).critical_reserve(50)).layer(store.service());
+    let read = tokio::spawn(svc.clone().oneshot(Query::Get("k1")));
+    tokio::task::yield_now().await;
+    assert_eq!(store.calls().len(), 1);
+    let err = svc.clone().oneshot(Query::Get("k2")).await.unwrap_err();
+    assert_eq!(chain(&err), ["store: rejected (bulkhead_full) after 0 attempt(s)"]);
+    let write = tokio::spawn(svc.clone().oneshot(Query::Put("k3")));
+    tokio::task::yield_now().await;
+    assert_eq!(store.calls().len(), 2, "the write went");
+    read.abort();
+    write.abort();
+    let _ = clones();
 }

@@ -8,7 +8,7 @@ use std::mem::size_of;
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 
 use relent_core::{
-    Attempt, CallWindow, Completion, Dependency, DependencyConfig, Event, Operation, RetryBudget,
+    Attempt, CallWindow, Completion, Context, Dependency, DependencyConfig, Event, Operation, RetryBudget,
     RetryPolicy, Verdict,
 };
 
@@ -16,7 +16,7 @@ const HZ: u64 = 1_000_000;
 
 #[test]
 fn state_types_stay_small() {
-    let rows: [(&str, usize, usize); 16] = [
+    let rows: [(&str, usize, usize); 17] = [
         ("RetryPolicy<HZ>", size_of::<RetryPolicy<HZ>>(), 56),
         ("RetryBudget<HZ>", size_of::<RetryBudget<HZ>>(), 32),
         (
@@ -37,6 +37,8 @@ fn state_types_stay_small() {
         ),
         ("Operation<'_, HZ, Verdict<HZ>>", size_of::<Operation<'static, HZ, Verdict<HZ>>>(), 144),
         ("Operation<'_, HZ, ()> (error type of size 0)", size_of::<Operation<'static, HZ, ()>>(), 128),
+        // What a caller states of an operation: deadline, replay safety, id, airtime, criticality.
+        ("Context<HZ>", size_of::<Context<HZ>>(), 48),
         ("Attempt<HZ>", size_of::<Attempt<HZ>>(), 40),
         ("Completion<HZ, ()>", size_of::<Completion<HZ, ()>>(), 72),
         // What an observer that keeps a call's events needs room for, MAX_EVENTS_PER_CALL times.
@@ -47,7 +49,8 @@ fn state_types_stay_small() {
         // An operation's end as the failure of an outer attempt, which the outer completion keeps.
         ("relent_embassy::Error<()>", size_of::<relent_embassy::Error<()>>(), 104),
         // What `execute` takes: the context, and the instant an operation inside an attempt ends by.
-        ("relent_embassy::Bounded", size_of::<relent_embassy::Bounded>(), 56),
+        // 56 without criticality, whose one byte costs the context 8 of padding.
+        ("relent_embassy::Bounded", size_of::<relent_embassy::Bounded>(), 64),
         // The generator (8 bytes here) and its borrow flag: one per firmware, shared by its operations.
         (
             "relent_embassy::SharedRng<CriticalSectionRawMutex, Xoroshiro64Star>",

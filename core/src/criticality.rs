@@ -1,0 +1,98 @@
+//! Criticality: which work a dependency's limits keep room for when they run short.
+//!
+//! Why: not every call to a dependency matters as much. A checkout's order must go through; the
+//! quote shown beside it can be skipped, and a firmware's alarm uplink matters more than its hourly
+//! telemetry. When a limit runs short (the bulkhead's slots, the retry budget), the protections
+//! otherwise serve whichever attempt comes first, and an outage's flood of cheap calls takes the
+//! room the important ones needed. The Google SRE book's chapter 21 ("Handling Overload",
+//! "Criticality") marks every request with a criticality and sheds the lower ones first.
+//!
+//! Relent keeps two classes, stated per operation in its [`Context`](crate::Context):
+//! [`Criticality::Critical`] (the default) and [`Criticality::Sheddable`], and one number per
+//! dependency, its critical reserve ([`DependencyConfig::critical_reserve`](crate::DependencyConfig::critical_reserve)):
+//! the share of each limit that sheddable work may not use. Sheddable work sees every limit
+//! smaller by that share, so it is refused while critical work still finds room:
+//!
+//! - **the bulkhead**: a sheddable attempt takes a slot only while fewer than its share of the
+//!   slots (of the adaptive limit's slots, where it has one) are taken, and never waits in the
+//!   bulkhead's queue: the queue is for work that must go, and a sheddable attempt that would wait
+//!   is refused (`bulkhead_full`) at once;
+//! - **the retry budget**: a sheddable retry (or hedge) is allowed only while the retries in the
+//!   window are within its share of the ratio budget's allowance, or while the token bucket holds
+//!   more than the reserve's tokens.
+//!
+//! A share is `100 - reserve` percent of the limit, rounded down, and at least one unit: a
+//! bulkhead of one slot has no reserve (sheddable work is never refused for good by the
+//! configuration alone). A refusal keeps its protection's problem code (`bulkhead_full`,
+//! `retry_budget_exhausted`): what refused the attempt, which a dashboard already counts.
+//!
+//! Without a reserve configured, both classes see the same limits. Sheddable work is not refused
+//! by anything else: the circuit, the cooldown, the throttle, the rate limit and the duty cycle
+//! treat both classes alike.
+
+/// How much an operation matters when the dependency's limits run short (see the module doc).
+#[cfg_attr(docsrs, doc(cfg(feature = "criticality")))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Criticality {
+    /// Work that must go through while anything does: it may use the whole of every limit. The
+    /// default.
+    #[default]
+    Critical,
+    /// Work that may be refused first: it may use every limit but the dependency's critical
+    /// reserve ([`DependencyConfig::critical_reserve`](crate::DependencyConfig::critical_reserve)).
+    Sheddable,
+}
+
+impl Criticality {
+    /// The stable snake_case name: `critical` or `sheddable` (a configuration file's value, a log
+    /// field).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Critical => "critical",
+            Self::Sheddable => "sheddable",
+        }
+    }
+}
+
+/// The smallest critical reserve, in percent.
+pub(crate) const MIN_RESERVE: u8 = 1;
+/// The largest critical reserve, in percent: sheddable work keeps a tenth of each limit at least.
+pub(crate) const MAX_RESERVE: u8 = 90;
+
+/// The share of a limit of `units` that work held back by `reserve` percent may use: `100 -
+/// reserve` percent of it, rounded down, and at least one unit; the whole limit for a reserve of
+/// zero (critical work, or no reserve configured). For slots and tokens.
+#[inline]
+pub(crate) fn share(units: u32, reserve: u8) -> u32 {
+    if reserve == 0 {
+        return units;
+    }
+    let kept = 100u64.saturating_sub(u64::from(reserve));
+    let part = u64::from(units).saturating_mul(kept) / 100;
+    u32::try_from(part).unwrap_or(u32::MAX).max(1).min(units)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_is_the_rest_of_the_limit_rounded_down_and_at_least_one_unit() {
+        assert_eq!(share(200, 20), 160);
+        assert_eq!(share(10, 25), 7); // 7.5 rounded down: the reserve is 3 slots
+        assert_eq!(share(4, 20), 3);
+        assert_eq!(share(2, 90), 1);
+        assert_eq!(share(1, 50), 1); // one slot has no reserve
+        assert_eq!(share(0, 50), 0); // no limit, no share
+        assert_eq!(share(u32::MAX, 10), 3_865_470_565);
+        assert_eq!(share(200, 0), 200); // critical work sees the whole limit
+    }
+
+    #[test]
+    fn the_names_are_stable() {
+        assert_eq!(Criticality::Critical.as_str(), "critical");
+        assert_eq!(Criticality::Sheddable.as_str(), "sheddable");
+        assert_eq!(Criticality::default(), Criticality::Critical);
+    }
+}
