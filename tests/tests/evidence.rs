@@ -137,9 +137,10 @@ fn the_readme_holds_every_row_of_the_tables_the_evidence_binary_wrote() {
     let (tables, readme) = (read("evidence/tables.md"), read("README.md"));
     let readme: std::collections::HashSet<&str> = readme.lines().collect();
     let rows: Vec<&str> = tables.lines().filter(|l| l.starts_with('|')).collect();
-    // Six tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
-    // client throttle's 3, the hedges' 5 and the bulkheads' 4, each with its header and separator.
-    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 7 + 6, "{tables}");
+    // Seven tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
+    // client throttle's 3, the hedges' 5, the bulkheads' 4 and the critical reserve's 6, each with
+    // its header and separator.
+    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 7 + 6 + 8, "{tables}");
     let missing: Vec<&str> = rows.into_iter().filter(|row| !readme.contains(row)).collect();
     assert!(
         missing.is_empty(),
@@ -329,6 +330,49 @@ mod adaptive_limit {
             half.wasted_percent(),
             nine_tenths.wasted_percent()
         );
+    }
+}
+
+mod criticality {
+    use relent_tests::evidence::adaptive::{Bulkhead, Outcome, Scenario, run};
+
+    /// The adaptive limit's reduced scenario (100 requests a second, 2 workers), one request in
+    /// ten critical: 10 a second, within the 16.7 the dependency serves in its second slowdown.
+    fn reduced(b: Bulkhead, reserve: Option<u8>) -> Outcome {
+        run(&Scenario { rate: 100, workers: 2, ..Scenario::mixed(b, reserve) })
+    }
+
+    const FIRST: (u64, u64) = (10_000, 15_000);
+    const SECOND: (u64, u64) = (25_000, 30_000);
+
+    /// Without a reserve, the bulkhead serves whichever request comes first: nine in ten are
+    /// sheddable, and critical requests are refused as often as they are (about half in the first
+    /// slowdown, most in the second). With a fifth kept for them, nearly all are answered in time,
+    /// and the sheddable ones get what the dependency has left.
+    #[test]
+    fn a_reserve_answers_the_critical_requests_that_the_adaptive_limit_alone_refuses() {
+        let share = |o: &Outcome, (from, to): (u64, u64)| o.critical(from, to).0;
+        let alone = reduced(Bulkhead::Adaptive(20, 500), None);
+        assert!(share(&alone, FIRST) < 60.0, "{} %", share(&alone, FIRST));
+        assert!(share(&alone, SECOND) < 30.0, "{} %", share(&alone, SECOND));
+        let reserved = reduced(Bulkhead::Adaptive(20, 500), Some(20));
+        for window in [FIRST, SECOND] {
+            assert!(share(&reserved, window) >= 95.0, "{window:?}: {} %", share(&reserved, window));
+            assert_eq!(reserved.critical(window.0, window.1).1, 0.0, "{window:?}: none timed out");
+        }
+        assert!(reserved.sheddable_answered_per_second(FIRST.0, FIRST.1) >= 35.0);
+        assert!(reserved.sheddable_answered_per_second(SECOND.0, SECOND.1) >= 5.0);
+    }
+
+    /// A reserve keeps room in the caller's bulkhead, not in the dependency's queue: a bulkhead
+    /// too large for the slowed dependency lets the sheddable requests alone fill that queue, and
+    /// the critical ones time out behind them.
+    #[test]
+    fn a_reserve_cannot_help_a_bulkhead_too_large_for_the_dependency() {
+        let o = reduced(Bulkhead::Fixed(20), Some(50));
+        let (share, timed_out, _) = o.critical(SECOND.0, SECOND.1);
+        assert!(share < 10.0, "{share} %");
+        assert!(timed_out >= 9.0, "{timed_out}/s");
     }
 }
 

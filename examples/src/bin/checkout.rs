@@ -321,6 +321,19 @@ fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency, cal
     let hedged = checkouts.iter().filter(|c| c.quote.hedge.0).count();
     let won = checkouts.iter().filter(|c| c.quote.hedge.1).count();
     println!("\nHedged quotes: {hedged} sent a second copy, {won} answered by it first");
+    for (name, fates) in [
+        ("Quotes", checkouts.iter().map(|c| c.quote).collect::<Vec<_>>()),
+        ("Orders", checkouts.iter().filter_map(|c| c.order).collect()),
+    ] {
+        let count = |outcome: &str| fates.iter().filter(|f| f.outcome == outcome).count();
+        println!(
+            "{name}: {:>5} of {:>5} succeeded; refused a retry by the budget {:>4}, a slot {:>4}",
+            count("succeeded"),
+            fates.len(),
+            count("failed: retry_budget_exhausted"),
+            count("rejected: bulkhead_full")
+        );
+    }
     let first: u64 = requests.iter().filter(|r| r.dispatched > 0).count() as u64;
     println!(
         "Amplification: {calls} calls for {first} first attempts = {:.3} calls per first attempt (policy allows 3, and a hedge)",

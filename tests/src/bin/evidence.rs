@@ -92,6 +92,7 @@ fn main() {
     throttling(&out, &mut tables);
     hedging(&mut tables);
     adaptive_limit(&out, &mut tables);
+    criticality(&mut tables);
     let tables_md = out.join(Tables::FILE);
     std::fs::write(&tables_md, tables.markdown(runs)).expect("tables.md is written");
     if mode == Mode::Benchmarks {
@@ -556,6 +557,58 @@ fn adaptive_limit(out: &Path, tables: &mut Tables) {
     ) {
         eprintln!("adaptive.svg: {e}");
     }
+}
+
+/// Criticality: the adaptive limit's scenario with one request in ten critical and the rest
+/// sheddable, each bulkhead with and without a critical reserve: the share of the critical
+/// requests answered in time in each slowdown, and what the sheddable ones got.
+fn criticality(tables: &mut Tables) {
+    use relent_tests::evidence::adaptive::{self, Bulkhead, Scenario};
+    println!(
+        "## Criticality: the adaptive limit's scenario, one request in ten critical (100/s), the rest sheddable"
+    );
+    let cases = [
+        (Bulkhead::Adaptive(200, 500), None),
+        (Bulkhead::Adaptive(200, 500), Some(20)),
+        (Bulkhead::Fixed(60), None),
+        (Bulkhead::Fixed(60), Some(20)),
+        (Bulkhead::Fixed(200), None),
+        (Bulkhead::Fixed(200), Some(50)),
+    ];
+    let rows: Vec<Vec<String>> = cases
+        .iter()
+        .map(|&(b, reserve)| {
+            let o = adaptive::run(&Scenario::mixed(b, reserve));
+            let (first, second) = ((10_000, 15_000), (25_000, 30_000));
+            let per_s = |v: f64| thousands(v.round() as u64);
+            let share = |(from, to)| format!("{:.0} %", o.critical(from, to).0);
+            let (_, timed_out, refused) = o.critical(second.0, second.1);
+            vec![
+                b.name(),
+                reserve.map_or("none".to_owned(), |r| format!("{r} %")),
+                share(first),
+                per_s(o.sheddable_answered_per_second(first.0, first.1)),
+                share(second),
+                per_s(timed_out),
+                per_s(refused),
+                per_s(o.sheddable_answered_per_second(second.0, second.1)),
+            ]
+        })
+        .collect();
+    tables.add(
+        "Criticality",
+        &[
+            "bulkhead",
+            "critical reserve",
+            "critical answered in time, dependency at 500/s (10 to 15 s)",
+            "sheddable answered in time/s",
+            "critical answered in time, dependency at 167/s (25 to 30 s)",
+            "critical timed out/s",
+            "critical refused/s",
+            "sheddable answered in time/s",
+        ],
+        &rows,
+    );
 }
 
 /// Hedged requests: the latency's tail of the steady state, the calls it costs, and the calls per

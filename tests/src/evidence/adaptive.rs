@@ -16,8 +16,8 @@ use std::collections::BinaryHeap;
 
 use rand_core::RngCore;
 use relent_core::{
-    Action, AdaptiveLimit, Attempt, Context, Dependency, DependencyConfig, Operation, ReplaySafety,
-    RetryPolicy, Verdict,
+    Action, AdaptiveLimit, Attempt, Context, Criticality, Dependency, DependencyConfig, Operation,
+    ReplaySafety, RetryPolicy, Verdict,
 };
 
 use super::{Agenda, D, HZ, T};
@@ -50,8 +50,12 @@ impl Bulkhead {
         }
     }
 
-    fn config(self) -> DependencyConfig<HZ> {
+    fn config(self, reserve: Option<u8>) -> DependencyConfig<HZ> {
         let window = DependencyConfig::new(D::from_secs(10));
+        let window = match reserve {
+            Some(percent) => window.critical_reserve(percent),
+            None => window,
+        };
         match self {
             Self::Fixed(n) => window.bulkhead(n),
             Self::Adaptive(n, kept) => window.bulkhead(n).adaptive_limit(
@@ -77,6 +81,11 @@ pub struct Scenario {
     pub workers: usize,
     /// The bulkhead.
     pub bulkhead: Bulkhead,
+    /// Every this many requests, one is critical (the first included) and the others sheddable:
+    /// 1 for all critical.
+    pub critical_one_in: u64,
+    /// The dependency's critical reserve, in percent, if any.
+    pub reserve: Option<u8>,
     /// Seed of the calls' service times.
     pub seed: u64,
 }
@@ -95,8 +104,16 @@ impl Scenario {
             second_ms: (20_000, 30_000),
             workers: 20,
             bulkhead,
+            critical_one_in: 1,
+            reserve: None,
             seed: 1,
         }
+    }
+
+    /// The same, with one request in ten critical and the rest sheddable, and the dependency
+    /// keeping `reserve` percent of its bulkhead for critical work, if any.
+    pub fn mixed(bulkhead: Bulkhead, reserve: Option<u8>) -> Self {
+        Self { critical_one_in: 10, reserve, ..Self::slowdowns(bulkhead) }
     }
 
     /// A call's service time, for a call that starts at `us`, in µs.
@@ -128,6 +145,9 @@ pub struct Outcome {
     pub latencies: Vec<(u64, u64)>,
     /// The dependency's work, in µs: in all, and on calls whose caller had timed out.
     pub work_us: (u64, u64),
+    /// Per 100 ms of arrival, of the critical requests only: answered within their timeout, timed
+    /// out, refused.
+    pub critical: [Vec<u64>; 3],
 }
 
 impl Outcome {
@@ -173,6 +193,21 @@ impl Outcome {
         let n = us.len() as u64;
         let rank = (n * per_mille).div_ceil(1_000).clamp(1, n.max(1));
         us.get(rank as usize - 1).map(|&us| us as f64 / 1_000.0)
+    }
+
+    /// Of the critical requests that arrived in [from, to) ms, the share answered within their
+    /// timeout, in percent; and those timed out and refused, per second.
+    pub fn critical(&self, from_ms: u64, to_ms: u64) -> (f64, f64, f64) {
+        let [answered, timed_out, refused] =
+            self.critical.each_ref().map(|v| Self::per_second(v, from_ms, to_ms));
+        let all = answered + timed_out + refused;
+        (if all > 0.0 { answered * 100.0 / all } else { 100.0 }, timed_out, refused)
+    }
+
+    /// Sheddable requests answered within their timeout per second, of those that arrived in
+    /// [from, to) ms.
+    pub fn sheddable_answered_per_second(&self, from_ms: u64, to_ms: u64) -> f64 {
+        self.answered_per_second(from_ms, to_ms) - Self::per_second(&self.critical[0], from_ms, to_ms)
     }
 
     /// The share of the dependency's work spent on calls whose caller had given up, in percent.
@@ -233,12 +268,13 @@ type Out<'a> = (Operation<'a, HZ, TimedOut>, Attempt<HZ>);
 
 /// Runs one scenario.
 pub fn run(s: &Scenario) -> Outcome {
-    let config = s.bulkhead.config();
+    let config = s.bulkhead.config(s.reserve);
     let mut dep: Dependency<HZ, 10> = Dependency::new(&config, T::from_ticks(0)).expect("a valid dependency");
     let mut rng = seeded(s.seed);
     let read = Context::new(D::from_secs(2), ReplaySafety::replayable_read(D::from_secs(60)));
-    // Each request's arrival (ms), and its operation with the attempt it has out.
-    let mut requests: Vec<(u64, Option<Out<'_>>)> = Vec::new();
+    // Each request's arrival (ms), whether it is critical, and its operation with the attempt it
+    // has out.
+    let mut requests: Vec<(u64, bool, Option<Out<'_>>)> = Vec::new();
     // When each worker is next free, in µs.
     let mut workers: BinaryHeap<Reverse<u64>> = (0..s.workers).map(|_| Reverse(0)).collect();
     let mut agenda = Agenda::new();
@@ -254,7 +290,10 @@ pub fn run(s: &Scenario) -> Outcome {
                     agenda.push((k + 1) * 1_000_000 / s.rate, Event::Arrive(k + 1));
                 }
                 let arrived = now / 1_000;
-                let mut op = Operation::start(&POLICY, &config, read, at).expect("the read starts");
+                let critical = k % s.critical_one_in.max(1) == 0;
+                let criticality = if critical { Criticality::Critical } else { Criticality::Sheddable };
+                let mut op = Operation::start(&POLICY, &config, read.criticality(criticality), at)
+                    .expect("the read starts");
                 match op.poll(at, &mut dep, &mut ()) {
                     Action::Dispatch(attempt) => {
                         // Served in arrival order by the first worker free.
@@ -265,28 +304,39 @@ pub fn run(s: &Scenario) -> Outcome {
                         let k = requests.len();
                         agenda.push(start + service, Event::Answer(k, service));
                         agenda.push(attempt.expires().as_ticks(), Event::Timeout(k));
-                        requests.push((arrived, Some((op, attempt))));
+                        requests.push((arrived, critical, Some((op, attempt))));
                     }
-                    _ => Outcome::bin(&mut out.refused, arrived),
+                    _ => {
+                        Outcome::bin(&mut out.refused, arrived);
+                        if critical {
+                            Outcome::bin(&mut out.critical[2], arrived);
+                        }
+                    }
                 }
             }
             Event::Answer(k, service) => {
                 out.work_us.0 += service;
-                let (arrived, held) = &mut requests[k];
+                let (arrived, critical, held) = &mut requests[k];
                 match held.take() {
                     Some((mut op, attempt)) => {
                         op.on_success(attempt, at, &mut dep, &mut ());
                         Outcome::bin(&mut out.answered, *arrived);
+                        if *critical {
+                            Outcome::bin(&mut out.critical[0], *arrived);
+                        }
                         out.latencies.push((*arrived, now - *arrived * 1_000));
                     }
                     None => out.work_us.1 += service,
                 }
             }
             Event::Timeout(k) => {
-                let (arrived, held) = &mut requests[k];
+                let (arrived, critical, held) = &mut requests[k];
                 if let Some((mut op, attempt)) = held.take() {
                     op.on_failure(attempt, at, &mut dep, &mut rng, TimedOut, &mut ());
                     Outcome::bin(&mut out.timed_out, *arrived);
+                    if *critical {
+                        Outcome::bin(&mut out.critical[1], *arrived);
+                    }
                 }
             }
             Event::Sample => {
