@@ -288,6 +288,42 @@ fn a_frame_that_times_out_halves_the_links_adaptive_limit_and_says_so() {
     assert_eq!(moves, [(2, 1), (1, 2)]);
 }
 
+/// A gateway's retry budget of two tokens, half kept for critical frames: the first telemetry
+/// frame that fails is retried (one token), the second is not (only the reserve is left), and an
+/// alarm frame that fails is retried with the reserve's token.
+#[cfg(all(feature = "criticality", feature = "token-bucket"))]
+#[test]
+fn telemetry_stated_sheddable_leaves_the_budget_s_reserve_to_an_alarm() {
+    use relent_embassy::core::Criticality;
+    const RESERVED: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(10))
+        .budget(match RetryBudget::token_bucket(2, 1, Duration::from_secs(600), Duration::from_secs(10)) {
+            Ok(b) => b,
+            Err(e) => panic!("{}", e.message()),
+        })
+        .critical_reserve(50);
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4> =
+        SharedDependency::new(&RESERVED, Dependency::new(&RESERVED, relent_embassy::now()).unwrap());
+    let mut rng = rng();
+    let mut frame = |criticality| {
+        let first = core::cell::Cell::new(true);
+        let done = run(link.execute(&CHECKOUT, read(10_000).criticality(criticality), &mut rng, |_| {
+            let fails = first.replace(false);
+            async move { if fails { Err(LinkError::Busy(0)) } else { Ok(()) } }
+        }))
+        .unwrap();
+        (done.completion.problem, done.completion.summary.dispatched)
+    };
+    assert_eq!(frame(Criticality::Sheddable), (None, 2), "the first telemetry frame is retried");
+    assert_eq!(
+        frame(Criticality::Sheddable),
+        (Some(Problem::RetryBudgetExhausted), 1),
+        "the second finds only the reserve"
+    );
+    assert_eq!(frame(Criticality::Critical), (None, 2), "the alarm takes the reserve's token");
+}
+
 /// The observer runs under the dependency's lock (`execute_with` says so): a call back into the
 /// dependency from it finds the state borrowed.
 #[test]
