@@ -2,7 +2,8 @@
 //!
 //! Why: not every call to a dependency matters as much. A checkout's order must go through; the
 //! quote shown beside it can be skipped, and a firmware's alarm uplink matters more than its hourly
-//! telemetry. When a limit runs short (the bulkhead's slots, the retry budget), the protections
+//! telemetry. When a limit runs short (the bulkhead's slots, the retry budget, a radio's airtime),
+//! the protections
 //! otherwise serve whichever attempt comes first, and an outage's flood of cheap calls takes the
 //! room the important ones needed. The Google SRE book's chapter 21 ("Handling Overload",
 //! "Criticality") marks every request with a criticality and sheds the lower ones first.
@@ -19,16 +20,25 @@
 //!   is refused (`bulkhead_full`) at once;
 //! - **the retry budget**: a sheddable retry (or hedge) is allowed only while the retries in the
 //!   window are within its share of the ratio budget's allowance, or while the token bucket holds
-//!   more than the reserve's tokens.
+//!   more than the reserve's tokens;
+//! - **the rate limit**: a sheddable attempt sees a burst of its share, so it takes a unit only
+//!   while the reserve's units are left (with a burst of one, there is no reserve to keep), and its
+//!   refusal or wait names when its own unit is due;
+//! - **the duty cycle**: a sheddable frame sees an airtime allowance of its share, and never less
+//!   than its own airtime, so that an alarm finds the reserve's airtime on air when telemetry has
+//!   used the rest.
 //!
 //! A share is `100 - reserve` percent of the limit, rounded down, and at least one unit: a
 //! bulkhead of one slot has no reserve (sheddable work is never refused for good by the
 //! configuration alone). A refusal keeps its protection's problem code (`bulkhead_full`,
-//! `retry_budget_exhausted`): what refused the attempt, which a dashboard already counts.
+//! `retry_budget_exhausted`, `rate_limited`, `duty_cycle_exceeded`): what refused the attempt,
+//! which a dashboard already counts.
 //!
-//! Without a reserve configured, both classes see the same limits. Sheddable work is not refused
-//! by anything else: the circuit, the cooldown, the throttle, the rate limit and the duty cycle
-//! treat both classes alike.
+//! Without a reserve configured, both classes see the same limits. The circuit, the cooldown and
+//! the client throttle treat both classes alike: they say the dependency is down, paused or over
+//! capacity, which is as true for critical work as for the rest.
+
+use crate::time::Ticks;
 
 /// How much an operation matters when the dependency's limits run short (see the module doc).
 #[cfg_attr(docsrs, doc(cfg(feature = "criticality")))]
@@ -73,6 +83,17 @@ pub(crate) fn share(units: u32, reserve: u8) -> u32 {
     u32::try_from(part).unwrap_or(u32::MAX).max(1).min(units)
 }
 
+/// [`share`] of a tick count (a duty cycle's airtime allowance), with the same rounding.
+#[inline]
+pub(crate) fn share_ticks(units: Ticks, reserve: u8) -> Ticks {
+    if reserve == 0 {
+        return units;
+    }
+    let kept = 100u64.saturating_sub(u64::from(reserve));
+    let part = crate::time::wide(units).saturating_mul(kept) / 100;
+    Ticks::try_from(part).unwrap_or(Ticks::MAX).max(1).min(units)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +108,8 @@ mod tests {
         assert_eq!(share(0, 50), 0); // no limit, no share
         assert_eq!(share(u32::MAX, 10), 3_865_470_565);
         assert_eq!(share(200, 0), 200); // critical work sees the whole limit
+        assert_eq!(share_ticks(36_000, 20), 28_800);
+        assert_eq!(share_ticks(0, 20), 0);
     }
 
     #[test]

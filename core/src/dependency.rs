@@ -227,9 +227,10 @@ impl<const HZ: u64> DependencyConfig<HZ> {
 
     #[cfg(feature = "criticality")]
     #[cfg_attr(docsrs, doc(cfg(feature = "criticality")))]
-    /// Keeps `percent` of the bulkhead's slots and of the retry budget for critical work: an
-    /// operation whose context is [`Sheddable`](crate::Criticality::Sheddable) may use the rest
-    /// only (rounded down, one slot or token at least), and never waits in the bulkhead's queue.
+    /// Keeps `percent` of each limit (the bulkhead's slots, the retry budget, the rate limit's burst,
+    /// the duty cycle's airtime) for critical work: an operation whose context is
+    /// [`Sheddable`](crate::Criticality::Sheddable) may use the rest only (rounded down, one slot,
+    /// token, unit or frame at least), and never waits in the bulkhead's queue.
     /// 1 to 90 ([`ConfigError::CriticalReserveOutOfRange`] otherwise). Without it, sheddable work
     /// sees the same limits as critical work. See [`Criticality`](crate::Criticality).
     #[must_use = "this returns the changed value and changes nothing in place"]
@@ -267,7 +268,7 @@ impl<const HZ: u64> DependencyConfig<HZ> {
         #[cfg(not(feature = "latency"))]
         None
     }
-    /// The share of the bulkhead and the retry budget kept for critical work, in percent, if any
+    /// The share of each limit kept for critical work, in percent, if any
     /// (never without the `criticality` feature).
     pub const fn critical_reserve_percent(&self) -> Option<u8> {
         #[cfg(feature = "criticality")]
@@ -485,6 +486,33 @@ fn held_back_slots(slots: u16, held_back: u8) -> u16 {
     slots
 }
 
+/// The rate limit as an attempt held back by `held_back` percent sees it: its burst cut to its
+/// share (see [`crate::Criticality`]), so it goes only while the rest of the burst is left.
+#[inline(always)]
+fn held_back_burst<const HZ: u64>(limit: &RateLimit<HZ>, held_back: u8) -> RateLimit<HZ> {
+    #[cfg(feature = "criticality")]
+    if held_back > 0 {
+        return limit.burst(crate::criticality::share(limit.burst, held_back));
+    }
+    let _ = held_back;
+    *limit
+}
+
+/// The duty cycle as an attempt held back by `held_back` percent sees it: its airtime allowance cut
+/// to its share, and never below the attempt's own airtime (one frame at least, as a share is one
+/// unit at least).
+#[inline(always)]
+fn held_back_airtime<const HZ: u64>(duty: &DutyCycle<HZ>, held_back: u8, cost: Ticks) -> DutyCycle<HZ> {
+    #[cfg(feature = "criticality")]
+    if held_back > 0 {
+        let allowance = duty.airtime.as_ticks();
+        let share = crate::criticality::share_ticks(allowance, held_back).max(cost).min(allowance);
+        return DutyCycle { airtime: Duration::<HZ>::from_ticks(share), window: duty.window };
+    }
+    let _ = (held_back, cost);
+    *duty
+}
+
 /// A duration's ticks, or zero for none.
 const fn ticks_or_zero<const HZ: u64>(d: Option<Duration<HZ>>) -> Ticks {
     match d {
@@ -663,7 +691,7 @@ pub(crate) struct Request {
     pub(crate) airtime: Ticks,
     /// The longest wait for airtime that fits the policy (its maximum delay), in ticks.
     pub(crate) airtime_wait: Ticks,
-    /// The share of the bulkhead and the retry budget, in percent, it may not use: the critical
+    /// The share of each limit, in percent, it may not use: the critical
     /// reserve for sheddable work, 0 otherwise (see [`crate::Criticality`]).
     pub(crate) held_back: u8,
 }
@@ -1141,7 +1169,7 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         if let (Some(limit), Some(limiter), false) =
             (config.rate_limit_on(), self.limiter.get(), request.reserved)
         {
-            let due = limiter.next_at(limit, t);
+            let due = limiter.next_at(&held_back_burst(limit, request.held_back), t);
             if due > t {
                 let wait = due.saturating_sub(t);
                 if wait > limit.max_wait.as_ticks() || due > request.latest_start {
@@ -1152,7 +1180,8 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         }
         if let (Some(duty), false) = (config.duty_cycle_on(), request.reserved) {
             self.airtime.prune(t);
-            let Some(free) = self.airtime.next_at(duty, go, request.airtime) else {
+            let duty = held_back_airtime(duty, request.held_back, request.airtime);
+            let Some(free) = self.airtime.next_at(&duty, go, request.airtime) else {
                 // More than the whole allowance (refused at start; kept for safety).
                 return refuse(Problem::DutyCycleExceeded, None);
             };

@@ -281,7 +281,7 @@ impl ConfigError {
                 "a latency log weighs between 20 and 4000 attempts before it halves their weights (latency_samples): fewer than 20 hold no 95th percentile, more would overflow its 16-bit counts; a few hundred suit most dependencies: a log forgets a slowdown after about four times its samples"
             }
             Self::CriticalReserveOutOfRange => {
-                "a critical reserve keeps between 1 and 90 percent of the bulkhead and the retry budget for critical work (critical_reserve): leave it out for none; 20 leaves sheddable work four fifths of each limit"
+                "a critical reserve keeps between 1 and 90 percent of each limit (bulkhead, retry budget, rate limit's burst, duty cycle's airtime) for critical work (critical_reserve): leave it out for none; 20 leaves sheddable work four fifths of each limit"
             }
         }
     }

@@ -89,7 +89,7 @@ impl<const HZ: u64> Context<HZ> {
 
     /// Sets how much the operation matters when the dependency's limits run short: a
     /// [`Sheddable`](crate::Criticality::Sheddable) one may not use the dependency's critical
-    /// reserve ([`DependencyConfig::critical_reserve`]) of its bulkhead and retry budget, and so is
+    /// reserve ([`DependencyConfig::critical_reserve`]) of its limits, and so is
     /// refused before a critical one would be. [`Critical`](crate::Criticality::Critical) unless set.
     #[cfg(feature = "criticality")]
     #[cfg_attr(docsrs, doc(cfg(feature = "criticality")))]

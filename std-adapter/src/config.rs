@@ -143,7 +143,7 @@ pub struct PolicySettings(pub RetryPolicy<HZ>);
 /// | `adaptive_limit` | `{ slow, min_slots, decrease_to_permille }`: lower the bulkhead's slots on signs of overload (transient failures, attempts that take `slow` or longer) and raise them again while attempts come back fast ([`AdaptiveLimit`](relent_core::AdaptiveLimit); `min_slots` default 1, `decrease_to_permille` default 500, a halving; needs `bulkhead`, its ceiling) |
 /// | `client_throttle` | `{ k_permille }`: refuse attempts locally so that the dependency is sent about `k_permille / 1000` times what it accepts ([`ClientThrottle`](relent_core::ClientThrottle); 2000 is the SRE book's K = 2) |
 /// | `latency_samples` | keep a log of how long attempts take, each weighing half as much every this many attempts (20 to 4000; [`DependencyConfig::latency_samples`]): for a hedge at a percentile of the dependency's latency, and the gauges' percentiles |
-/// | `critical_reserve` | the percent of the bulkhead and the retry budget that sheddable work may not use (1 to 90; [`DependencyConfig::critical_reserve`], [`Criticality`](relent_core::Criticality)) |
+/// | `critical_reserve` | the percent of each limit (the bulkhead's slots, the retry budget, the rate limit's burst, the duty cycle's airtime) that sheddable work may not use (1 to 90; [`DependencyConfig::critical_reserve`], [`Criticality`](relent_core::Criticality)) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DependencySettings(pub DependencyConfig<HZ>);
 

@@ -89,7 +89,7 @@ pub trait Plan<Req, E> {
 
     /// How much `request` matters when the dependency's limits run short
     /// ([`Criticality`](relent_core::Criticality)): a sheddable one may not use the dependency's
-    /// critical reserve of its bulkhead and retry budget. Critical by default.
+    /// critical reserve of its limits. Critical by default.
     fn criticality(&self, request: &Req) -> relent_core::Criticality {
         let _ = request;
         relent_core::Criticality::Critical

@@ -45,7 +45,12 @@ impl<'c> Flight<'c> {
 
     /// Starts one operation of one attempt at `ms`: "sent", "queued", or its refusal's code.
     fn send(&mut self, dep: &mut Dep, ms: u64, criticality: Criticality) -> &'static str {
-        let mut op = Operation::start(&ONCE, self.config, context(self.next_id, criticality), t(ms)).unwrap();
+        self.send_as(dep, ms, context(self.next_id, criticality))
+    }
+
+    /// [`Flight::send`] with a context of the caller's.
+    fn send_as(&mut self, dep: &mut Dep, ms: u64, context: Context<HZ>) -> &'static str {
+        let mut op = Operation::start(&ONCE, self.config, context, t(ms)).unwrap();
         self.next_id += 1;
         match op.poll(t(ms), &mut dep.state, &mut self.rec) {
             Action::Dispatch(attempt) => {
@@ -170,6 +175,60 @@ fn sheddable_work_gets_its_share_of_an_adaptive_limit() {
     assert_eq!(sent, ["sent", "sent", "sent", "sent", "bulkhead_full"]);
     assert_eq!(flight.send(&mut dep, 400, Critical), "sent");
     assert_eq!(flight.send(&mut dep, 400, Critical), "bulkhead_full");
+}
+
+#[test]
+fn sheddable_work_takes_only_its_share_of_a_rate_limit_s_burst() {
+    // One unit a second in bursts of five, 40 % kept for critical work: sheddable work may take
+    // three of a full burst.
+    let config = DependencyConfig::new(D::from_secs(10))
+        .rate_limit(relent_core::RateLimit::new(1, D::from_secs(1)).burst(5))
+        .critical_reserve(40);
+    let mut dep = Dep::new(config);
+    let mut flight = Flight::new(&config);
+    let sent: Vec<_> = [Sheddable, Sheddable, Sheddable, Sheddable, Critical, Critical, Critical]
+        .into_iter()
+        .map(|c| flight.send(&mut dep, 0, c))
+        .collect();
+    assert_eq!(sent, ["sent", "sent", "sent", "rate_limited", "sent", "sent", "rate_limited"]);
+    // Each refusal says when its class's next unit is due: a second on, when one unit of the burst
+    // is back for sheddable work after three taken, and for critical work after five.
+    let refusals: Vec<_> = flight.rec.lines.iter().filter(|l| l.contains("refused")).collect();
+    assert_eq!(
+        refusals,
+        [
+            "op4: 0.000 refused #1: rate_limited (retry at 1.000)",
+            "op7: 0.000 refused #1: rate_limited (retry at 1.000)"
+        ]
+    );
+    // At 1 s one unit is back, and the reserve is two: sheddable work is refused until three are
+    // back (at 3 s), and critical work takes it.
+    let later: Vec<_> =
+        [Sheddable, Sheddable, Critical].into_iter().map(|c| flight.send(&mut dep, 1_000, c)).collect();
+    assert_eq!(later, ["rate_limited", "rate_limited", "sent"]);
+    assert_eq!(flight.send(&mut dep, 3_000, Sheddable), "rate_limited", "two back at 3 s, after six taken");
+    assert_eq!(flight.send(&mut dep, 4_000, Sheddable), "sent", "three back at 4 s");
+}
+
+#[test]
+fn sheddable_frames_leave_the_duty_cycle_s_reserve_to_critical_ones() {
+    // 1 s on air a minute, 30 % kept for critical frames: sheddable frames of 300 ms may use 700 ms.
+    let config = DependencyConfig::new(D::from_secs(10))
+        .duty_cycle(relent_core::DutyCycle::new(D::from_secs(1), D::from_secs(60)))
+        .critical_reserve(30);
+    let mut dep = Dep::new(config);
+    let mut flight = Flight::new(&config);
+    let frame = |id: u64, c| context(id, c).airtime(D::from_millis(300));
+    let sent: Vec<_> = [(1, Sheddable), (2, Sheddable), (3, Sheddable), (4, Critical), (5, Critical)]
+        .into_iter()
+        .map(|(id, c)| flight.send_as(&mut dep, 0, frame(id, c)))
+        .collect();
+    assert_eq!(sent, ["sent", "sent", "duty_cycle_exceeded", "sent", "duty_cycle_exceeded"]);
+    // A frame longer than the share still goes when the airtime it needs is free: a share is one
+    // frame at least.
+    let mut fresh = Dep::new(config);
+    let long = context(9, Sheddable).airtime(D::from_millis(900));
+    assert_eq!(Flight::new(&config).send_as(&mut fresh, 0, long), "sent");
 }
 
 /// A dependency with a ratio budget of 20 % and no floor, 50 % of it kept for critical work, after
