@@ -26,17 +26,24 @@
 //!   refusal or wait names when its own unit is due;
 //! - **the duty cycle**: a sheddable frame sees an airtime allowance of its share, and never less
 //!   than its own airtime, so that an alarm finds the reserve's airtime on air when telemetry has
-//!   used the rest.
+//!   used the rest;
+//! - **the client throttle**: it refuses the same share of all requests as without a reserve (its
+//!   formula's), and the refusals fall on sheddable requests first: with `s` the share of recent
+//!   requests that were sheddable (an average the throttle keeps, weighing each request 1/32, in
+//!   the 2 bytes beside its carry), a sheddable one is refused with `p / s` and a critical one not
+//!   at all while `p <= s`; beyond, sheddable ones nearly always and critical ones with
+//!   `(p - s) / (1 - s)`.
 //!
 //! A share is `100 - reserve` percent of the limit, rounded down, and at least one unit: a
 //! bulkhead of one slot has no reserve (sheddable work is never refused for good by the
 //! configuration alone). A refusal keeps its protection's problem code (`bulkhead_full`,
-//! `retry_budget_exhausted`, `rate_limited`, `duty_cycle_exceeded`): what refused the attempt,
+//! `retry_budget_exhausted`, `rate_limited`, `duty_cycle_exceeded`, `client_throttled`): what
+//! refused the attempt,
 //! which a dashboard already counts.
 //!
-//! Without a reserve configured, both classes see the same limits. The circuit, the cooldown and
-//! the client throttle treat both classes alike: they say the dependency is down, paused or over
-//! capacity, which is as true for critical work as for the rest.
+//! Without a reserve configured, both classes see the same limits. The circuit and the cooldown
+//! treat both classes alike: they say the dependency is down or paused, which is as true for
+//! critical work as for the rest.
 
 use crate::time::Ticks;
 

@@ -230,7 +230,8 @@ impl<const HZ: u64> DependencyConfig<HZ> {
     /// Keeps `percent` of each limit (the bulkhead's slots, the retry budget, the rate limit's burst,
     /// the duty cycle's airtime) for critical work: an operation whose context is
     /// [`Sheddable`](crate::Criticality::Sheddable) may use the rest only (rounded down, one slot,
-    /// token, unit or frame at least), and never waits in the bulkhead's queue.
+    /// token, unit or frame at least), and never waits in the bulkhead's queue. A client throttle
+    /// refuses sheddable requests first.
     /// 1 to 90 ([`ConfigError::CriticalReserveOutOfRange`] otherwise). Without it, sheddable work
     /// sees the same limits as critical work. See [`Criticality`](crate::Criticality).
     #[must_use = "this returns the changed value and changes nothing in place"]
@@ -1134,7 +1135,14 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         let mut throttle_carry = None;
         #[cfg(feature = "throttle")]
         if let (Some(throttle), Some(state)) = (config.throttle_on(), self.throttle.get_mut()) {
-            match state.draw(throttle.probability(self.window.totals(now))) {
+            let p = throttle.probability(self.window.totals(now));
+            // With a critical reserve, sheddable requests are refused first.
+            #[cfg(feature = "criticality")]
+            let p = match config.critical_reserve_percent() {
+                Some(_) => state.for_class(p, request.held_back > 0),
+                None => p,
+            };
+            match state.draw(p) {
                 Draw::Refuse(carry) => {
                     state.keep(carry);
                     self.window.record_throttled(now);

@@ -33,6 +33,10 @@
 //! - **Every attempt, retries included**: a retry is a request the dependency would have to
 //!   reject too. A retry the throttle refuses ends the operation, with its last failure kept.
 //!
+//! With a critical reserve on the dependency ([`crate::Criticality`]), the same share of requests
+//! is refused, sheddable ones first: the throttle keeps the share of recent requests that were
+//! sheddable, and each class's probability is drawn so that the two add up to the formula's.
+//!
 //! The probability is in units of 1/65,536 and the multiplier in thousandths, integers only.
 
 use crate::window::Counts;
@@ -96,11 +100,18 @@ pub(crate) fn to_ppm(p: u32) -> u32 {
 }
 
 /// The throttle's state: what the requests since its last refusal have added up to, below one whole
-/// request.
+/// request; and, with a critical reserve, the share of recent requests that were sheddable.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Throttle {
-    carry: u32,
+    /// Below one whole request (`ONE`), so 16 bits hold it, and the share beside it fits in the 4
+    /// bytes the carry took alone.
+    carry: u16,
+    /// The share of the requests that reached the throttle lately that were sheddable, in units of
+    /// 1/65,536 (an average that weighs each request 1/32 and the earlier ones the rest). Only
+    /// moved where the dependency keeps a critical reserve.
+    #[cfg(feature = "criticality")]
+    sheddable: u16,
 }
 
 /// What the throttle says of one request.
@@ -115,21 +126,58 @@ pub(crate) enum Draw {
 
 impl Throttle {
     pub(crate) const fn new() -> Self {
-        Self { carry: 0 }
+        Self {
+            carry: 0,
+            #[cfg(feature = "criticality")]
+            sheddable: 0,
+        }
+    }
+
+    /// The probability of refusing a request of one class when the throttle refuses a share `p` of
+    /// all of them (see [`crate::Criticality`]): sheddable requests are refused first. With `s` the
+    /// share of recent requests that were sheddable, a sheddable one is refused with `p / s` and a
+    /// critical one not at all while `p <= s`; beyond it, sheddable ones nearly always and critical
+    /// ones with `(p - s) / (1 - s)`. Either way a share `p` of the requests is refused, as the
+    /// throttle's formula says, and the critical ones are the last. `sheddable` is the request's
+    /// class, which the share is moved towards first.
+    #[cfg(feature = "criticality")]
+    pub(crate) fn for_class(&mut self, p: u32, sheddable: bool) -> u32 {
+        let s = u32::from(self.sheddable);
+        // Towards ONE or 0 by 1/32 of the way: stays below ONE, and never wraps.
+        let s =
+            if sheddable { s.saturating_add(ONE.saturating_sub(s) >> 5) } else { s.saturating_sub(s >> 5) };
+        let s = s.min(ONE.saturating_sub(1));
+        self.sheddable = u16::try_from(s).unwrap_or(u16::MAX);
+        let most = ONE.saturating_sub(1);
+        if sheddable {
+            // p / s, or all but never a whole request.
+            let q = u64::from(p).saturating_mul(u64::from(ONE)).checked_div(u64::from(s)).unwrap_or(u64::MAX);
+            return u32::try_from(q).unwrap_or(most).min(most);
+        }
+        if p <= s {
+            return 0;
+        }
+        // (p - s) / (1 - s): below p, since s < ONE.
+        let q = u64::from(p.saturating_sub(s))
+            .saturating_mul(u64::from(ONE))
+            .checked_div(u64::from(ONE.saturating_sub(s)))
+            .unwrap_or(0);
+        u32::try_from(q).unwrap_or(most).min(most)
     }
 
     /// Adds a request of probability `p` (below `ONE`) to the carry.
     pub(crate) fn draw(&self, p: u32) -> Draw {
         // Both below 2^16: the sum cannot wrap.
-        let next = self.carry.saturating_add(p);
+        let next = u32::from(self.carry).saturating_add(p);
         match next.checked_sub(ONE) {
             Some(left) => Draw::Refuse(left),
             None => Draw::Pass(next),
         }
     }
 
+    /// Keeps a carry `draw` gave (always below `ONE`).
     pub(crate) fn keep(&mut self, carry: u32) {
-        self.carry = carry;
+        self.carry = u16::try_from(carry).unwrap_or(u16::MAX);
     }
 }
 
@@ -187,7 +235,68 @@ mod tests {
                 Draw::Pass(next) => throttle.keep(next),
             }
             assert_eq!(refused, sum >> 16, "after {step}");
-            assert!(throttle.carry < ONE);
+            assert!(u32::from(throttle.carry) < ONE);
+        }
+    }
+
+    /// The throttle's state after a long run in which one request in `critical_one_in` was
+    /// critical and the rest sheddable.
+    #[cfg(feature = "criticality")]
+    fn learnt(critical_one_in: u32) -> Throttle {
+        let mut t = Throttle::new();
+        for i in 0..2_000 {
+            let _ = t.for_class(0, i % critical_one_in != 0);
+        }
+        t
+    }
+
+    #[cfg(feature = "criticality")]
+    #[test]
+    fn the_sheddable_share_follows_the_requests() {
+        // Half and half: within a few percent of 32,768 (the average weighs the latest most).
+        let half = learnt(2).sheddable;
+        assert!((31_500..=34_000).contains(&half), "{half}");
+        // Nine in ten sheddable.
+        let most = learnt(10).sheddable;
+        assert!((57_000..=61_000).contains(&most), "{most}");
+        // None: it decays towards zero and stays below one request in 2,000.
+        let mut none = learnt(2);
+        for _ in 0..2_000 {
+            let _ = none.for_class(0, false);
+        }
+        assert!(none.sheddable < 32, "{}", none.sheddable);
+    }
+
+    /// With half the requests sheddable, a throttle refusing a quarter refuses half the sheddable
+    /// ones and no critical one; refusing three quarters, nearly every sheddable one and half the
+    /// critical ones. Over a run of both, the refusals are the throttle's share of all requests
+    /// (to a few in a thousand: the share is an average), and they fall on sheddable ones first.
+    #[cfg(feature = "criticality")]
+    #[test]
+    fn sheddable_requests_are_refused_first_and_the_total_is_the_throttles() {
+        // (p, the critical requests it refuses of 1,000): none while p is below the sheddable
+        // share, (3/4 - 1/2) / (1 - 1/2) of them beyond it.
+        for (p, critical) in [(ONE / 4, 0..=0), (ONE * 3 / 4, 480..=520)] {
+            let mut t = learnt(2);
+            let (mut refused, mut critical_refused) = (0u32, 0u32);
+            for i in 0..2_000u32 {
+                let sheddable = i % 2 == 1;
+                let q = t.for_class(p, sheddable);
+                match t.draw(q) {
+                    Draw::Refuse(left) => {
+                        refused += 1;
+                        critical_refused += u32::from(!sheddable);
+                        t.keep(left);
+                    }
+                    Draw::Pass(next) => t.keep(next),
+                }
+            }
+            let expected = u64::from(p) * 2_000 / u64::from(ONE);
+            assert!(
+                u64::from(refused).abs_diff(expected) <= 10,
+                "p {p}: {refused} refused, {expected} expected"
+            );
+            assert!(critical.contains(&critical_refused), "p {p}: {critical_refused} critical refused");
         }
     }
 

@@ -231,6 +231,43 @@ fn sheddable_frames_leave_the_duty_cycle_s_reserve_to_critical_ones() {
     assert_eq!(Flight::new(&config).send_as(&mut fresh, 0, long), "sent");
 }
 
+/// Refusals by the client throttle (K = 1) of a stream of requests, three sheddable to one
+/// critical: 40 that succeed, then 100 that fail, each run to its end, with and without a reserve.
+/// (critical refused, sheddable refused).
+fn throttled(reserve: Option<u8>) -> (u32, u32) {
+    let config =
+        DependencyConfig::new(D::from_secs(10)).client_throttle(relent_core::ClientThrottle::new(1_000));
+    let config = reserve.map_or(config, |r| config.critical_reserve(r));
+    let mut dep = Dep::new(config);
+    let (mut critical, mut sheddable) = (0, 0);
+    for i in 0..140u64 {
+        let class = if i % 4 == 3 { Critical } else { Sheddable };
+        let step = if i < 40 {
+            Step::Ok(1)
+        } else {
+            Step::Fail(1, Failure { name: "503", verdict: relent_core::Verdict::NotRetryable })
+        };
+        let (_, done) = run(&ONCE, context(i, class), &mut dep, i * 10, &[step], &mut Fixed::top());
+        if done.problem == Some(relent_core::Problem::ClientThrottled) {
+            match class {
+                Critical => critical += 1,
+                Sheddable => sheddable += 1,
+            }
+        }
+    }
+    (critical, sheddable)
+}
+
+#[test]
+fn with_a_reserve_the_throttle_refuses_sheddable_requests_first() {
+    // The throttle refuses about as much either way (the share its formula says, of all requests:
+    // 49 and 51, as each refusal moves the counts the formula reads); with a reserve, three in
+    // four of the requests being sheddable, none of its refusals falls on a critical one.
+    let (alike, first) = (throttled(None), throttled(Some(20)));
+    assert_eq!(alike, (11, 38));
+    assert_eq!(first, (0, 51));
+}
+
 /// A dependency with a ratio budget of 20 % and no floor, 50 % of it kept for critical work, after
 /// `successes` single calls that succeeded.
 fn ratio_after(successes: u64) -> Dep {
