@@ -66,6 +66,8 @@ fn by_hand(outage_ms: (u64, u64)) -> Scenario {
         seed: 1,
         capacity: None,
         throttle: None,
+        critical_one_in: 1,
+        reserve: None,
     }
 }
 
@@ -137,10 +139,10 @@ fn the_readme_holds_every_row_of_the_tables_the_evidence_binary_wrote() {
     let (tables, readme) = (read("evidence/tables.md"), read("README.md"));
     let readme: std::collections::HashSet<&str> = readme.lines().collect();
     let rows: Vec<&str> = tables.lines().filter(|l| l.starts_with('|')).collect();
-    // Seven tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
-    // client throttle's 3, the hedges' 5, the bulkheads' 4 and the critical reserve's 6, each with
-    // its header and separator.
-    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 7 + 6 + 8, "{tables}");
+    // Eight tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
+    // client throttle's 3, the hedges' 5, the bulkheads' 4, the critical reserve's 6 and 2, each
+    // with its header and separator.
+    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 7 + 6 + 8 + 4, "{tables}");
     let missing: Vec<&str> = rows.into_iter().filter(|row| !readme.contains(row)).collect();
     assert!(
         missing.is_empty(),
@@ -362,6 +364,26 @@ mod criticality {
         }
         assert!(reserved.sheddable_answered_per_second(FIRST.0, FIRST.1) >= 35.0);
         assert!(reserved.sheddable_answered_per_second(SECOND.0, SECOND.1) >= 5.0);
+    }
+
+    /// Over capacity, the dependency accepts a third of what it is sent whoever sent it: a
+    /// throttle that refuses sheddable requests first sends every critical one, and more of them
+    /// succeed (about a third without a reserve, three fifths with one), the sheddable ones paying
+    /// for it; the throttle sends as much either way.
+    #[test]
+    fn over_capacity_a_throttle_with_a_reserve_sends_the_critical_requests_first() {
+        use relent_tests::evidence::overload::{Scenario, run};
+        let reduced = |reserve| {
+            run(&Scenario { rate: 300, capacity: Some(100), ..Scenario::over_capacity_mixed(reserve) })
+        };
+        let (alike, first) = (reduced(None), reduced(Some(20)));
+        let ((c0, s0), (c1, s1)) =
+            (alike.succeeded_by_class(15_000, 35_000), first.succeeded_by_class(15_000, 35_000));
+        let (c0, s0, c1, s1) = (c0.unwrap(), s0.unwrap(), c1.unwrap(), s1.unwrap());
+        assert!((25.0..=45.0).contains(&c0) && (25.0..=45.0).contains(&s0), "{c0} % and {s0} %");
+        assert!(c1 >= 55.0 && s1 < s0, "{c1} % and {s1} %");
+        let (sent0, sent1) = (alike.rates(15_000, 35_000).0, first.rates(15_000, 35_000).0);
+        assert!((sent0 - sent1).abs() <= sent0 * 0.05, "{sent0} and {sent1} calls a second");
     }
 
     /// A reserve keeps room in the caller's bulkhead, not in the dependency's queue: a bulkhead

@@ -609,6 +609,40 @@ fn criticality(tables: &mut Tables) {
         ],
         &rows,
     );
+    println!(
+        "## Criticality through the client throttle (K = 2): the throttle's scenario, one first attempt in four critical"
+    );
+    let rows: Vec<Vec<String>> = [None, Some(20)]
+        .into_iter()
+        .map(|reserve| {
+            let o = relent_tests::evidence::overload::run(
+                &relent_tests::evidence::overload::Scenario::over_capacity_mixed(reserve),
+            );
+            let (critical, sheddable) = o.succeeded_by_class(15_000, 35_000);
+            let share = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0} %"));
+            let (calls, accepted, throttled) = o.rates(15_000, 35_000);
+            vec![
+                reserve.map_or("none".to_owned(), |r| format!("{r} %")),
+                share(critical),
+                share(sheddable),
+                thousands(calls.round() as u64),
+                thousands(accepted.round() as u64),
+                thousands(throttled.round() as u64),
+            ]
+        })
+        .collect();
+    tables.add(
+        "Criticality through the client throttle",
+        &[
+            "critical reserve",
+            "critical requests that succeeded (arrived 15 to 35 s)",
+            "sheddable requests that succeeded",
+            "calls/s sent",
+            "accepted/s",
+            "refused by the client/s",
+        ],
+        &rows,
+    );
 }
 
 /// Hedged requests: the latency's tail of the steady state, the calls it costs, and the calls per

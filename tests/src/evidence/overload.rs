@@ -14,8 +14,8 @@
 //! ([`relent_core::ClientThrottle`]) keeps the calls it is sent near `K` times what it accepts.
 
 use relent_core::{
-    Action, Attempt, ClientThrottle, Context, Dependency, DependencyConfig, Disposition, Jitter, Operation,
-    Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    Action, Attempt, ClientThrottle, Context, Criticality, Dependency, DependencyConfig, Disposition, Jitter,
+    Operation, Problem, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 
 use super::{Agenda, D, HZ, T};
@@ -78,6 +78,11 @@ pub struct Scenario {
     pub capacity: Option<u64>,
     /// The client throttle each layer has, if any.
     pub throttle: Option<ClientThrottle>,
+    /// Every this many first attempts, one is critical (the first included) and the others
+    /// sheddable: 1 for all critical.
+    pub critical_one_in: u64,
+    /// Each layer's critical reserve, in percent, if any.
+    pub reserve: Option<u8>,
 }
 
 impl Scenario {
@@ -94,6 +99,8 @@ impl Scenario {
             seed: 1,
             capacity: None,
             throttle: None,
+            critical_one_in: 1,
+            reserve: None,
         }
     }
 
@@ -108,6 +115,12 @@ impl Scenario {
             throttle,
             ..Self::seed_000(1, Budget::Ratio, Jitter::Full)
         }
+    }
+
+    /// The same over capacity with a throttle of `K = 2`, one first attempt in four critical and the
+    /// rest sheddable, and the dependency keeping `reserve` percent for critical work, if any.
+    pub fn over_capacity_mixed(reserve: Option<u8>) -> Self {
+        Self { critical_one_in: 4, reserve, ..Self::over_capacity(Some(ClientThrottle::K2)) }
     }
 
     /// Seed 000's "Jitter" paragraph: calls take 300 ms, so about 900 are in flight when a node
@@ -136,6 +149,9 @@ pub struct Outcome {
     pub succeeded: u64,
     /// ... and the ones that did not.
     pub failed: u64,
+    /// Per 100 ms of arrival, operations of the outermost layer that ended: [critical succeeded,
+    /// critical failed, sheddable succeeded, sheddable failed].
+    pub by_class: [Vec<u64>; 4],
 }
 
 impl Outcome {
@@ -156,6 +172,18 @@ impl Outcome {
             sum as f64 * 1_000.0 / (to_ms - from_ms).max(1) as f64
         };
         (per_second(&self.calls), per_second(&self.accepted), per_second(&self.throttled))
+    }
+
+    /// Of the operations that arrived in [from, to) ms, the share that succeeded, in percent: of
+    /// the critical ones, and of the sheddable ones (`None` where there were none).
+    pub fn succeeded_by_class(&self, from_ms: u64, to_ms: u64) -> (Option<f64>, Option<f64>) {
+        let sum = |v: &Vec<u64>| -> u64 {
+            v.iter().skip((from_ms / 100) as usize).take(((to_ms - from_ms) / 100) as usize).sum()
+        };
+        let [c_ok, c_failed, s_ok, s_failed] = self.by_class.each_ref().map(sum);
+        let share =
+            |ok: u64, failed: u64| (ok + failed > 0).then(|| ok as f64 * 100.0 / (ok + failed) as f64);
+        (share(c_ok, c_failed), share(s_ok, s_failed))
     }
 
     /// The end of the last 100 ms in which the client throttle refused an attempt, in ms.
@@ -207,7 +235,12 @@ fn policy(jitter: Jitter) -> RetryPolicy<HZ> {
     )
 }
 
-fn config(budget: Budget, rate: u64, throttle: Option<ClientThrottle>) -> DependencyConfig<HZ> {
+fn config(
+    budget: Budget,
+    rate: u64,
+    throttle: Option<ClientThrottle>,
+    reserve: Option<u8>,
+) -> DependencyConfig<HZ> {
     let budget = match budget {
         Budget::Unlimited => valid(RetryBudget::ratio(100, 1_000_000_000)),
         Budget::Ratio => valid(RetryBudget::ratio(10, 0)),
@@ -217,6 +250,7 @@ fn config(budget: Budget, rate: u64, throttle: Option<ClientThrottle>) -> Depend
         }
     };
     let config = DependencyConfig::new(D::from_secs(10)).budget(budget);
+    let config = reserve.map_or(config, |r| config.critical_reserve(r));
     throttle.map_or(config, |t| config.client_throttle(t))
 }
 
@@ -237,6 +271,8 @@ struct Op<'a> {
     out: Option<Attempt<HZ>>,
     /// The parent operation whose attempt this operation is.
     parent: Option<usize>,
+    /// When the first attempt it serves arrived, in µs, and whether it is critical.
+    arrived: (u64, bool),
 }
 
 /// What happens at an instant; ordered so that the agenda can hold it directly.
@@ -252,7 +288,7 @@ enum Event {
 /// Runs one scenario.
 pub fn run(s: &Scenario) -> Outcome {
     let policy = policy(s.jitter);
-    let config = config(s.budget, s.rate, s.throttle);
+    let config = config(s.budget, s.rate, s.throttle, s.reserve);
     let mut layers: Vec<Dependency<HZ, 10>> = (0..s.layers)
         .map(|_| Dependency::new(&config, T::from_ticks(0)).expect("a valid dependency"))
         .collect();
@@ -268,6 +304,7 @@ pub fn run(s: &Scenario) -> Outcome {
         calls_per_10ms: vec![0; buckets * 10],
         accepted: vec![0; buckets],
         throttled: vec![0; buckets],
+        by_class: [(); 4].map(|()| vec![0; buckets]),
         ..Outcome::default()
     };
     let mut accepted_per_10ms = vec![0u64; buckets * 10];
@@ -275,7 +312,10 @@ pub fn run(s: &Scenario) -> Outcome {
     // `rate` a second, where a gap rounded once would drift (3,003 a second for 3,000).
     let rate = s.rate.max(1);
     agenda.push(0, Event::Arrive(0));
-    let context = |deadline: D| Context::new(deadline, ReplaySafety::replayable_read(D::from_secs(3_600)));
+    let context = |deadline: D, critical: bool| {
+        let criticality = if critical { Criticality::Critical } else { Criticality::Sheddable };
+        Context::new(deadline, ReplaySafety::replayable_read(D::from_secs(3_600))).criticality(criticality)
+    };
 
     while let Some((now, event)) = agenda.pop() {
         let t = T::from_ticks(now);
@@ -283,9 +323,12 @@ pub fn run(s: &Scenario) -> Outcome {
             Event::Arrive(k) => {
                 if now < s.duration_ms * 1_000 {
                     out.first[(now / 100_000) as usize] += 1;
-                    let op =
-                        Operation::start(&policy, &config, context(D::from_secs(10)), t).expect("starts");
-                    let slot = insert(&mut ops, &mut free, Op { layer: 0, op, out: None, parent: None });
+                    let critical = k % s.critical_one_in.max(1) == 0;
+                    let op = Operation::start(&policy, &config, context(D::from_secs(10), critical), t)
+                        .expect("starts");
+                    let arrived = (now, critical);
+                    let slot =
+                        insert(&mut ops, &mut free, Op { layer: 0, op, out: None, parent: None, arrived });
                     agenda.push(now, Event::Poll(slot));
                     agenda.push((k + 1) * 1_000_000 / rate, Event::Arrive(k + 1));
                 }
@@ -319,12 +362,13 @@ pub fn run(s: &Scenario) -> Outcome {
                             };
                             agenda.push(ends, report);
                         } else {
-                            let child =
-                                Operation::start(&policy, &config, context(timeout), t).expect("starts");
+                            let arrived = rec.arrived;
+                            let child = Operation::start(&policy, &config, context(timeout, arrived.1), t)
+                                .expect("starts");
                             let slot = insert(
                                 &mut ops,
                                 &mut free,
-                                Op { layer: layer + 1, op: child, out: None, parent: Some(i) },
+                                Op { layer: layer + 1, op: child, out: None, parent: Some(i), arrived },
                             );
                             agenda.push(now, Event::Poll(slot));
                         }
@@ -332,12 +376,16 @@ pub fn run(s: &Scenario) -> Outcome {
                     Action::Wait { until } => agenda.push(until.as_ticks(), Event::Poll(i)),
                     Action::Done => {
                         let done = rec.op.take_completion().expect("done");
-                        let parent = rec.parent;
+                        let (parent, (arrived, critical)) = (rec.parent, rec.arrived);
                         ops[i] = None;
                         free.push(i);
                         let ok = done.disposition == Disposition::Succeeded;
                         if parent.is_none() && done.problem == Some(Problem::ClientThrottled) {
                             out.throttled[((now / 100_000) as usize).min(buckets - 1)] += 1;
+                        }
+                        if parent.is_none() {
+                            let class = usize::from(!critical) * 2 + usize::from(!ok);
+                            out.by_class[class][((arrived / 100_000) as usize).min(buckets - 1)] += 1;
                         }
                         match parent {
                             Some(p) => agenda.push(now, Event::Report(p, ok)),
