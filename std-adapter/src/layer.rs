@@ -308,6 +308,10 @@ pub struct RetryReport {
     /// and one more for a hedge sent that the first copy beat; when the hedge won, `dispatched` is
     /// its one attempt, and the first copy made at least one more.
     pub hedge_sent: bool,
+    /// How much the request mattered when the dependency's limits ran short: the layer's
+    /// ([`RetryLayer::criticality`]), or the request's own, from its extensions. What a dashboard
+    /// splits refusals by, to tell work shed on purpose from work that should have gone.
+    pub criticality: Criticality,
 }
 
 impl RetryReport {
@@ -315,7 +319,7 @@ impl RetryReport {
         completion: &Completion<HZ, E>,
         retry_in: Option<std::time::Duration>,
         single_attempt: Option<SingleAttempt>,
-        replay_safety: ReplaySafety<HZ>,
+        (replay_safety, criticality): (ReplaySafety<HZ>, Criticality),
         deadline: std::time::Duration,
         (hedge, hedge_sent): (bool, bool),
     ) -> Self {
@@ -330,6 +334,7 @@ impl RetryReport {
             retry_in,
             single_attempt,
             replay_safety,
+            criticality,
             deadline,
             hedge,
             hedge_sent,
@@ -824,7 +829,7 @@ where
             |ran, _| ran,
         )
         .await;
-        respond(&shared, detailed, single, safety)
+        respond(&shared, detailed, single, (safety, criticality))
     }
 }
 
@@ -859,7 +864,7 @@ where
         };
         // The layer's own error type, as `Service::Error` (see `respond`).
         #[allow(clippy::result_large_err)]
-        let finish = |raced, _: &_| respond(&shared, raced, single, safety);
+        let finish = |raced, _: &_| respond(&shared, raced, single, (safety, criticality));
         crate::hedge::race(&shared.dependency.inner, &policy, fresh, after, attempt, finish).await
     }
 }
@@ -923,11 +928,11 @@ fn respond<RB, E, C>(
     shared: &RetryLayer<C>,
     detailed: Result<Detailed<Response<RB>, Failed<RB, E>>, relent_core::StartError>,
     single: Option<SingleAttempt>,
-    safety: ReplaySafety<HZ>,
+    stated: (ReplaySafety<HZ>, Criticality),
 ) -> Result<Response<RB>, HttpError<E>> {
     let Detailed { value, completion, retry_in, deadline, hedge, hedge_sent } =
         detailed.map_err(HttpError::Start)?;
-    let report = RetryReport::new(&completion, retry_in, single, safety, deadline, (hedge, hedge_sent));
+    let report = RetryReport::new(&completion, retry_in, single, stated, deadline, (hedge, hedge_sent));
     let with_report = |mut response: Response<RB>| {
         response.extensions_mut().insert(report);
         response

@@ -982,8 +982,8 @@ async fn a_sheddable_layer_leaves_the_critical_reserve_to_requests_that_say_they
     let err = svc.clone().oneshot(request(Method::GET, "/quote", None)).await.unwrap_err();
     let report = err.report().unwrap();
     assert_eq!(
-        (report.disposition, report.problem, report.dispatched),
-        (Disposition::Rejected, Some(Problem::BulkheadFull), 0)
+        (report.disposition, report.problem, report.dispatched, report.criticality),
+        (Disposition::Rejected, Some(Problem::BulkheadFull), 0, Criticality::Sheddable)
     );
     let mut critical = request(Method::GET, "/quote", None);
     critical.extensions_mut().insert(Criticality::Critical);
@@ -994,7 +994,8 @@ async fn a_sheddable_layer_leaves_the_critical_reserve_to_requests_that_say_they
     let mut critical = request(Method::GET, "/quote", None);
     critical.extensions_mut().insert(Criticality::Critical);
     let err = svc.clone().oneshot(critical).await.unwrap_err();
-    assert_eq!(err.report().unwrap().problem, Some(Problem::BulkheadFull));
+    let report = err.report().unwrap();
+    assert_eq!((report.problem, report.criticality), (Some(Problem::BulkheadFull), Criticality::Critical));
     first.abort();
     second.abort();
 }
