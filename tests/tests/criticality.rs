@@ -334,8 +334,23 @@ fn a_sheddable_retry_leaves_the_token_buckets_reserve_to_critical_work() {
     let sheddable: Vec<_> = (1..=8).map(|id| retried(&mut dep, id, Sheddable)).collect();
     assert_eq!(sheddable[..7], ["retried"; 7]);
     assert_eq!(sheddable[7], "retry_budget_exhausted");
-    let critical: Vec<_> = (9..=12).map(|id| retried(&mut dep, id, Critical)).collect();
-    assert_eq!(critical, ["retried", "retried", "retried", "retry_budget_exhausted"]);
+    let critical: Vec<_> = (9..=11).map(|id| retried(&mut dep, id, Critical)).collect();
+    assert_eq!(critical, ["retried"; 3]);
+    // The bucket empty, a failure ends the operation at once, with no backoff waited for a retry
+    // that could not go: the decision after the failure reads the tokens as admission would.
+    for class in [Critical, Sheddable] {
+        let (lines, _) = run(&TWICE, context(12, class), &mut dep, 0, &script, &mut Fixed::top());
+        assert_eq!(
+            lines,
+            [
+                "0.000 dispatch #1 timeout 5.000",
+                "0.010 #1 failed (retryable): stop: retry_budget_exhausted",
+                "0.010 refused #2: retry_budget_exhausted",
+                "0.010 done: failed, retry_budget_exhausted after 1 dispatched",
+            ],
+            "{class:?}"
+        );
+    }
 }
 
 #[test]
