@@ -9,7 +9,9 @@
 //! (report each attempt, sleep out each wait), so that it retries and spends its policy; its other
 //! steps are one call each, in any order. Its `now` goes backwards at times. It reports attempts
 //! twice, reports another operation's attempt, drops operations without abandoning them, rebases by
-//! any amount, isolates and closes the circuit as an operator would, and restores snapshots whose bytes are arbitrary but carry a valid CRC (what a flash
+//! any amount, isolates and closes the circuit as an operator would, states operations sheddable
+//! against a critical reserve (from bits the script already drew: an odd id, a window divisible by
+//! three), and restores snapshots whose bytes are arbitrary but carry a valid CRC (what a flash
 //! page written by another firmware could hold). libFuzzer steers the bytes toward branches no
 //! input has taken yet.
 //!
@@ -47,6 +49,8 @@ struct Events {
     /// Each move of the adaptive limit the call announced, from and to; more than one is a bug.
     limit_moves: usize,
     limit_move: Option<(u16, u16)>,
+    /// Whether the call reserved a rate unit and airtime for a later instant (a wait for either).
+    reserved: bool,
 }
 
 impl<const HZ: u64> Observer<HZ> for Events {
@@ -55,6 +59,9 @@ impl<const HZ: u64> Observer<HZ> for Events {
         if let Event::BulkheadLimitChanged { from, to, .. } = *event {
             self.limit_moves += 1;
             self.limit_move = Some((from, to));
+        }
+        if matches!(event, Event::WaitingForRateLimit { .. } | Event::WaitingForAirtime { .. }) {
+            self.reserved = true;
         }
     }
 }
@@ -136,8 +143,44 @@ pub struct Reached {
     pub learnt_percentiles: u32,
     /// Polls after which an operation waited in the bulkhead's queue.
     pub queued: u32,
+    /// Completions of sheddable work refused by a bulkhead with room left in its critical reserve.
+    pub shed_refusals: u32,
     /// Attempts dispatched by an operation that had waited in the queue for a slot.
     pub dispatched_from_queue: u32,
+}
+
+/// The share of each limit an operation started with `context` may not
+/// use (the rule `Criticality` documents): the dependency's critical reserve if it is sheddable.
+fn held_back<const HZ: u64>(config: &DependencyConfig<HZ>, context: &Context<HZ>) -> u8 {
+    #[cfg(feature = "criticality")]
+    if context.operation_criticality() == relent_core::Criticality::Sheddable {
+        return config.critical_reserve_percent().unwrap_or(0);
+    }
+    let _ = (config, context);
+    0
+}
+
+/// The slots of a bulkhead of `limit` that work held back by `held_back` percent may fill: the
+/// rest of it, rounded down, one at least (written here from the docs, not taken from the core).
+fn share(limit: u16, held_back: u8) -> u32 {
+    let limit = u32::from(limit);
+    if held_back == 0 {
+        return limit;
+    }
+    (limit * (100 - u32::from(held_back)) / 100).max(1).min(limit)
+}
+
+/// Ticks as a 64-bit number, whatever their width.
+#[allow(clippy::useless_conversion)] // With 64-bit ticks, already a u64.
+fn wide(ticks: relent_core::Ticks) -> u64 {
+    u64::from(ticks)
+}
+
+/// The airtime a frame of `cost` held back by `held_back` percent may find on air, of an
+/// allowance of `allowance`: the rest, rounded down, one tick at least, and never below its own
+/// cost (written here from the docs, not taken from the core).
+fn airtime_share(allowance: u64, held_back: u8, cost: u64) -> u64 {
+    (allowance.saturating_mul(100 - u64::from(held_back)) / 100).max(1).min(allowance).max(cost)
 }
 
 /// Runs the script that `data` encodes. Running out of bytes ends it early, which is not a
@@ -301,6 +344,14 @@ fn config<const HZ: u64>(u: &mut Unstructured) -> Result<DependencyConfig<HZ>> {
             config = config.latency_samples(20 + u16::try_from(window % 64).unwrap_or(0));
         }
     }
+    // A critical reserve for a third of the windows, also with no input byte of its own.
+    #[cfg(feature = "criticality")]
+    {
+        let window = config.window().as_ticks();
+        if window % 3 == 0 {
+            config = config.critical_reserve(1 + u8::try_from((window / 3) % 90).unwrap_or(0));
+        }
+    }
     Ok(config)
 }
 
@@ -337,6 +388,11 @@ fn context<const HZ: u64>(u: &mut Unstructured) -> Result<Context<HZ>> {
     context = maybe(u, context, |c, u| Ok(c.airtime(duration(u)?)))?;
     // Ids from a small range collide at times, as ids a caller sets by hand may.
     let id = if u.arbitrary()? { u.int_in_range(0..=3)? } else { u.arbitrary()? };
+    // Sheddable when its id is odd: no input byte of its own, so the kept seeds decode as before.
+    #[cfg(feature = "criticality")]
+    if id % 2 == 1 {
+        context = context.criticality(relent_core::Criticality::Sheddable);
+    }
     Ok(context.id(id))
 }
 
@@ -395,6 +451,14 @@ struct Slot<'p, const HZ: u64> {
     seen: Instant<HZ>,
     /// Whether its completion was taken.
     taken: bool,
+    /// The share of each limit, in percent, it may not use: the critical
+    /// reserve for sheddable work, 0 otherwise.
+    held_back: u8,
+    /// What each attempt costs against a duty cycle.
+    airtime: Duration<HZ>,
+    /// Whether its last poll reserved airtime (and a rate unit) for the instant it waits until: its
+    /// share was checked then, and critical frames may have gone since.
+    reserved: bool,
     /// Until when a retry may start: the replay-safety statement's end (seed 003), from the start
     /// for an operation with no statement, which may not be repeated at all.
     safe_until: Instant<HZ>,
@@ -487,8 +551,12 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         }
         let now = self.now;
         let safe_until = context.safety().valid_for().map_or(Instant::<HZ>::from_ticks(0), |d| after(now, d));
+        let (held_back, airtime) = (held_back(self.config, &context), context.attempt_airtime());
         self.slots[k] = accepted(Operation::start(self.policy, self.config, context, now)).map(|op| Slot {
             op,
+            held_back,
+            airtime,
+            reserved: false,
             out: None,
             stale: None,
             seen: now,
@@ -523,6 +591,10 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let (waiting, slot_free) = (self.state.bulkhead_waiting(), self.state.slot_for_waiting(config));
         let mut events = Events::default();
         let limit = self.state.bulkhead_limit(config);
+        // The airtime log before the call, for a sheddable frame's reservation: recording it may
+        // merge two entries of a full log, holding airtime longer than it was when the core
+        // checked the frame's share.
+        let before = (config.duty().is_some() && slot.held_back > 0).then(|| self.state.clone());
         let action = slot.op.poll(now, &mut self.state, &mut events);
         events.within_bound();
         events.said_limit(limit, self.state.bulkhead_limit(config));
@@ -544,6 +616,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         }
         if slot.op.waits_for_slot() {
             assert!(matches!(action, Action::Wait { .. }), "{action:?} from an operation waiting for a slot");
+            assert_eq!(slot.held_back, 0, "sheddable work waits in the bulkhead's queue");
             self.reached.queued += 1;
         }
         if was_queued && matches!(action, Action::Dispatch(_)) {
@@ -580,6 +653,28 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                         self.state.in_flight() <= limit,
                         "an attempt dispatched beyond the bulkhead's limit"
                     );
+                    // Sheddable work within its share of the limit, every attempt in flight counted.
+                    assert!(
+                        u32::from(self.state.in_flight()) <= share(limit, slot.held_back),
+                        "sheddable work dispatched into the critical reserve"
+                    );
+                }
+                // A sheddable frame on air within its share of the airtime (its own at least), when
+                // it goes without having reserved its airtime (checked at the reservation if so).
+                if let (Some(duty), false, true, false) =
+                    (config.duty(), uncounted, slot.held_back > 0, slot.reserved)
+                {
+                    assert!(
+                        wide(self.state.airtime_used(config, slot.seen).as_ticks())
+                            <= airtime_share(
+                                wide(duty.airtime().as_ticks()),
+                                slot.held_back,
+                                wide(slot.airtime.as_ticks())
+                            ),
+                        "a sheddable frame sent into the duty cycle's critical reserve: {:?} on air of {:?}",
+                        self.state.airtime_used(config, slot.seen),
+                        duty.airtime()
+                    );
                 }
                 if attempt.is_retry() {
                     assert!(
@@ -597,12 +692,30 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 self.reached.dispatched += 1;
                 self.reached.retries += u32::from(attempt.is_retry());
                 slot.out = Some(attempt);
+                slot.reserved = false;
                 None
             }
             Action::Wait { until } => {
                 assert!(!slot.op.is_done());
                 assert!(until > slot.seen, "a wait until {until:?}, not after now ({:?})", slot.seen);
                 self.reached.waits += 1;
+                // Airtime reserved for a sheddable frame at `until`: within its share then, by the
+                // log the core read.
+                if let (Some(duty), false, true, Some(before)) =
+                    (config.duty(), uncounted, events.reserved, &before)
+                {
+                    assert!(
+                        wide(before.airtime_used(config, until).as_ticks())
+                            .saturating_add(wide(slot.airtime.as_ticks()))
+                            <= airtime_share(
+                                wide(duty.airtime().as_ticks()),
+                                slot.held_back,
+                                wide(slot.airtime.as_ticks())
+                            ),
+                        "airtime reserved for a sheddable frame in the duty cycle's critical reserve"
+                    );
+                }
+                slot.reserved |= events.reserved;
                 Some(until)
             }
             Action::Done => {
@@ -745,6 +858,12 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             && self.state.bulkhead_limit(self.config) < self.config.bulkhead_slots()
         {
             self.reached.adaptive_refusals += 1;
+        }
+        if c.code() == "bulkhead_full"
+            && slot.held_back > 0
+            && self.state.bulkhead_limit(self.config).is_some_and(|limit| self.state.in_flight() < limit)
+        {
+            self.reached.shed_refusals += 1;
         }
         // How an operation that ran this one inside an attempt judges its end, with the wait the
         // adapters give it (seed 000: exactly one layer retries). It retries only an operation
