@@ -36,6 +36,7 @@ fn the_kept_seeds_keep_every_promise() {
         adaptive_refusals,
         learnt_percentiles,
         queued,
+        shed_refusals,
         dispatched_from_queue,
         ..
     } = reached;
@@ -54,6 +55,7 @@ fn the_kept_seeds_keep_every_promise() {
         ("operations refused by a bulkhead's adaptive limit", adaptive_refusals),
         ("reads of a latency log that knew its median", learnt_percentiles),
         ("waits in a bulkhead's queue", queued),
+        ("sheddable operations refused by a bulkhead with its reserve free", shed_refusals),
         ("attempts dispatched after a wait in the queue", dispatched_from_queue),
     ] {
         assert!(n >= 10, "the seeds reach {n} {what}: make them again");
