@@ -442,6 +442,37 @@ mod tests {
         assert!(!ratio_allows(c(3, 2), 10, 2));
     }
 
+    /// A share of the ratio budget (sheddable work's, `crate::Criticality`): none held back is the
+    /// budget itself, and holding back more never allows a retry that holding back less refuses.
+    /// With 10 % and no floor, 9 calls counted, a first retry (1 call of 10) is within the budget
+    /// but not within a share that holds back 20 % of it (8 %); with 12 counted, 1 of 13 is
+    /// within both.
+    #[test]
+    fn a_share_of_the_ratio_budget_holds_back_what_it_says_and_never_more_for_less() {
+        let c = |calls, retries| Counts::of(calls, retries, 0);
+        assert!(!ratio_allows_share(c(9, 0), 10, 0, 20) && ratio_allows_share(c(9, 0), 10, 0, 0));
+        assert!(ratio_allows_share(c(12, 0), 10, 0, 20));
+        for retries in 0..30u32 {
+            for calls in retries..retries + 60 {
+                for (percent, floor) in [(0, 0), (0, 2), (10, 0), (10, 3), (50, 1), (100, 0)] {
+                    let k = c(calls, retries);
+                    let allows = |held| ratio_allows_share(k, percent, floor, held);
+                    assert_eq!(allows(0), ratio_allows(k, percent, floor));
+                    let mut before = allows(0);
+                    for held in [1, 20, 50, 90] {
+                        let now = allows(held);
+                        assert!(!now || before, "{k:?} {percent} % + {floor}: held {held} allows more");
+                        // Exactly: the retry, counted, within (100 - held) % of the allowance.
+                        let allowance = u64::from(floor) * 100 + u64::from(percent) * u64::from(calls + 1);
+                        let exact = u64::from(retries + 1) * 10_000 <= allowance * u64::from(100 - held);
+                        assert_eq!(now, exact, "{k:?} {percent} % + {floor}, held {held}");
+                        before = now;
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_ratio_in_32_bit_words_agrees_with_64_bit_arithmetic_wherever_it_answers() {
         let c = |calls, retries| Counts::of(calls, retries, 0);
