@@ -74,6 +74,12 @@ pub struct Gauges {
     pub latency_p90: Option<std::time::Duration>,
     /// The same at the 99th percentile, from the 100th attempt.
     pub latency_p99: Option<std::time::Duration>,
+    /// Hedges sent since the dependency was made ([`Dependency::execute_hedged`],
+    /// `hedge_after` on the layers): a counter, as a dashboard's rate of it reads it.
+    pub hedges_sent: u64,
+    /// Of those, the hedges that answered first: over `hedges_sent`, whether the hedge delay is well
+    /// placed (most hedges winning says it is late; few, that it sends calls for nothing).
+    pub hedges_won: u64,
 }
 
 pub(crate) struct Locked {
@@ -83,6 +89,10 @@ pub(crate) struct Locked {
     /// lock each operation's first step takes anyway, where an atomic counter of its own cost a
     /// locked read-modify-write per operation.
     pub(crate) next_id: u64,
+    /// Hedges sent, and of those answered first, since the dependency was made: counted under the
+    /// lock when a hedged call that sent one ends (a hedge is the rare case: a lock for it costs
+    /// the calls that hedge, not every call, as an atomic beside the read-mostly fields would).
+    pub(crate) hedges: (u64, u64),
 }
 
 impl Locked {
@@ -172,7 +182,8 @@ impl Dependency {
 
     fn build(name: Arc<str>, config: DependencyConfig<HZ>, seed: u64) -> Result<Self, ConfigError> {
         let state = State::new(&config, Instant::from_ticks(0))?;
-        let locked = Locked { state, rng: Xoshiro256PlusPlus::seed_from_u64(seed), next_id: 1 };
+        let locked =
+            Locked { state, rng: Xoshiro256PlusPlus::seed_from_u64(seed), next_id: 1, hedges: (0, 0) };
         let inner = Inner {
             name,
             config,
@@ -250,28 +261,32 @@ impl Dependency {
     /// # Ok(()) }
     /// ```
     pub fn gauges(&self) -> Gauges {
-        self.inspect(|state, config, now| {
-            let left = |until: Option<Instant>| {
-                until.and_then(|t| t.checked_duration_since(now)).map(crate::clock::std_duration)
-            };
-            let latency = |state: &State, percent| {
-                state.latency_percentile(config, percent).map(crate::clock::std_duration)
-            };
-            Gauges {
-                circuit: state.circuit(now),
-                break_left: left(state.circuit_open_until(now)),
-                in_flight: state.in_flight(),
-                bulkhead_limit: state.bulkhead_limit(config),
-                waiting_for_slot: state.bulkhead_waiting(),
-                window: state.counts(now),
-                retries_available: state.retries_available(config, now),
-                cooldown_left: left(state.cooldown_until(now)),
-                throttle_ppm: state.throttle_ppm(config, now),
-                latency_p50: latency(state, 50),
-                latency_p90: latency(state, 90),
-                latency_p99: latency(state, 99),
-            }
-        })
+        let mut locked = self.inner.lock();
+        let (now, config, (hedges_sent, hedges_won)) =
+            (self.inner.clock.now(), &self.inner.config, locked.hedges);
+        let state = &mut locked.state;
+        let left = |until: Option<Instant>| {
+            until.and_then(|t| t.checked_duration_since(now)).map(crate::clock::std_duration)
+        };
+        let latency = |state: &State, percent| {
+            state.latency_percentile(config, percent).map(crate::clock::std_duration)
+        };
+        Gauges {
+            circuit: state.circuit(now),
+            break_left: left(state.circuit_open_until(now)),
+            in_flight: state.in_flight(),
+            bulkhead_limit: state.bulkhead_limit(config),
+            waiting_for_slot: state.bulkhead_waiting(),
+            window: state.counts(now),
+            retries_available: state.retries_available(config, now),
+            cooldown_left: left(state.cooldown_until(now)),
+            throttle_ppm: state.throttle_ppm(config, now),
+            latency_p50: latency(state, 50),
+            latency_p90: latency(state, 90),
+            latency_p99: latency(state, 99),
+            hedges_sent,
+            hedges_won,
+        }
     }
 
     /// The current time on this dependency's clock.

@@ -315,6 +315,11 @@ where
         if let Ok(detailed) = &mut answer {
             detailed.hedge_sent = sent.load(Ordering::Relaxed);
         }
+        if sent.load(Ordering::Relaxed) {
+            let won = matches!(&answer, Ok(detailed) if detailed.hedge);
+            let hedges = &mut inner.lock().hedges;
+            *hedges = (hedges.0.wrapping_add(1), hedges.1.wrapping_add(u64::from(won)));
+        }
         finish(answer, inner)
     }
 }

@@ -356,6 +356,9 @@ async fn the_detailed_answer_is_the_hedge_s_completion_when_the_hedge_wins_and_s
     let once = POLICY.without_retries();
     let refused = dep.execute_hedged_detailed(&once, read(), HEDGE_AFTER, |a| script.call(a)).await;
     assert_eq!(refused.unwrap_err(), StartError::HedgeWithoutRetries);
+    // The dependency counts them for a dashboard: two hedges sent, the first of them answered first.
+    let gauges = dep.gauges();
+    assert_eq!((gauges.hedges_sent, gauges.hedges_won), (2, 1));
 }
 
 /// The race against a model of it, over any two latencies, two outcomes and a delay: the answer,
