@@ -288,6 +288,8 @@ pub struct HedgePlan<const HZ: u64> {
     /// The operation's, so a hedge of sheddable work is sheddable too.
     #[cfg(feature = "criticality")]
     held_back: u8,
+    #[cfg(feature = "criticality")]
+    criticality: crate::Criticality,
 }
 
 #[cfg(feature = "hedge")]
@@ -340,6 +342,9 @@ pub struct Operation<'p, const HZ: u64, E> {
     /// reserve for sheddable work, 0 for critical work. Only with criticality compiled in.
     #[cfg(feature = "criticality")]
     held_back: u8,
+    /// The context's criticality, for the adapters' logs ([`Operation::criticality`]).
+    #[cfg(feature = "criticality")]
+    criticality: crate::Criticality,
     /// What the operation is to hedging. Only with hedging compiled in.
     #[cfg(feature = "hedge")]
     hedging: Hedging,
@@ -413,6 +418,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 (crate::Criticality::Sheddable, Some(reserve)) => reserve,
                 _ => 0,
             },
+            #[cfg(feature = "criticality")]
+            criticality: context.criticality,
             #[cfg(feature = "hedge")]
             hedging: if context.safety.may_hedge() { Hedging::Read } else { Hedging::Never },
             previous_delay: policy.base_delay(),
@@ -421,6 +428,15 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             retry_after: MaybeTicks::NONE,
             not_before_hint: MaybeTicks::NONE,
         })
+    }
+
+    /// How much the operation matters when limits run short, as its context stated
+    /// ([`Context::criticality`]; a hedge's is the operation's it hedges): for an adapter's logs,
+    /// which need not raise a refusal of work stated sheddable to a warning.
+    #[cfg(feature = "criticality")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "criticality")))]
+    pub const fn criticality(&self) -> crate::Criticality {
+        self.criticality
     }
 
     /// The share of each limit, in percent, the operation may not use (0 without criticality).
@@ -985,6 +1001,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             airtime: self.airtime,
             #[cfg(feature = "criticality")]
             held_back: self.held_back,
+            #[cfg(feature = "criticality")]
+            criticality: self.criticality,
         })
     }
 
@@ -1021,6 +1039,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             dispatched: 1,
             #[cfg(feature = "criticality")]
             held_back: plan.held_back,
+            #[cfg(feature = "criticality")]
+            criticality: plan.criticality,
             hedging: Hedging::Hedge,
             previous_delay: policy.base_delay(),
             waited: Duration::<HZ>::from_ticks(0),

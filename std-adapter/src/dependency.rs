@@ -386,8 +386,15 @@ impl Inner {
     /// wakes one of them, the one that has waited longest. `Notify` keeps the wake-up if that
     /// operation is between its step and its wait, so none is lost; a wake-up that finds no room
     /// (another waiting operation took the slot first) only makes it wait on.
-    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R) -> R {
-        let mut events = Deferred::new(Trace { dependency: &self.name });
+    ///
+    /// `sheddable`: whether the operation is sheddable work, whose refusals are logged at INFO
+    /// (see `trace`).
+    pub(crate) fn step<R>(
+        &self,
+        sheddable: bool,
+        f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R,
+    ) -> R {
+        let mut events = Deferred::new(Trace { dependency: &self.name, sheddable });
         let (result, wake) = {
             let mut locked = self.lock();
             let result = f(&mut locked, &mut events);

@@ -109,7 +109,7 @@ impl<E> Running<'_, E> {
     #[inline(never)]
     fn abandon(&mut self) {
         let (op, inner) = (&mut self.op, self.inner);
-        inner.step(|locked, events| op.abandon(inner.clock.now(), &mut locked.state, events));
+        inner.step(sheddable(op), |locked, events| op.abandon(inner.clock.now(), &mut locked.state, events));
     }
 }
 
@@ -293,7 +293,7 @@ where
         let mut action = {
             // A copy for the closure to borrow: a borrow of `started` would keep it in the future.
             let now = started;
-            inner.step(|locked, events| {
+            inner.step(sheddable(&running.op), |locked, events| {
                 // An operation without an id gets the dependency's next, counted under this lock.
                 locked.number(&mut running.op);
                 running.op.poll(now, &mut locked.state, events)
@@ -329,7 +329,9 @@ where
                         timer::wait_until(timer.as_mut(), at, bounded).await;
                     }
                     let op = &mut running.op;
-                    inner.step(|locked, events| op.poll(inner.clock.now(), &mut locked.state, events))
+                    inner.step(sheddable(op), |locked, events| {
+                        op.poll(inner.clock.now(), &mut locked.state, events)
+                    })
                 }
                 Action::Done => break,
             };
@@ -339,6 +341,13 @@ where
         let deadline = Duration::from_ticks(op.deadline().as_ticks().saturating_sub(op.started().as_ticks()));
         finish(Ok(Detailed::new(value, completion, deadline, || inner.clock.now())), inner)
     }
+}
+
+/// Whether `op` is work its caller stated sheddable, whose refusals are logged at INFO (see
+/// `trace`).
+#[inline(always)]
+fn sheddable<E>(op: &Operation<'_, HZ, E>) -> bool {
+    op.criticality() == relent_core::Criticality::Sheddable
 }
 
 /// What attempt `number` of an operation whose policy allows `last` sends of `original` (a
@@ -364,7 +373,7 @@ fn report<T, E: Classify<HZ>>(
     result: Option<Result<T, E>>,
     value: &mut Option<T>,
 ) -> Action<HZ> {
-    inner.step(|locked, events| {
+    inner.step(sheddable(op), |locked, events| {
         let now = inner.clock.now();
         if let Some(attempt) = op.attempt() {
             let failure = match result {

@@ -3,7 +3,10 @@
 //!
 //! Levels: decisions a dashboard should count (a retry scheduled, a refusal, a circuit change, an
 //! adaptive limit lowered, an operation that did not succeed) at INFO or WARN; the per-attempt
-//! detail at DEBUG, and an adaptive limit's climb back (a line a slot) with it.
+//! detail at DEBUG, and an adaptive limit's climb back (a line a slot) with it. A refusal of work
+//! its caller stated sheddable ([`relent_core::Criticality`]) is at INFO, with
+//! `criticality="sheddable"`: shedding it is what it was stated for, and under a critical reserve a
+//! busy dependency refuses it by design, so at WARN it would bury the refusals of critical work.
 //!
 //! Nothing is logged under a dependency's lock. The core hands its events to an observer inside
 //! each call, and the adapter makes those calls under the lock; a subscriber that writes to a file
@@ -44,6 +47,8 @@ pub(crate) struct Deferred<O> {
     sink: O,
     /// The most verbose level the sink takes, read when the step began.
     max: LevelFilter,
+    /// Whether the step's operation is sheddable work (see `level`).
+    sheddable: bool,
     /// Made with the first event kept: a step that keeps none writes nothing here.
     kept: Option<Kept>,
 }
@@ -60,6 +65,11 @@ struct Kept {
 /// events anyway, so that none is kept for nothing.
 pub(crate) trait Sink: Observer<HZ> {
     fn max_level(&self) -> LevelFilter;
+
+    /// Whether the events it is handed are a sheddable operation's (see `level`).
+    fn sheddable(&self) -> bool {
+        false
+    }
 }
 
 impl Sink for Trace<'_> {
@@ -69,12 +79,16 @@ impl Sink for Trace<'_> {
     fn max_level(&self) -> LevelFilter {
         LevelFilter::current().min(STATIC_MAX_LEVEL)
     }
+
+    fn sheddable(&self) -> bool {
+        self.sheddable
+    }
 }
 
 impl<O: Sink> Deferred<O> {
     pub(crate) fn new(sink: O) -> Self {
-        let max = sink.max_level();
-        Self { sink, max, kept: None }
+        let (max, sheddable) = (sink.max_level(), sink.sheddable());
+        Self { sink, max, sheddable, kept: None }
     }
 
     /// Hands the events kept to the sink, in order, and forgets them.
@@ -106,19 +120,21 @@ impl<O: Sink> Observer<HZ> for Deferred<O> {
     /// below the level costs the comparison and nothing else.
     #[inline(always)]
     fn on_event(&mut self, event: &Event<HZ>) {
-        if level(event) <= self.max {
+        if level(event, self.sheddable) <= self.max {
             self.keep(event);
         }
     }
 }
 
-/// The level `Trace` logs `event` at, which [`Deferred`] checks before an event is kept. A unit
-/// test checks the two agree for every kind of event, and the tracing tests that each transcript at
-/// INFO and at WARN is the DEBUG one less the lines below that level.
+/// The level `Trace` logs `event` at, for an operation that is `sheddable` or not, which
+/// [`Deferred`] checks before an event is kept. A unit test checks the two agree for every kind of
+/// event, and the tracing tests that each transcript at INFO and at WARN is the DEBUG one less the
+/// lines below that level.
 #[inline(always)]
-fn level(event: &Event<HZ>) -> Level {
+fn level(event: &Event<HZ>, sheddable: bool) -> Level {
     match *event {
         Event::RetryScheduled { .. } => Level::INFO,
+        Event::Refused { .. } if sheddable => Level::INFO,
         Event::Refused { .. } | Event::CircuitChanged { .. } | Event::CooldownExtended { .. } => Level::WARN,
         Event::BulkheadLimitChanged { from, to, .. } if to < from => Level::WARN,
         Event::Completed { disposition, .. } if disposition != Disposition::Succeeded => Level::INFO,
@@ -130,6 +146,8 @@ fn level(event: &Event<HZ>) -> Level {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Trace<'a> {
     pub(crate) dependency: &'a str,
+    /// Whether the operation is sheddable work: its refusals are logged at INFO.
+    pub(crate) sheddable: bool,
 }
 
 impl Observer<HZ> for Trace<'_> {
@@ -174,6 +192,25 @@ impl Observer<HZ> for Trace<'_> {
             // dependency's own clock (microseconds since it was made), kept for ordering. Two
             // calls, not an `Option` field: tracing-core records `Option` values only from 0.1.21,
             // and the oldest tracing this crate accepts (0.1.18) asks for tracing-core 0.1.12.
+            Event::Refused { attempt, problem, at, retry_at, .. } if self.sheddable => match retry_at {
+                Some(t) => tracing::info!(
+                    dependency,
+                    operation,
+                    attempt,
+                    code = problem.as_str(),
+                    criticality = "sheddable",
+                    retry_in_us = t.as_ticks().saturating_sub(at.as_ticks()),
+                    "relent: attempt refused"
+                ),
+                None => tracing::info!(
+                    dependency,
+                    operation,
+                    attempt,
+                    code = problem.as_str(),
+                    criticality = "sheddable",
+                    "relent: attempt refused"
+                ),
+            },
             Event::Refused { attempt, problem, at, retry_at, .. } => match retry_at {
                 Some(t) => tracing::warn!(
                     dependency,
@@ -362,18 +399,23 @@ mod tests {
                 at,
             },
         ];
-        let levels = std::sync::Arc::new(Levels(Default::default()));
-        tracing::subscriber::with_default(levels.clone(), || {
-            tracing::callsite::rebuild_interest_cache();
-            for event in &every_kind {
-                Trace { dependency: "payrail" }.on_event(event);
+        for sheddable in [false, true] {
+            let levels = std::sync::Arc::new(Levels(Default::default()));
+            tracing::subscriber::with_default(levels.clone(), || {
+                tracing::callsite::rebuild_interest_cache();
+                for event in &every_kind {
+                    Trace { dependency: "payrail", sheddable }.on_event(event);
+                }
+            });
+            let logged = levels.0.lock().unwrap().clone();
+            assert_eq!(logged, every_kind.iter().map(|e| level(e, sheddable)).collect::<Vec<_>>());
+            // Each level is used, so the comparison above can tell them apart.
+            for used in [Level::DEBUG, Level::INFO, Level::WARN] {
+                assert!(logged.contains(&used), "{used}");
             }
-        });
-        let logged = levels.0.lock().unwrap().clone();
-        assert_eq!(logged, every_kind.iter().map(level).collect::<Vec<_>>());
-        // Each level is used, so the comparison above can tell them apart.
-        for used in [Level::DEBUG, Level::INFO, Level::WARN] {
-            assert!(logged.contains(&used), "{used}");
+            // A refusal: WARN for critical work, INFO for sheddable work.
+            let refused = every_kind.iter().position(|e| matches!(e, Event::Refused { .. })).unwrap();
+            assert_eq!(logged[refused], if sheddable { Level::INFO } else { Level::WARN });
         }
     }
 

@@ -426,6 +426,52 @@ async fn a_refusal_with_no_known_end_logs_no_wait() {
     );
 }
 
+/// Work stated sheddable is refused at INFO, with `criticality="sheddable"`: shedding it is what it
+/// was stated for, and at WARN it would bury the refusals of critical work, which stay there.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_of_sheddable_work_is_logged_at_info_and_of_critical_work_at_warn() {
+    use relent_tokio::core::Criticality;
+    let config = DependencyConfig::new(Duration::from_secs(10)).bulkhead(2).critical_reserve(50);
+    let dependency = Dependency::with_seed("payrail", config, 7).unwrap();
+    let read = |id, criticality| {
+        Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600)))
+            .id(id)
+            .criticality(criticality)
+    };
+    let (captured, _guard) = capture(Level::INFO);
+    // The first call holds the one slot sheddable work may use, the second the reserve's, until
+    // the third and fourth have been refused.
+    let gate = tokio::sync::Notify::new();
+    let held = |id, criticality| {
+        let gate = &gate;
+        dependency.execute(&ONCE, read(id, criticality), move |_| async move {
+            gate.notified().await;
+            Ok::<_, Busy>(())
+        })
+    };
+    let (first, second) = (held(1, Criticality::Sheddable), held(2, Criticality::Critical));
+    let refused = async {
+        tokio::task::yield_now().await;
+        let ok = |_| async { Ok::<_, Busy>(()) };
+        let shed = dependency.execute(&ONCE, read(3, Criticality::Sheddable), ok).await;
+        let full = dependency.execute(&ONCE, read(4, Criticality::Critical), ok).await;
+        gate.notify_waiters();
+        (shed, full)
+    };
+    let (first, second, (shed, full)) = tokio::join!(first, second, refused);
+    first.unwrap();
+    second.unwrap();
+    assert_eq!((shed.unwrap_err().code(), full.unwrap_err().code()), ("bulkhead_full", "bulkhead_full"));
+    let refusals: Vec<_> = captured.lines().into_iter().filter(|l| l.contains("refused")).collect();
+    assert_eq!(
+        refusals,
+        [
+            "INFO relent: attempt refused dependency=\"payrail\" operation=3 attempt=1 code=\"bulkhead_full\" criticality=\"sheddable\"",
+            "WARN relent: attempt refused dependency=\"payrail\" operation=4 attempt=1 code=\"bulkhead_full\"",
+        ]
+    );
+}
+
 /// An operation whose deadline is cut, by the attempt it runs in, by a request's own deadline or by
 /// the scope it runs in, says so at DEBUG, with what it asked for: why it ended sooner than its
 /// context said. One whose deadline is already the sooner logs nothing.
