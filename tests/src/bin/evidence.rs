@@ -93,6 +93,7 @@ fn main() {
     hedging(&mut tables);
     adaptive_limit(&out, &mut tables);
     criticality(&mut tables);
+    airtime(&mut tables);
     let tables_md = out.join(Tables::FILE);
     std::fs::write(&tables_md, tables.markdown(runs)).expect("tables.md is written");
     if mode == Mode::Benchmarks {
@@ -640,6 +641,47 @@ fn criticality(tables: &mut Tables) {
             "calls/s sent",
             "accepted/s",
             "refused by the client/s",
+        ],
+        &rows,
+    );
+}
+
+/// Criticality on a radio link's duty cycle: alarms beside telemetry that wants twice the airtime
+/// the hour allows, with and without a critical reserve.
+fn airtime(tables: &mut Tables) {
+    use relent_tests::evidence::airtime::{self, Scenario};
+    println!(
+        "## Criticality on a duty cycle: 1 % of any hour, 1.2 s frames, telemetry a minute (sheddable), alarms about every 37 minutes (critical), a day"
+    );
+    let rows: Vec<Vec<String>> = [None, Some(10), Some(20)]
+        .into_iter()
+        .map(|reserve| {
+            let o = airtime::run(&Scenario::day(reserve));
+            let wait = |per_mille| {
+                let s = o.alarm_wait_s(per_mille);
+                if s == 0.0 { "0".to_owned() } else { format!("{:.0} min", s / 60.0) }
+            };
+            vec![
+                reserve.map_or("none".to_owned(), |r| format!("{r} %")),
+                thousands(o.alarm_waits_us.len() as u64),
+                format!("{:.0} %", o.alarms_at_once_percent()),
+                wait(900),
+                wait(1_000),
+                thousands(o.telemetry.0),
+                thousands(o.telemetry.1),
+            ]
+        })
+        .collect();
+    tables.add(
+        "Criticality on a duty cycle",
+        &[
+            "critical reserve",
+            "alarms",
+            "sent at once",
+            "90th percentile of their wait",
+            "longest wait",
+            "telemetry readings sent",
+            "dropped for want of airtime",
         ],
         &rows,
     );

@@ -5,6 +5,7 @@
 //! runs in CI.
 
 pub mod adaptive;
+pub mod airtime;
 pub mod aws;
 pub mod hedging;
 pub mod overload;
