@@ -86,23 +86,24 @@ pub(crate) const MAX_RESERVE: u8 = 90;
 /// zero (critical work, or no reserve configured). For slots and tokens.
 #[inline]
 pub(crate) fn share(units: u32, reserve: u8) -> u32 {
-    if reserve == 0 {
-        return units;
-    }
-    let kept = 100u64.saturating_sub(u64::from(reserve));
-    let part = u64::from(units).saturating_mul(kept) / 100;
-    u32::try_from(part).unwrap_or(u32::MAX).max(1).min(units)
+    u32::try_from(share_of(u64::from(units), reserve)).unwrap_or(units)
 }
 
-/// [`share`] of a tick count (a duty cycle's airtime allowance), with the same rounding.
+/// [`share`] of a tick count (a duty cycle's airtime allowance).
 #[inline]
 pub(crate) fn share_ticks(units: Ticks, reserve: u8) -> Ticks {
+    Ticks::try_from(share_of(crate::time::wide(units), reserve)).unwrap_or(units)
+}
+
+/// The rule [`share`] states, in 64 bits: the one place it is written. Never above `units`, so it
+/// fits back in the type the units came in.
+#[inline]
+fn share_of(units: u64, reserve: u8) -> u64 {
     if reserve == 0 {
         return units;
     }
     let kept = 100u64.saturating_sub(u64::from(reserve));
-    let part = crate::time::wide(units).saturating_mul(kept) / 100;
-    Ticks::try_from(part).unwrap_or(Ticks::MAX).max(1).min(units)
+    (units.saturating_mul(kept) / 100).max(1).min(units)
 }
 
 #[cfg(test)]
