@@ -505,18 +505,26 @@ impl Breaker {
         }
     }
 
-    /// Closes the circuit with no outcomes remembered, in the same episode count.
-    fn close(&mut self) {
-        // Field by field, not `*self = Self { episode, ..Self::new() }`: on a Cortex-M that
-        // clears the state with a memset routine of its own, 174 bytes of flash.
-        self.phase = Phase::Closed;
-        self.consecutive = 0;
+    /// Forgets the count window's outcomes, and keeps everything else: for a breaker reconfigured
+    /// to a trip rule its count window does not serve (another rule, or a window of another size;
+    /// see [`crate::Dependency::reconfigure`]). The run of failures in a row is kept: every rule
+    /// counts it the same way.
+    pub(crate) fn forget_count_window(&mut self) {
         #[cfg(feature = "breaker-count-window")]
         {
             self.ring = U64::of(0);
             self.ring_len = 0;
             self.ring_next = 0;
         }
+    }
+
+    /// Closes the circuit with no outcomes remembered, in the same episode count.
+    fn close(&mut self) {
+        // Field by field, not `*self = Self { episode, ..Self::new() }`: on a Cortex-M that
+        // clears the state with a memset routine of its own, 174 bytes of flash.
+        self.phase = Phase::Closed;
+        self.consecutive = 0;
+        self.forget_count_window();
     }
 
     /// Records one outcome in a count window of `size` slots, and says whether at least

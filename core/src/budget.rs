@@ -323,6 +323,17 @@ impl TokenBucket {
         Some(Reservation { epoch: self.epoch })
     }
 
+    /// The bucket carried from `from`'s numbers to `to`'s at `now` (a reconfigured budget, see
+    /// [`crate::Dependency::reconfigure`]): the whole tokens it held, at most `to`'s capacity; a
+    /// part of a token earned towards the next is dropped, never rounded up. Reservations of
+    /// attempts in flight stay reserved, and lapse when they would have.
+    pub(crate) fn carry(&mut self, from: &Bucket, to: &Bucket, now: Ticks) {
+        self.catch_up(from, now);
+        let whole = self.credit.get().checked_div(wide(from.period)).unwrap_or(0);
+        let whole = whole.min(u64::from(to.capacity));
+        self.credit = U64::of(whole.saturating_mul(wide(to.period)));
+    }
+
     pub(crate) fn settle(&mut self, b: &Bucket, reservation: Reservation, now: Ticks) {
         self.catch_up(b, now);
         if reservation.epoch == self.epoch {

@@ -31,6 +31,12 @@ impl Cooldown {
         if now < self.until { Some(self.until) } else { None }
     }
 
+    /// Ends the cooldown by `now + max` at the latest (a cooldown reconfigured to a shorter
+    /// longest wait, see [`crate::Dependency::reconfigure`]).
+    pub(crate) fn cut(&mut self, now: Ticks, max: Ticks) {
+        self.until = self.until.min(now.saturating_add(max));
+    }
+
     /// Extends the cooldown to `now + min(wait, max)`. Returns the new end when it moved later.
     pub(crate) fn extend(&mut self, now: Ticks, wait: Ticks, max: Ticks) -> Option<Ticks> {
         let until = now.saturating_add(wait.min(max));

@@ -69,6 +69,8 @@ use crate::throttle::{Draw, Throttle};
 use crate::time::{Duration, Instant, Ticks};
 use crate::window::{CallWindow, Counts};
 
+mod reconfigure;
+
 /// No throttle's state where the feature is off.
 #[cfg(not(feature = "throttle"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -552,7 +554,9 @@ pub(crate) const LATENCY: usize = cfg!(feature = "latency") as usize;
 ///
 /// Call-order contract: every method that takes `now` must be given a `now` that does not go
 /// backwards across all the operations that share this dependency (an earlier one is read as the
-/// latest seen), and the same [`DependencyConfig`] it was built from. Operations reach it through
+/// latest seen), and the same [`DependencyConfig`] it was built from, or the one it was last
+/// carried over to by [`Dependency::reconfigure`] (operations started before that may go on with
+/// theirs until they end). Operations reach it through
 /// [`Operation`](crate::Operation)'s methods; the public getters are for dashboards and tests.
 ///
 /// What the operations against one dependency share, in an outage where every call fails: the
@@ -752,19 +756,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// least `N` ticks long; a duty cycle needs an airtime log of at least one entry (`L`). A
     /// `const fn`, so the state can be a `static`'s initial value.
     pub const fn new(config: &DependencyConfig<HZ>, now: Instant<HZ>) -> Result<Self, ConfigError> {
-        if let Err(e) = config.validate() {
-            return Err(e);
-        }
-        let width = match config.window.as_ticks().checked_div(CallWindow::<N>::SLOTS) {
-            Some(w) => w,
-            None => 0,
+        let width = match Self::bucket_width_for(config) {
+            Ok(w) => w,
+            Err(e) => return Err(e),
         };
-        if width == 0 {
-            return Err(ConfigError::WindowShorterThanBuckets);
-        }
-        if config.duty_cycle.is_some() && L == 0 {
-            return Err(ConfigError::AirtimeLogSize);
-        }
         let bucket = match &config.budget {
             Some(b) => b.bucket(),
             None => None,
@@ -787,6 +782,27 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             throttle: Part([const { Throttle::new() }; THROTTLE]),
             latency: Part([const { LatencyLog::new() }; LATENCY]),
         })
+    }
+
+    /// The width of the window's buckets under `config`, after every check a state for it needs:
+    /// `config` itself valid, its window at least `N` ticks long, and an airtime log of at least
+    /// one entry for a duty cycle. What [`Dependency::new`] and [`Dependency::reconfigure`] both
+    /// check.
+    const fn bucket_width_for(config: &DependencyConfig<HZ>) -> Result<Ticks, ConfigError> {
+        if let Err(e) = config.validate() {
+            return Err(e);
+        }
+        let width = match config.window.as_ticks().checked_div(CallWindow::<N>::SLOTS) {
+            Some(w) => w,
+            None => 0,
+        };
+        if width == 0 {
+            return Err(ConfigError::WindowShorterThanBuckets);
+        }
+        if config.duty_cycle.is_some() && L == 0 {
+            return Err(ConfigError::AirtimeLogSize);
+        }
+        Ok(width)
     }
 
     /// Restarts this dependency's clock `by` ticks later: every instant it holds moves `by` ticks

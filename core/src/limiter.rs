@@ -201,6 +201,32 @@ impl Limiter {
 }
 
 impl Limiter {
+    /// The limiter carried from `from`'s limit to `to`'s at `now` (a reconfigured rate limit, see
+    /// [`crate::Dependency::reconfigure`]). Its arrival time stays, so the units already taken
+    /// count against the new limit, cut to the latest that units taken under `to` could have left
+    /// it at `now` (its longest wait for a reserved unit, its tolerance and one interval ahead): a
+    /// raised limit is not held to the debt the old one ran up. With another count, a fraction of a
+    /// tick in the arrival time is rounded up to a whole tick, never down.
+    pub(crate) fn carry<const HZ: u64>(&mut self, from: &RateLimit<HZ>, to: &RateLimit<HZ>, now: Ticks) {
+        if from.count != to.count && self.frac > 0 {
+            (self.tat, self.frac) = (self.tat.saturating_add(1), 0);
+        }
+        // Each fraction is below the count, so their sum carries at most one tick.
+        let count = to.count.max(1);
+        let frac = to.tolerance.frac.saturating_add(to.interval.frac);
+        let (carry, frac) = if frac >= count { (1, frac.saturating_sub(count)) } else { (0, frac) };
+        let latest = now
+            .saturating_add(to.max_wait.as_ticks())
+            .saturating_add(to.tolerance.whole)
+            .saturating_add(to.interval.whole)
+            .saturating_add(carry);
+        if (self.tat, self.frac) > (latest, frac) {
+            (self.tat, self.frac) = (latest, frac);
+        }
+    }
+}
+
+impl Limiter {
     /// Bytes of a limiter in a snapshot: how far ahead its next arrival time was, and the remainder.
     pub(crate) const SNAPSHOT_LEN: usize = 12;
 

@@ -162,6 +162,18 @@ impl<const N: usize> CallWindow<N> {
         self.total = self.sum();
     }
 
+    /// Counts on in buckets `width` ticks wide from `now` (a window reconfigured to another length,
+    /// see [`crate::Dependency::reconfigure`]). The window first slides to `now` at its old width,
+    /// dropping what fell out of it; the counts left stay in their buckets, the newest bucket now
+    /// beginning at `now`'s multiple of the new width, and each older one ageing out a new width
+    /// after the one after it. So a lengthened window keeps what it counted for longer, and a
+    /// shortened one forgets it sooner, and the totals do not change at the moment of the change.
+    pub(crate) fn resize<const HZ: u64>(&mut self, width: Ticks, now: Instant<HZ>) {
+        self.advance(now);
+        let aligned = Self::starting(width, now.as_ticks());
+        (self.width, self.head_start) = (aligned.width, aligned.head_start);
+    }
+
     /// Moves every instant the window holds `by` ticks earlier (see [`crate::Dependency::rebase`]).
     /// A newest bucket that began more than `by` ticks ago begins at tick 0 instead: it is older
     /// than any window the core accepts once `now` is at least a window past `by`.

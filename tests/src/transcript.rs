@@ -49,6 +49,16 @@ impl Dep {
     }
 }
 
+impl Dep {
+    /// Carries the state over to `to` at `ms` ([`Dependency::reconfigure`]) and, if `to` is
+    /// accepted, keeps `to` as the configuration, as an adapter does.
+    pub fn reconfigure(&mut self, to: DependencyConfig<HZ>, ms: u64) -> Result<(), relent_core::ConfigError> {
+        self.state.reconfigure(&self.config, &to, T::from_ticks(ms))?;
+        self.config = to;
+        Ok(())
+    }
+}
+
 /// `s.mmm` for an instant or duration in milliseconds.
 pub fn secs(ticks: u64) -> String {
     format!("{}.{:03}", ticks / 1_000, ticks % 1_000)
