@@ -93,9 +93,39 @@ pub(crate) struct Locked {
     /// lock when a hedged call that sent one ends (a hedge is the rare case: a lock for it costs
     /// the calls that hedge, not every call, as an atomic beside the read-mostly fields would).
     pub(crate) hedges: (u64, u64),
+    /// The configuration [`Dependency::reconfigure`] last set, `None` until it is first called:
+    /// until then every operation borrows `Inner::config` and touches no reference count.
+    pub(crate) reconfigured: Option<Arc<DependencyConfig<HZ>>>,
 }
 
+/// Where an operation keeps the configuration it started under, for its whole life, once its
+/// dependency has been reconfigured: the operation borrows it from here (see
+/// [`Locked::config_for`]).
+pub(crate) type Holder = Option<Arc<DependencyConfig<HZ>>>;
+
 impl Locked {
+    /// The dependency's configuration now: `initial` (the dependency's `Inner::config`) until it
+    /// is reconfigured.
+    pub(crate) fn config<'a>(&'a self, initial: &'a DependencyConfig<HZ>) -> &'a DependencyConfig<HZ> {
+        self.reconfigured.as_deref().unwrap_or(initial)
+    }
+
+    /// The configuration an operation starting now runs under, for as long as `holder` lives:
+    /// `initial` itself until the dependency is reconfigured, then a share of the configuration
+    /// set last, kept in `holder`. So an operation goes on under the configuration it started
+    /// with, and a reconfiguration never waits for the operations in flight.
+    #[inline(always)]
+    pub(crate) fn config_for<'o>(
+        &self,
+        initial: &'o DependencyConfig<HZ>,
+        holder: &'o mut Holder,
+    ) -> &'o DependencyConfig<HZ> {
+        match &self.reconfigured {
+            None => initial,
+            Some(current) => holder.insert(Arc::clone(current)),
+        }
+    }
+
     /// Gives `op` the dependency's next id if its context set none, and counts it: the one place
     /// operations are numbered (an operation at its first step, a hedge as it starts).
     #[inline(always)]
@@ -113,9 +143,10 @@ pub(crate) struct Inner {
     /// On lines of its own: see `OwnLines`.
     locked: OwnLines<Mutex<Locked>>,
     /// Wakes an operation waiting in the bulkhead's queue when a slot frees (see `step`). Only a
-    /// dependency with a queue has one; boxed, so that the others are not 128 bytes larger (the
-    /// fields before the lock fill their 256 bytes to within 8).
-    pub(crate) slot_freed: Option<Box<Notify>>,
+    /// dependency configured with a queue has one, set once, when it is first configured with one;
+    /// boxed, so that the others are not 128 bytes larger (the fields before the lock fill their
+    /// 256 bytes to within 8).
+    pub(crate) slot_freed: OnceLock<Box<Notify>>,
 }
 
 /// Starts what it holds on a 128-byte boundary and pads it to one, so that the lock and the state
@@ -182,15 +213,23 @@ impl Dependency {
 
     fn build(name: Arc<str>, config: DependencyConfig<HZ>, seed: u64) -> Result<Self, ConfigError> {
         let state = State::new(&config, Instant::from_ticks(0))?;
-        let locked =
-            Locked { state, rng: Xoshiro256PlusPlus::seed_from_u64(seed), next_id: 1, hedges: (0, 0) };
+        let locked = Locked {
+            state,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            next_id: 1,
+            hedges: (0, 0),
+            reconfigured: None,
+        };
         let inner = Inner {
             name,
             config,
             clock: Clock::starting_now(),
             locked: OwnLines(Mutex::new(locked)),
-            slot_freed: config.bulkhead_queue_places().map(|_| Box::new(Notify::new())),
+            slot_freed: OnceLock::new(),
         };
+        if config.bulkhead_queue_places().is_some() {
+            let _ = inner.slot_freed.set(Box::new(Notify::new()));
+        }
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -199,9 +238,10 @@ impl Dependency {
         &self.inner.name
     }
 
-    /// Its configuration.
-    pub fn config(&self) -> &DependencyConfig<HZ> {
-        &self.inner.config
+    /// Its configuration now: the one it was made with, or the one it was last reconfigured to
+    /// ([`reconfigure`](Self::reconfigure)).
+    pub fn config(&self) -> DependencyConfig<HZ> {
+        *self.inner.lock().config(&self.inner.config)
     }
 
     /// Reads the shared state at the current time, under the lock: counts, circuit, slots in
@@ -242,7 +282,8 @@ impl Dependency {
     pub fn inspect<R>(&self, f: impl FnOnce(&mut State, &DependencyConfig<HZ>, Instant) -> R) -> R {
         let mut locked = self.inner.lock();
         let now = self.inner.clock.now();
-        f(&mut locked.state, &self.inner.config, now)
+        let Locked { state, reconfigured, .. } = &mut *locked;
+        f(state, reconfigured.as_deref().unwrap_or(&self.inner.config), now)
     }
 
     /// Every gauge a dashboard shows for this dependency, read at once under its lock (the README's
@@ -262,9 +303,9 @@ impl Dependency {
     /// ```
     pub fn gauges(&self) -> Gauges {
         let mut locked = self.inner.lock();
-        let (now, config, (hedges_sent, hedges_won)) =
-            (self.inner.clock.now(), &self.inner.config, locked.hedges);
-        let state = &mut locked.state;
+        let Locked { state, reconfigured, hedges: (hedges_sent, hedges_won), .. } = &mut *locked;
+        let (now, config) = (self.inner.clock.now(), reconfigured.as_deref().unwrap_or(&self.inner.config));
+        let (hedges_sent, hedges_won) = (*hedges_sent, *hedges_won);
         let left = |until: Option<Instant>| {
             until.and_then(|t| t.checked_duration_since(now)).map(crate::clock::std_duration)
         };
@@ -344,7 +385,11 @@ impl Dependency {
     /// # Ok(()) }
     /// ```
     pub fn isolate_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
-        let change = self.inner.lock().state.isolate_circuit(&self.inner.config)?;
+        let change = {
+            let mut locked = self.inner.lock();
+            let Locked { state, reconfigured, .. } = &mut *locked;
+            state.isolate_circuit(reconfigured.as_deref().unwrap_or(&self.inner.config))?
+        };
         self.log_change(change);
         Ok(change)
     }
@@ -357,9 +402,91 @@ impl Dependency {
     /// Returns the change, `None` if the circuit was closed already (its counts are cleared all
     /// the same). [`ConfigError::NoBreaker`] without a breaker.
     pub fn close_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
-        let change = self.inner.lock().state.close_circuit(&self.inner.config)?;
+        let change = {
+            let mut locked = self.inner.lock();
+            let Locked { state, reconfigured, .. } = &mut *locked;
+            state.close_circuit(reconfigured.as_deref().unwrap_or(&self.inner.config))?
+        };
         self.log_change(change);
         Ok(change)
+    }
+
+    /// Changes the dependency's configuration while it runs, keeping what its state knows: an
+    /// open circuit and when its break ends, a cooldown a provider asked for, the attempts in
+    /// flight, the window's counts, the budget's tokens. For an operator in an incident (a smaller
+    /// budget, a lower rate, a longer break), or a configuration file reloaded
+    /// ([`DependencySettings`](crate::config::DependencySettings), feature `serde`). A restart
+    /// would apply the change too, and forget all of that when it matters most.
+    ///
+    /// `config` is checked as [`Dependency::new`] checks one; refused, nothing changes, and the
+    /// error says what to fix. Each part of the state is carried over as
+    /// `relent_core::Dependency::reconfigure` says: what is a fact about the dependency stays, what
+    /// the old numbers produced is carried into the new ones and never given more than they allow
+    /// (tokens up to the new capacity, a rate debt cut to the new limit, a cooldown to the new
+    /// longest), and a protection added or left out starts fresh. Operations already running go
+    /// on under the configuration they started with, over the same state, until they end; those
+    /// that start after this returns run under `config`. It never waits for them. Logged at INFO
+    /// (`relent: dependency reconfigured`), with the new configuration.
+    ///
+    /// A policy checked against the old configuration is checked again by each operation as it
+    /// starts: a token bucket whose hold no longer outlasts a policy's attempt timeout refuses
+    /// that policy's operations (`StartError::Budget`), so check the policies you run with
+    /// [`RetryPolicy::check_budget`](relent_core::RetryPolicy::check_budget) before reconfiguring.
+    ///
+    /// In an incident, with the circuit open: a smaller retry budget and a rate limit at once, and
+    /// the circuit still open for what is left of its break.
+    ///
+    /// ```
+    /// use relent_tokio::core::{BreakerConfig, CircuitState, Context, DependencyConfig, RateLimit};
+    /// use relent_tokio::core::{ReplaySafety, RetryBudget, RetryPolicy};
+    /// use relent_tokio::{Dependency, Duration};
+    /// # use relent_tokio::{HZ, core::{Classify, Verdict}};
+    /// # #[derive(Debug)]
+    /// # struct Down;
+    /// # impl Classify<HZ> for Down {
+    /// #     fn classify(&self) -> Verdict<HZ> { Verdict::Retryable }
+    /// # }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let calm = DependencyConfig::new(Duration::from_secs(10))
+    ///     .budget(RetryBudget::ratio(20, 10)?)
+    ///     .breaker(BreakerConfig::consecutive_failures(3, Duration::from_secs(30)));
+    /// let payrail = Dependency::new("payrail", calm)?;
+    /// let policy = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1)).build()?;
+    /// let read = Context::new(Duration::from_secs(5), ReplaySafety::replayable_read(Duration::from_secs(60)));
+    /// let _ = payrail.execute(&policy, read, |_| async { Err::<(), _>(Down) }).await;
+    /// let gauges = payrail.gauges();
+    /// assert_eq!((gauges.circuit, gauges.retries_available), (CircuitState::Open, Some(10)));
+    ///
+    /// let incident = calm.budget(RetryBudget::ratio(5, 2)?).rate_limit(RateLimit::new(50, Duration::from_secs(1)));
+    /// payrail.reconfigure(incident)?;
+    /// // The window's counts stay: the 2 retries the outage took count against the new budget's 2.
+    /// let gauges = payrail.gauges();
+    /// assert_eq!((gauges.circuit, gauges.retries_available), (CircuitState::Open, Some(0)));
+    /// assert_eq!(payrail.config(), incident);
+    ///
+    /// // Refused, with what to fix; the dependency runs on as it was.
+    /// let error = payrail.reconfigure(incident.bulkhead(0)).unwrap_err();
+    /// assert_eq!(error.as_str(), "zero_bulkhead");
+    /// assert_eq!(payrail.config(), incident);
+    /// # Ok(()) }
+    /// ```
+    pub fn reconfigure(&self, config: DependencyConfig<HZ>) -> Result<(), ConfigError> {
+        // A queue's wake-ups are there before an operation can start under `config` and wait in
+        // it (kept if `config` is refused: it only wakes operations that wait).
+        if config.bulkhead_queue_places().is_some() {
+            let _ = self.inner.slot_freed.get_or_init(|| Box::new(Notify::new()));
+        }
+        {
+            let mut locked = self.inner.lock();
+            let now = self.inner.clock.now();
+            let Locked { state, reconfigured, .. } = &mut *locked;
+            state.reconfigure(reconfigured.as_deref().unwrap_or(&self.inner.config), &config, now)?;
+            *reconfigured = Some(Arc::new(config));
+        }
+        crate::trace::reconfigured(&self.inner.name, &config);
+        Ok(())
     }
 
     /// Logs an operator's change of the circuit, after the lock is released.
@@ -394,18 +521,33 @@ impl Inner {
         sheddable: bool,
         f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R,
     ) -> R {
+        let (result, mut events) = self.step_keeping(sheddable, f);
+        events.emit();
+        result
+    }
+
+    /// [`Inner::step`], with the step's events given back to be logged by the caller: for an
+    /// operation's first step, whose events are logged once the operation is in the guard that
+    /// cancels it if the task unwinds (a subscriber that panics as it logs the dispatch then
+    /// loses no bulkhead slot).
+    #[inline(always)]
+    pub(crate) fn step_keeping<R>(
+        &self,
+        sheddable: bool,
+        f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R,
+    ) -> (R, Deferred<Trace<'_>>) {
         let mut events = Deferred::new(Trace { dependency: &self.name, sheddable });
         let (result, wake) = {
             let mut locked = self.lock();
             let result = f(&mut locked, &mut events);
-            // A dependency without a queue has no box, and reads nothing more.
-            (result, self.slot_freed.is_some() && locked.state.slot_for_waiting(&self.config))
+            // A dependency never configured with a queue has no box, and reads nothing more.
+            let queue = self.slot_freed.get().is_some();
+            (result, queue && locked.state.slot_for_waiting(locked.config(&self.config)))
         };
-        if let (true, Some(slot_freed)) = (wake, &self.slot_freed) {
+        if let (true, Some(slot_freed)) = (wake, self.slot_freed.get()) {
             slot_freed.notify_one();
         }
-        events.emit();
-        result
+        (result, events)
     }
 }
 

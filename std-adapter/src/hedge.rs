@@ -29,9 +29,9 @@ use relent_core::{
 };
 
 use crate::clock::{HZ, Instant, std_duration, ticks};
-use crate::dependency::{Dependency, Inner};
+use crate::dependency::{Dependency, Holder, Inner};
 use crate::error::{Detailed, Error};
-use crate::execute::{AttemptInfo, Fresh, Start, drive};
+use crate::execute::{AttemptInfo, Fresh, Start, Started, drive, sheddable};
 
 /// When a hedge goes: a fixed `std::time::Duration` after the operation's start, or a
 /// [`HedgeDelay`], which can be a percentile of the dependency's own latency
@@ -74,14 +74,14 @@ impl<U: FnOnce() -> Option<tokio::time::Instant>> Start for Primary<'_, U> {
         self,
         policy: &'o RetryPolicy<HZ>,
         inner: &'o Inner,
+        holder: &'o mut Holder,
         now: Instant,
-    ) -> (Result<Operation<'o, HZ, E>, StartError>, bool) {
-        let (op, bounded) = self.fresh.start(policy, inner, now);
-        let op = op.and_then(|op| {
-            let _ = self.plan.set(Plan { plan: op.hedge_plan()?, bounded });
-            Ok(op)
-        });
-        (op, bounded)
+    ) -> Result<Started<'o, E>, StartError> {
+        let plan = self.plan;
+        self.fresh.start_checked(policy, inner, holder, now, |op, bounded| {
+            let _ = plan.set(Plan { plan: op.hedge_plan()?, bounded });
+            Ok(())
+        })
     }
 }
 
@@ -92,19 +92,29 @@ struct Hedge {
 }
 
 impl Start for Hedge {
-    /// Numbered here, under a lock of its own, rather than in its first step as an operation is:
-    /// so that the line that names both ids comes before the hedge's own. One lock more for each
-    /// hedge, none for an operation that is not hedged.
+    /// Started and numbered under a lock of its own, rather than in its first step as an operation
+    /// is: so that the line that names both ids comes before the hedge's own. One lock more for
+    /// each hedge, none for an operation that is not hedged. It runs under the dependency's
+    /// configuration as it starts, which is its operation's unless the dependency was
+    /// reconfigured since.
     fn start<'o, E>(
         self,
         policy: &'o RetryPolicy<HZ>,
         inner: &'o Inner,
+        holder: &'o mut Holder,
         now: Instant,
-    ) -> (Result<Operation<'o, HZ, E>, StartError>, bool) {
-        let mut op = Operation::start_hedge(policy, &inner.config, self.plan.plan, now);
-        inner.lock().number(&mut op);
+    ) -> Result<Started<'o, E>, StartError> {
+        let mut op = {
+            let mut locked = inner.lock();
+            let config = locked.config_for(&inner.config, holder);
+            let mut op = Operation::start_hedge(policy, config, self.plan.plan, now);
+            locked.number(&mut op);
+            op
+        };
         crate::trace::hedge_started(&inner.name, self.of, op.id());
-        (Ok(op), self.plan.bounded)
+        let (action, events) =
+            inner.step_keeping(sheddable(&op), |locked, events| op.poll(now, &mut locked.state, events));
+        Ok((op, self.plan.bounded, action, events))
     }
 }
 
@@ -241,7 +251,10 @@ where
         let due = {
             let delay = match after.fixed() {
                 Some(fixed) => Ok(Some(fixed)),
-                None => inner.lock().state.hedge_delay(&inner.config, after),
+                None => {
+                    let locked = &mut *inner.lock();
+                    locked.state.hedge_delay(locked.reconfigured.as_deref().unwrap_or(&inner.config), after)
+                }
             };
             match delay {
                 Err(e) => return finish(Err(e), inner),

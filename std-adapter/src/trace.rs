@@ -35,6 +35,12 @@ pub(crate) fn circuit_changed_by_operator(dependency: &str, state: relent_core::
     tracing::warn!(dependency, state = state.as_str(), by = "operator", "relent: circuit changed");
 }
 
+/// A dependency's configuration changed while it runs (`Dependency::reconfigure`): at INFO, a
+/// routine change (a configuration file reloaded), with the configuration it runs with now.
+pub(crate) fn reconfigured(dependency: &str, config: &relent_core::DependencyConfig<HZ>) {
+    tracing::info!(dependency, config = ?config, "relent: dependency reconfigured");
+}
+
 /// The most events one step under the lock makes: a report and the poll after it, two calls into
 /// the core.
 pub(crate) const STEP_EVENTS: usize = 2 * MAX_EVENTS_PER_CALL;
