@@ -110,6 +110,14 @@ impl Locked {
         self.reconfigured.as_deref().unwrap_or(initial)
     }
 
+    /// The state, and the configuration it runs under now, for a read or an operator's change.
+    pub(crate) fn with_config<'a>(
+        &'a mut self,
+        initial: &'a DependencyConfig<HZ>,
+    ) -> (&'a mut State, &'a DependencyConfig<HZ>) {
+        (&mut self.state, self.reconfigured.as_deref().unwrap_or(initial))
+    }
+
     /// The configuration an operation starting now runs under, for as long as `holder` lives:
     /// `initial` itself until the dependency is reconfigured, then a share of the configuration
     /// set last, kept in `holder`. So an operation goes on under the configuration it started
@@ -282,8 +290,8 @@ impl Dependency {
     pub fn inspect<R>(&self, f: impl FnOnce(&mut State, &DependencyConfig<HZ>, Instant) -> R) -> R {
         let mut locked = self.inner.lock();
         let now = self.inner.clock.now();
-        let Locked { state, reconfigured, .. } = &mut *locked;
-        f(state, reconfigured.as_deref().unwrap_or(&self.inner.config), now)
+        let (state, config) = locked.with_config(&self.inner.config);
+        f(state, config, now)
     }
 
     /// Every gauge a dashboard shows for this dependency, read at once under its lock (the README's
@@ -303,9 +311,9 @@ impl Dependency {
     /// ```
     pub fn gauges(&self) -> Gauges {
         let mut locked = self.inner.lock();
-        let Locked { state, reconfigured, hedges: (hedges_sent, hedges_won), .. } = &mut *locked;
-        let (now, config) = (self.inner.clock.now(), reconfigured.as_deref().unwrap_or(&self.inner.config));
-        let (hedges_sent, hedges_won) = (*hedges_sent, *hedges_won);
+        let (hedges_sent, hedges_won) = locked.hedges;
+        let now = self.inner.clock.now();
+        let (state, config) = locked.with_config(&self.inner.config);
         let left = |until: Option<Instant>| {
             until.and_then(|t| t.checked_duration_since(now)).map(crate::clock::std_duration)
         };
@@ -387,8 +395,8 @@ impl Dependency {
     pub fn isolate_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
         let change = {
             let mut locked = self.inner.lock();
-            let Locked { state, reconfigured, .. } = &mut *locked;
-            state.isolate_circuit(reconfigured.as_deref().unwrap_or(&self.inner.config))?
+            let (state, config) = locked.with_config(&self.inner.config);
+            state.isolate_circuit(config)?
         };
         self.log_change(change);
         Ok(change)
@@ -404,8 +412,8 @@ impl Dependency {
     pub fn close_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
         let change = {
             let mut locked = self.inner.lock();
-            let Locked { state, reconfigured, .. } = &mut *locked;
-            state.close_circuit(reconfigured.as_deref().unwrap_or(&self.inner.config))?
+            let (state, config) = locked.with_config(&self.inner.config);
+            state.close_circuit(config)?
         };
         self.log_change(change);
         Ok(change)
@@ -481,9 +489,9 @@ impl Dependency {
         {
             let mut locked = self.inner.lock();
             let now = self.inner.clock.now();
-            let Locked { state, reconfigured, .. } = &mut *locked;
-            state.reconfigure(reconfigured.as_deref().unwrap_or(&self.inner.config), &config, now)?;
-            *reconfigured = Some(Arc::new(config));
+            let (state, from) = locked.with_config(&self.inner.config);
+            state.reconfigure(from, &config, now)?;
+            locked.reconfigured = Some(Arc::new(config));
         }
         crate::trace::reconfigured(&self.inner.name, &config);
         Ok(())

@@ -252,8 +252,9 @@ where
             let delay = match after.fixed() {
                 Some(fixed) => Ok(Some(fixed)),
                 None => {
-                    let locked = &mut *inner.lock();
-                    locked.state.hedge_delay(locked.reconfigured.as_deref().unwrap_or(&inner.config), after)
+                    let mut locked = inner.lock();
+                    let (state, config) = locked.with_config(&inner.config);
+                    state.hedge_delay(config, after)
                 }
             };
             match delay {
