@@ -16,6 +16,7 @@
 //! processes with the same seed draws the same "random" delays and retries in step, which is the
 //! synchronised wave jitter exists to prevent (seed 000, "Jitter"). Tests pass an explicit seed.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio::sync::Notify;
@@ -100,7 +101,7 @@ pub(crate) struct Locked {
 
 /// Where an operation keeps the configuration it started under, for its whole life, once its
 /// dependency has been reconfigured: the operation borrows it from here (see
-/// [`Locked::config_for`]).
+/// [`Inner::config_for`]).
 pub(crate) type Holder = Option<Arc<DependencyConfig<HZ>>>;
 
 impl Locked {
@@ -118,22 +119,6 @@ impl Locked {
         (&mut self.state, self.reconfigured.as_deref().unwrap_or(initial))
     }
 
-    /// The configuration an operation starting now runs under, for as long as `holder` lives:
-    /// `initial` itself until the dependency is reconfigured, then a share of the configuration
-    /// set last, kept in `holder`. So an operation goes on under the configuration it started
-    /// with, and a reconfiguration never waits for the operations in flight.
-    #[inline(always)]
-    pub(crate) fn config_for<'o>(
-        &self,
-        initial: &'o DependencyConfig<HZ>,
-        holder: &'o mut Holder,
-    ) -> &'o DependencyConfig<HZ> {
-        match &self.reconfigured {
-            None => initial,
-            Some(current) => holder.insert(Arc::clone(current)),
-        }
-    }
-
     /// Gives `op` the dependency's next id if its context set none, and counts it: the one place
     /// operations are numbered (an operation at its first step, a hedge as it starts).
     #[inline(always)]
@@ -146,7 +131,11 @@ impl Locked {
 
 pub(crate) struct Inner {
     pub(crate) name: Arc<str>,
+    /// The configuration it was made with: the one its operations run under until it is
+    /// reconfigured (see `Inner::config_for`).
     pub(crate) config: DependencyConfig<HZ>,
+    /// Whether it has been reconfigured (`Locked::reconfigured` is set): set once, never cleared.
+    reconfigured: AtomicBool,
     pub(crate) clock: Clock,
     /// On lines of its own: see `OwnLines`.
     locked: OwnLines<Mutex<Locked>>,
@@ -232,6 +221,7 @@ impl Dependency {
             name,
             config,
             clock: Clock::starting_now(),
+            reconfigured: AtomicBool::new(false),
             locked: OwnLines(Mutex::new(locked)),
             slot_freed: OnceLock::new(),
         };
@@ -434,7 +424,9 @@ impl Dependency {
     /// longest), and a protection added or left out starts fresh. Operations already running go
     /// on under the configuration they started with, over the same state, until they end; those
     /// that start after this returns run under `config`. It never waits for them. Logged at INFO
-    /// (`relent: dependency reconfigured`), with the new configuration.
+    /// (`relent: dependency reconfigured`), with the new configuration. From then on each operation
+    /// takes the dependency's lock once more as it starts, for its share of the configuration
+    /// (about 50 instructions); a dependency never reconfigured reads one flag instead.
     ///
     /// A policy checked against the old configuration is checked again by each operation as it
     /// starts: a token bucket whose hold no longer outlasts a policy's attempt timeout refuses
@@ -492,6 +484,8 @@ impl Dependency {
             let (state, from) = locked.with_config(&self.inner.config);
             state.reconfigure(from, &config, now)?;
             locked.reconfigured = Some(Arc::new(config));
+            // Under the lock: an operation that sees the flag finds the configuration set.
+            self.inner.reconfigured.store(true, Ordering::Release);
         }
         crate::trace::reconfigured(&self.inner.name, &config);
         Ok(())
@@ -529,21 +523,6 @@ impl Inner {
         sheddable: bool,
         f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R,
     ) -> R {
-        let (result, mut events) = self.step_keeping(sheddable, f);
-        events.emit();
-        result
-    }
-
-    /// [`Inner::step`], with the step's events given back to be logged by the caller: for an
-    /// operation's first step, whose events are logged once the operation is in the guard that
-    /// cancels it if the task unwinds (a subscriber that panics as it logs the dispatch then
-    /// loses no bulkhead slot).
-    #[inline(always)]
-    pub(crate) fn step_keeping<R>(
-        &self,
-        sheddable: bool,
-        f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R,
-    ) -> (R, Deferred<Trace<'_>>) {
         let mut events = Deferred::new(Trace { dependency: &self.name, sheddable });
         let (result, wake) = {
             let mut locked = self.lock();
@@ -555,7 +534,31 @@ impl Inner {
         if let (true, Some(slot_freed)) = (wake, self.slot_freed.get()) {
             slot_freed.notify_one();
         }
-        (result, events)
+        events.emit();
+        result
+    }
+
+    /// The configuration an operation starting now runs under, for as long as `holder` lives: the
+    /// one the dependency was made with, borrowed, until it is reconfigured; then a share of the
+    /// one set last, kept in `holder`. So an operation goes on under the configuration it started
+    /// with, and a reconfiguration never waits for the operations in flight. A dependency never
+    /// reconfigured reads one flag here, and its operations take no lock for it and touch no
+    /// reference count; a reconfigured one takes its lock once more per operation for the share.
+    #[inline(always)]
+    pub(crate) fn config_for<'o>(&'o self, holder: &'o mut Holder) -> &'o DependencyConfig<HZ> {
+        if !self.reconfigured.load(Ordering::Acquire) {
+            return &self.config;
+        }
+        self.share_config(holder)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn share_config<'o>(&'o self, holder: &'o mut Holder) -> &'o DependencyConfig<HZ> {
+        match self.lock().reconfigured.clone() {
+            Some(current) => holder.insert(current),
+            None => &self.config,
+        }
     }
 }
 

@@ -18,7 +18,6 @@ use crate::clock::{Clock, Duration, HZ, Instant, std_duration};
 use crate::dependency::{Dependency, Holder, Inner};
 use crate::error::{AttemptError, Detailed, Error};
 use crate::timer;
-use crate::trace::{Deferred, Trace};
 
 /// What an attempt is told, so it can set its own socket timeouts: its number, its timeout, the
 /// instant that timeout expires, the operation's deadline and its id.
@@ -231,12 +230,11 @@ where
     drive(inner, policy, Fresh { context, until }, |_| {}, operation, finish)
 }
 
-/// How `drive` starts its operation at the instant given, and takes its first step: the
-/// operation, whether it runs inside another's attempt (see `bound`), and what it does first. It
-/// borrows the dependency's configuration, which `holder` keeps for its life once the dependency
-/// has been reconfigured (see `Locked::config_for`). A trait rather than a closure: the operation
-/// borrows the policy and the configuration for a lifetime of the loop's own, which a closure's
-/// type would name.
+/// How `drive` starts its operation, at the instant given, and whether the operation runs inside
+/// another's attempt (see `bound`). The operation borrows the dependency's configuration, which
+/// `holder` keeps for its life once the dependency has been reconfigured (see
+/// `Inner::config_for`). A trait rather than a closure: the operation borrows the policy and the
+/// configuration for a lifetime of the loop's own, which a closure's type would name.
 pub(crate) trait Start {
     fn start<'o, E>(
         self,
@@ -244,48 +242,13 @@ pub(crate) trait Start {
         inner: &'o Inner,
         holder: &'o mut Holder,
         now: Instant,
-    ) -> Result<Started<'o, E>, relent_core::StartError>;
+    ) -> (Result<Operation<'o, HZ, E>, relent_core::StartError>, bool);
 }
-
-/// An operation started, whether it runs inside another's attempt, its first action, and the
-/// events of its first step, to be logged once the operation is in its guard (see `Running`).
-pub(crate) type Started<'o, E> = (Operation<'o, HZ, E>, bool, Action<HZ>, Deferred<Trace<'o>>);
 
 /// A new operation: its context cut to what `until` gives and to the attempt it runs in.
 pub(crate) struct Fresh<U> {
     pub(crate) context: Context<HZ>,
     pub(crate) until: U,
-}
-
-impl<U: FnOnce() -> Option<tokio::time::Instant>> Fresh<U> {
-    /// Starts the operation and numbers it under the lock of its first step, which reads the
-    /// configuration it starts under: one lock, as before there was a configuration to read.
-    /// `check` may still refuse it, before its first step sends anything.
-    #[inline(always)]
-    pub(crate) fn start_checked<'o, E>(
-        self,
-        policy: &'o RetryPolicy<HZ>,
-        inner: &'o Inner,
-        holder: &'o mut Holder,
-        now: Instant,
-        check: impl FnOnce(&Operation<'o, HZ, E>, bool) -> Result<(), relent_core::StartError>,
-    ) -> Result<Started<'o, E>, relent_core::StartError> {
-        let (context, bounded) = bound::cut(self.context, (self.until)(), &inner.name, &inner.clock, now);
-        let sheddable = context.operation_criticality() == relent_core::Criticality::Sheddable;
-        let (started, events) = inner.step_keeping(sheddable, move |locked, events| {
-            let mut op = Operation::start(policy, locked.config_for(&inner.config, holder), context, now)?;
-            check(&op, bounded)?;
-            // An operation without an id gets the dependency's next, counted under this lock.
-            locked.number(&mut op);
-            let action = op.poll(now, &mut locked.state, events);
-            Ok((op, action))
-        });
-        match started {
-            Ok((op, action)) => Ok((op, bounded, action, events)),
-            // Refused before its first step: nothing to log.
-            Err(e) => Err(e),
-        }
-    }
 }
 
 impl<U: FnOnce() -> Option<tokio::time::Instant>> Start for Fresh<U> {
@@ -296,8 +259,9 @@ impl<U: FnOnce() -> Option<tokio::time::Instant>> Start for Fresh<U> {
         inner: &'o Inner,
         holder: &'o mut Holder,
         now: Instant,
-    ) -> Result<Started<'o, E>, relent_core::StartError> {
-        self.start_checked(policy, inner, holder, now, |_, _| Ok(()))
+    ) -> (Result<Operation<'o, HZ, E>, relent_core::StartError>, bool) {
+        let (context, bounded) = bound::cut(self.context, (self.until)(), &inner.name, &inner.clock, now);
+        (Operation::start(policy, inner.config_for(holder), context, now), bounded)
     }
 }
 
@@ -322,18 +286,24 @@ where
     async move {
         let started = inner.clock.now();
         let mut holder = None;
-        let (mut running, bounded, mut action) = match how.start(policy, inner, &mut holder, started) {
-            Ok((op, bounded, action, mut events)) => {
-                // In its guard before its first step is logged: should the subscriber panic, the
-                // unwinding gives back what the step took.
-                let running = Running { op, inner };
-                events.emit();
-                (running, bounded, action)
-            }
-            Err(e) => return finish(Err(e), inner),
+        let (op, bounded) = match how.start(policy, inner, &mut holder, started) {
+            (Ok(op), bounded) => (op, bounded),
+            (Err(e), _) => return finish(Err(e), inner),
         };
+        let mut running = Running { op, inner };
         let mut value = None;
         let mut timer = pin!(None);
+        // One lock and one clock read per step: a report and the next poll share them. The step's
+        // events are logged after the lock is released.
+        let mut action = {
+            // A copy for the closure to borrow: a borrow of `started` would keep it in the future.
+            let now = started;
+            inner.step(sheddable(&running.op), |locked, events| {
+                // An operation without an id gets the dependency's next, counted under this lock.
+                locked.number(&mut running.op);
+                running.op.poll(now, &mut locked.state, events)
+            })
+        };
         numbered(running.op.id());
         loop {
             action = match action {
@@ -381,7 +351,7 @@ where
 /// Whether `op` is work its caller stated sheddable, whose refusals are logged at INFO (see
 /// `trace`).
 #[inline(always)]
-pub(crate) fn sheddable<E>(op: &Operation<'_, HZ, E>) -> bool {
+fn sheddable<E>(op: &Operation<'_, HZ, E>) -> bool {
     op.criticality() == relent_core::Criticality::Sheddable
 }
 

@@ -31,7 +31,7 @@ use relent_core::{
 use crate::clock::{HZ, Instant, std_duration, ticks};
 use crate::dependency::{Dependency, Holder, Inner};
 use crate::error::{Detailed, Error};
-use crate::execute::{AttemptInfo, Fresh, Start, Started, drive, sheddable};
+use crate::execute::{AttemptInfo, Fresh, Start, drive};
 
 /// When a hedge goes: a fixed `std::time::Duration` after the operation's start, or a
 /// [`HedgeDelay`], which can be a percentile of the dependency's own latency
@@ -76,12 +76,13 @@ impl<U: FnOnce() -> Option<tokio::time::Instant>> Start for Primary<'_, U> {
         inner: &'o Inner,
         holder: &'o mut Holder,
         now: Instant,
-    ) -> Result<Started<'o, E>, StartError> {
-        let plan = self.plan;
-        self.fresh.start_checked(policy, inner, holder, now, |op, bounded| {
-            let _ = plan.set(Plan { plan: op.hedge_plan()?, bounded });
-            Ok(())
-        })
+    ) -> (Result<Operation<'o, HZ, E>, StartError>, bool) {
+        let (op, bounded) = self.fresh.start(policy, inner, holder, now);
+        let op = op.and_then(|op| {
+            let _ = self.plan.set(Plan { plan: op.hedge_plan()?, bounded });
+            Ok(op)
+        });
+        (op, bounded)
     }
 }
 
@@ -92,29 +93,22 @@ struct Hedge {
 }
 
 impl Start for Hedge {
-    /// Started and numbered under a lock of its own, rather than in its first step as an operation
-    /// is: so that the line that names both ids comes before the hedge's own. One lock more for
-    /// each hedge, none for an operation that is not hedged. It runs under the dependency's
-    /// configuration as it starts, which is its operation's unless the dependency was
-    /// reconfigured since.
+    /// Numbered here, under a lock of its own, rather than in its first step as an operation is:
+    /// so that the line that names both ids comes before the hedge's own. One lock more for each
+    /// hedge, none for an operation that is not hedged.
     fn start<'o, E>(
         self,
         policy: &'o RetryPolicy<HZ>,
         inner: &'o Inner,
         holder: &'o mut Holder,
         now: Instant,
-    ) -> Result<Started<'o, E>, StartError> {
-        let mut op = {
-            let mut locked = inner.lock();
-            let config = locked.config_for(&inner.config, holder);
-            let mut op = Operation::start_hedge(policy, config, self.plan.plan, now);
-            locked.number(&mut op);
-            op
-        };
+    ) -> (Result<Operation<'o, HZ, E>, StartError>, bool) {
+        // The dependency's configuration as the hedge starts: its operation's, unless the
+        // dependency was reconfigured since.
+        let mut op = Operation::start_hedge(policy, inner.config_for(holder), self.plan.plan, now);
+        inner.lock().number(&mut op);
         crate::trace::hedge_started(&inner.name, self.of, op.id());
-        let (action, events) =
-            inner.step_keeping(sheddable(&op), |locked, events| op.poll(now, &mut locked.state, events));
-        Ok((op, self.plan.bounded, action, events))
+        (Ok(op), self.plan.bounded)
     }
 }
 
