@@ -926,6 +926,11 @@ impl<'p, const HZ: u64> World<'p, HZ> {
     /// Every read of the dependency's state, at the current time.
     fn inspect(&mut self) {
         let (config, now) = (self.config, self.now);
+        // Carried over to the configuration it runs under, a state does not change
+        // (`Dependency::reconfigure`), whatever the script has done to it.
+        let before = self.state.clone();
+        assert_eq!(self.state.reconfigure(config, config, now), Ok(()));
+        assert!(self.state == before, "carried over to its own configuration, the state changed");
         let _ = self.state.counts(now);
         let _ = self.state.retries_available(config, now);
         let _ = self.state.circuit(now).as_str();
