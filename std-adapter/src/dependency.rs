@@ -413,7 +413,7 @@ impl Dependency {
     /// open circuit and when its break ends, a cooldown a provider asked for, the attempts in
     /// flight, the window's counts, the budget's tokens. For an operator in an incident (a smaller
     /// budget, a lower rate, a longer break), or a configuration file reloaded
-    /// ([`DependencySettings`](crate::config::DependencySettings), feature `serde`). A restart
+    /// (`config::DependencySettings`, feature `serde`). A restart
     /// would apply the change too, and forget all of that when it matters most.
     ///
     /// `config` is checked as [`Dependency::new`] checks one; refused, nothing changes, and the
