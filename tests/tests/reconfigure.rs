@@ -255,6 +255,27 @@ fn a_breaker_left_out_is_dropped_with_its_isolation_and_starts_closed_when_added
     assert_eq!((state.circuit(t(200)), state.counts(t(200)).failures), (CircuitState::Closed, 1));
 }
 
+/// A probe sent in one half-open episode, still out while the breaker is left out and added back,
+/// is not taken for a probe of the new breaker's first episode: its success closes nothing.
+#[test]
+fn a_probe_still_out_from_before_a_breaker_was_dropped_is_not_the_new_breaker_s() {
+    let a = BASE.breaker(BreakerConfig::consecutive_failures(1, D::from_secs(1)));
+    let mut state = State::new(&a, t(0)).unwrap();
+    let held = send(&a, &mut state, 0).unwrap();
+    end(held, &mut state, 10, FAILED);
+    let old_probe = send(&a, &mut state, 1_010).unwrap();
+    state.reconfigure(&a, &BASE, t(1_020)).unwrap();
+    state.reconfigure(&BASE, &a, t(1_030)).unwrap();
+    let held = send(&a, &mut state, 1_100).unwrap();
+    end(held, &mut state, 1_110, FAILED);
+    let new_probe = send(&a, &mut state, 2_110).unwrap();
+    assert_eq!(state.circuit(t(2_110)), CircuitState::HalfOpen);
+    end(old_probe, &mut state, 2_150, None);
+    assert_eq!(state.circuit(t(2_150)), CircuitState::HalfOpen, "the old probe closed the new circuit");
+    end(new_probe, &mut state, 2_160, None);
+    assert_eq!(state.circuit(t(2_160)), CircuitState::Closed);
+}
+
 #[test]
 fn attempts_in_flight_keep_their_slots_in_a_smaller_bulkhead_and_give_them_back_under_their_own() {
     let four = BASE.bulkhead(4);

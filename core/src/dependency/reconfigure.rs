@@ -15,7 +15,7 @@
 //! count saturates, so whatever the two configurations, nothing is lost or counted twice.
 
 use super::{Dependency, DependencyConfig};
-use crate::breaker::{Breaker, BreakerConfig};
+use crate::breaker::BreakerConfig;
 use crate::budget::TokenBucket;
 use crate::cooldown::Cooldown;
 use crate::duty::AirtimeLog;
@@ -102,7 +102,11 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
             match (from.breaker_on(), to.breaker_on()) {
                 (Some(old), Some(new)) if !same_count_window(old, new) => breaker.forget_count_window(),
                 (Some(_), Some(_)) | (None, None) => {}
-                _ => *breaker = Breaker::new(),
+                // Closed with nothing remembered, in the same count of half-open episodes: a
+                // probe still out from an earlier one is never taken for a later one's.
+                _ => {
+                    let _ = breaker.force_close();
+                }
             }
         }
         if let Some(limiter) = self.limiter.get_mut() {
