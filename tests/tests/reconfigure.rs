@@ -129,6 +129,24 @@ fn a_run_of_failures_counts_towards_a_new_trip_count() {
     assert_eq!(state.circuit(t(310)), CircuitState::Open, "the third failure in a row, under a count of 3");
 }
 
+/// A count window's outcomes are kept under a new rule of the same size (here a higher percent),
+/// and forgotten under one of another size, whose slots they do not fill.
+#[test]
+fn a_count_window_is_kept_for_a_rule_of_its_size_and_forgotten_for_another() {
+    let a = BASE.breaker(BreakerConfig::count_window(4, 50, 2, D::from_secs(30)));
+    let same_size = BASE.breaker(BreakerConfig::count_window(4, 60, 2, D::from_secs(30)));
+    let other_size = BASE.breaker(BreakerConfig::count_window(6, 50, 2, D::from_secs(30)));
+    for (to, after) in [(same_size, CircuitState::Open), (other_size, CircuitState::Closed)] {
+        let mut state = State::new(&a, t(0)).unwrap();
+        let held = send(&a, &mut state, 0).unwrap();
+        end(held, &mut state, 10, FAILED); // one failure of the two the rule needs to count
+        state.reconfigure(&a, &to, t(100)).unwrap();
+        let held = send(&to, &mut state, 200).unwrap();
+        end(held, &mut state, 210, FAILED);
+        assert_eq!(state.circuit(t(210)), after, "{:?}", to.circuit_breaker());
+    }
+}
+
 #[test]
 fn a_token_bucket_keeps_its_whole_tokens_up_to_the_new_capacity_and_refills_at_the_new_rate() {
     let a = BASE.budget(valid(RetryBudget::token_bucket(20, 20, D::from_secs(60), D::from_secs(10))));
@@ -210,6 +228,24 @@ fn a_raised_rate_limit_is_not_held_to_the_old_debt_and_a_lowered_one_applies_fro
     assert_eq!(state.next_rate_unit(&slow, t(100)), t(10_100), "then the new interval");
 }
 
+/// Under another count, the part of a tick the arrival time held (in the old count's units) is
+/// rounded up to a whole tick, never read in the new count's units. 3 a second leaves the arrival
+/// time at 333 1/3 ms, which becomes 334 at 6 a second with a burst of 3 (a tolerance of 333 2/6):
+/// a unit goes at once, which moves the arrival time an interval (166 4/6) on, to 500 4/6, and the
+/// next unit is due at 167 4/6, so at tick 168. The third of a tick read as a sixth would give 167.
+#[test]
+fn under_another_count_a_part_of_a_tick_is_rounded_up_never_misread() {
+    let three = BASE.rate_limit(RateLimit::new(3, D::from_secs(1)));
+    let six = BASE.rate_limit(RateLimit::new(6, D::from_secs(1)).burst(3));
+    let mut state = State::new(&three, t(0)).unwrap();
+    let _held = send(&three, &mut state, 0).unwrap();
+    assert_eq!(state.next_rate_unit(&three, t(0)), t(334));
+    state.reconfigure(&three, &six, t(10)).unwrap();
+    assert_eq!(state.next_rate_unit(&six, t(10)), t(10));
+    let _held = send(&six, &mut state, 10).unwrap();
+    assert_eq!(state.next_rate_unit(&six, t(10)), t(168));
+}
+
 #[test]
 fn a_reserved_rate_unit_is_kept_as_long_as_the_new_limit_waits() {
     // Units due within 300 ms are reserved and waited for: a debt that far ahead is a promise.
@@ -223,6 +259,24 @@ fn a_reserved_rate_unit_is_kept_as_long_as_the_new_limit_waits() {
     state.reconfigure(&waiting, &quicker, t(0)).unwrap();
     assert_eq!(state, before, "200 ms of debt is within what the new limit could have promised");
     assert_eq!(state.next_rate_unit(&quicker, t(0)), t(200));
+}
+
+/// An operation started under the old limit, which waits longer for a unit, reserves one further
+/// ahead than the new limit would: a change to the configuration the dependency already has does
+/// not take that reservation back.
+#[test]
+fn a_change_to_the_same_rate_limit_keeps_what_an_older_operation_reserved() {
+    let waits = BASE.rate_limit(RateLimit::new(10, D::from_secs(1)).max_wait(D::from_secs(1)));
+    let no_wait = BASE.rate_limit(RateLimit::new(10, D::from_secs(1)));
+    let mut state = State::new(&waits, t(0)).unwrap();
+    let _held = send(&waits, &mut state, 0).unwrap();
+    state.reconfigure(&waits, &no_wait, t(0)).unwrap();
+    let mut older = Operation::<HZ, Failure>::start(&ONCE, &waits, read(), t(0)).unwrap();
+    assert_eq!(older.poll(t(0), &mut state, &mut ()), Action::Wait { until: t(100) });
+    assert_eq!(state.next_rate_unit(&no_wait, t(0)), t(200));
+    let before = state.clone();
+    state.reconfigure(&no_wait, &no_wait, t(0)).unwrap();
+    assert_eq!(state, before);
 }
 
 #[test]
