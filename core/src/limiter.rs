@@ -205,8 +205,10 @@ impl Limiter {
     /// [`crate::Dependency::reconfigure`]). Its arrival time stays, so the units already taken
     /// count against the new limit, cut to the latest that units taken under `to` could have left
     /// it at `now` (its longest wait for a reserved unit, its tolerance and one interval ahead): a
-    /// raised limit is not held to the debt the old one ran up. With another count, a fraction of a
-    /// tick in the arrival time is rounded up to a whole tick, never down.
+    /// raised limit is not held to the debt the old one ran up. A unit reserved further ahead than
+    /// that (for an attempt that waits for a duty cycle's airtime, whose wait is the policy's) is
+    /// forgotten by the limiter; its attempt still goes at its instant. With another count, a
+    /// fraction of a tick in the arrival time is rounded up to a whole tick, never down.
     pub(crate) fn carry<const HZ: u64>(&mut self, from: &RateLimit<HZ>, to: &RateLimit<HZ>, now: Ticks) {
         if from.count != to.count && self.frac > 0 {
             (self.tat, self.frac) = (self.tat.saturating_add(1), 0);

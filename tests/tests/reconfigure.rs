@@ -574,9 +574,11 @@ fn check_held(configs: &[DependencyConfig<HZ>; 2], ops: &[Op<'_>], state: &State
     assert_eq!(usize::from(state.bulkhead_waiting()), queued, "places in the queue");
 }
 
-/// What a state carried over to `to` at `now` may hold at most.
-fn check_within(to: &DependencyConfig<HZ>, state: &mut State, now: T) {
-    if let Some(limit) = to.rate() {
+/// What a state carried over from `from` to `to` at `now` may hold at most. A rate limit's debt
+/// is cut only where the limit changed: otherwise it may run past the limit's own wait, by a unit
+/// reserved for an attempt that waits for airtime (a duty cycle's wait is the policy's).
+fn check_within(from: &DependencyConfig<HZ>, to: &DependencyConfig<HZ>, state: &mut State, now: T) {
+    if let (Some(limit), true) = (to.rate(), from.rate() != to.rate()) {
         let interval = limit.period().as_ticks().div_ceil(u64::from(limit.count()));
         let latest = now.as_ticks()
             + limit.max_wait_time().as_ticks()
@@ -659,8 +661,8 @@ proptest! {
                 Step::Swap => {
                     let next = 1 - current;
                     state.reconfigure(&configs[current], &configs[next], now).unwrap();
+                    check_within(&configs[current], &configs[next], &mut state, now);
                     current = next;
-                    check_within(&configs[current], &mut state, now);
                 }
                 Step::Same => {
                     let before = state.clone();

@@ -42,7 +42,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     ///   a window of another length keeps its counts, which age out at the new bucket width from
     ///   `now`; a token bucket keeps its whole tokens, at most `to`'s capacity, and its reservations;
     ///   a rate limit keeps the units taken, with the debt they ran up cut to the most that units
-    ///   taken under `to` could have left at `now` (its longest wait, its burst and one interval); an adaptive limit keeps what it learnt, within `to`'s
+    ///   taken under `to` could have left at `now` (its longest wait, its burst and one interval;
+    ///   an attempt waiting for airtime past that, which reserved its unit further ahead, still
+    ///   goes at its instant, and the new limit may let one more unit go beside it); an adaptive limit keeps what it learnt, within `to`'s
     ///   slots and floor; a breaker's new trip rule reads the run of failures so far (a count
     ///   window of another size or rule starts empty), and a new break length or probe count
     ///   applies from the next time the circuit opens;
