@@ -105,13 +105,8 @@ pub(crate) struct Locked {
 pub(crate) type Holder = Option<Arc<DependencyConfig<HZ>>>;
 
 impl Locked {
-    /// The dependency's configuration now: `initial` (the dependency's `Inner::config`) until it
-    /// is reconfigured.
-    pub(crate) fn config<'a>(&'a self, initial: &'a DependencyConfig<HZ>) -> &'a DependencyConfig<HZ> {
-        self.reconfigured.as_deref().unwrap_or(initial)
-    }
-
-    /// The state, and the configuration it runs under now, for a read or an operator's change.
+    /// The state, and the configuration it runs under now: `initial` (the dependency's
+    /// `Inner::config`) until it is reconfigured. The one place that rule is written.
     pub(crate) fn with_config<'a>(
         &'a mut self,
         initial: &'a DependencyConfig<HZ>,
@@ -239,7 +234,7 @@ impl Dependency {
     /// Its configuration now: the one it was made with, or the one it was last reconfigured to
     /// ([`reconfigure`](Self::reconfigure)).
     pub fn config(&self) -> DependencyConfig<HZ> {
-        *self.inner.lock().config(&self.inner.config)
+        *self.inner.lock().with_config(&self.inner.config).1
     }
 
     /// Reads the shared state at the current time, under the lock: counts, circuit, slots in
@@ -529,7 +524,13 @@ impl Inner {
             let result = f(&mut locked, &mut events);
             // A dependency never configured with a queue has no box, and reads nothing more.
             let queue = self.slot_freed.get().is_some();
-            (result, queue && locked.state.slot_for_waiting(locked.config(&self.config)))
+            (
+                result,
+                queue && {
+                    let (state, config) = locked.with_config(&self.config);
+                    state.slot_for_waiting(config)
+                },
+            )
         };
         if let (true, Some(slot_freed)) = (wake, self.slot_freed.get()) {
             slot_freed.notify_one();
