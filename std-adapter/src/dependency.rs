@@ -97,6 +97,9 @@ pub(crate) struct Locked {
     /// The configuration [`Dependency::reconfigure`] last set, `None` until it is first called:
     /// until then every operation borrows `Inner::config` and touches no reference count.
     pub(crate) reconfigured: Option<Arc<DependencyConfig<HZ>>>,
+    /// How many more times a waiting operation that finds no slot may pass its wake-up on (see
+    /// [`Locked::wakes_waiter`]).
+    pub(crate) passes: u16,
 }
 
 /// Where an operation keeps the configuration it started under, for its whole life, once its
@@ -105,6 +108,36 @@ pub(crate) struct Locked {
 pub(crate) type Holder = Option<Arc<DependencyConfig<HZ>>>;
 
 impl Locked {
+    /// Whether a step, after which the operation stepped waits on in the bulkhead's queue if
+    /// `waits_on`, wakes an operation waiting there: if a slot is free for them under the
+    /// configuration in force.
+    ///
+    /// Under one configuration, an operation that waited and finds no slot means none is free.
+    /// One that started under an earlier configuration with fewer slots (see
+    /// [`Dependency::reconfigure`]) finds none where the configuration in force sees one, for an
+    /// operation started under it; it was woken for that slot, so it passes the wake-up on to the
+    /// next in the queue (it waits on behind them). A step that wakes the queue otherwise allows
+    /// a pass fewer than operations wait: each waiting operation is tried once, in the queue's
+    /// order, and those that cannot take the slot do not wake each other in a loop for as long as
+    /// they wait.
+    #[inline(always)]
+    pub(crate) fn wakes_waiter(&mut self, initial: &DependencyConfig<HZ>, waits_on: bool) -> bool {
+        let (free, waiting) = {
+            let (state, config) = self.with_config(initial);
+            (state.slot_for_waiting(config), state.bulkhead_waiting())
+        };
+        if !free {
+            return false;
+        }
+        if !waits_on {
+            self.passes = waiting.saturating_sub(1);
+            return true;
+        }
+        let passed = self.passes > 0;
+        self.passes = self.passes.saturating_sub(1);
+        passed
+    }
+
     /// The state, and the configuration it runs under now: `initial` (the dependency's
     /// `Inner::config`) until it is reconfigured. The one place that rule is written.
     pub(crate) fn with_config<'a>(
@@ -211,6 +244,7 @@ impl Dependency {
             next_id: 1,
             hedges: (0, 0),
             reconfigured: None,
+            passes: 0,
         };
         let inner = Inner {
             name,
@@ -473,7 +507,7 @@ impl Dependency {
         if config.bulkhead_queue_places().is_some() {
             let _ = self.inner.slot_freed.get_or_init(|| Box::new(Notify::new()));
         }
-        {
+        let wake = {
             let mut locked = self.inner.lock();
             let now = self.inner.clock.now();
             let (state, from) = locked.with_config(&self.inner.config);
@@ -481,6 +515,12 @@ impl Dependency {
             locked.reconfigured = Some(Arc::new(config));
             // Under the lock: an operation that sees the flag finds the configuration set.
             self.inner.reconfigured.store(true, Ordering::Release);
+            // A slot the change frees for the operations waiting (an adaptive limit raised to the
+            // new floor) wakes them, as a step that frees one does.
+            self.inner.slot_freed.get().is_some() && locked.wakes_waiter(&self.inner.config, false)
+        };
+        if let (true, Some(slot_freed)) = (wake, self.inner.slot_freed.get()) {
+            slot_freed.notify_one();
         }
         crate::trace::reconfigured(&self.inner.name, &config);
         Ok(())
@@ -513,24 +553,31 @@ impl Inner {
     ///
     /// `sheddable`: whether the operation is sheddable work, whose refusals are logged at INFO
     /// (see `trace`).
+    #[inline(always)]
     pub(crate) fn step<R>(
         &self,
         sheddable: bool,
         f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> R,
     ) -> R {
+        self.step_passing(sheddable, |locked, events| (f(locked, events), false))
+    }
+
+    /// As [`step`](Self::step), for an operation polled again after a wait in the bulkhead's
+    /// queue: `f` also says whether the operation waits on for a slot (see
+    /// [`Locked::wakes_waiter`]).
+    #[inline(always)]
+    pub(crate) fn step_passing<R>(
+        &self,
+        sheddable: bool,
+        f: impl FnOnce(&mut Locked, &mut Deferred<Trace<'_>>) -> (R, bool),
+    ) -> R {
         let mut events = Deferred::new(Trace { dependency: &self.name, sheddable });
         let (result, wake) = {
             let mut locked = self.lock();
-            let result = f(&mut locked, &mut events);
+            let (result, waits_on) = f(&mut locked, &mut events);
             // A dependency never configured with a queue has no box, and reads nothing more.
             let queue = self.slot_freed.get().is_some();
-            (
-                result,
-                queue && {
-                    let (state, config) = locked.with_config(&self.config);
-                    state.slot_for_waiting(config)
-                },
-            )
+            (result, queue && locked.wakes_waiter(&self.config, waits_on))
         };
         if let (true, Some(slot_freed)) = (wake, self.slot_freed.get()) {
             slot_freed.notify_one();

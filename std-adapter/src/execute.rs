@@ -334,8 +334,9 @@ where
                         timer::wait_until(timer.as_mut(), at, bounded).await;
                     }
                     let op = &mut running.op;
-                    inner.step(sheddable(op), |locked, events| {
-                        op.poll(inner.clock.now(), &mut locked.state, events)
+                    inner.step_passing(sheddable(op), |locked, events| {
+                        let action = op.poll(inner.clock.now(), &mut locked.state, events);
+                        (action, op.waits_for_slot())
                     })
                 }
                 Action::Done => break,

@@ -151,3 +151,78 @@ async fn reconfigurations_racing_operations_on_four_threads_leave_no_slot_taken(
     let gauges = dep.gauges();
     assert_eq!((gauges.in_flight, gauges.waiting_for_slot), (0, 0));
 }
+
+/// A bulkhead of one slot with a queue, given a second slot while an operation waits in its queue:
+/// the waiter started under one slot and goes under it, as the first slot frees at 1 s (it is woken
+/// for the new slot, finds no room under its own configuration, and waits on, once: no wake-up
+/// loop), while an operation started after the change goes at once in the second slot.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_started_under_fewer_slots_waits_for_its_own_while_a_newcomer_takes_the_new_one() {
+    let one = DependencyConfig::new(WINDOW).bulkhead(1).bulkhead_queue(2, Duration::from_secs(2));
+    let dep = Dependency::with_seed("payrail", one, 7).unwrap();
+    let once = RetryPolicy::<HZ>::single_attempt().build().unwrap();
+    let start = Instant::now();
+    let attempts = AtomicU32::new(0);
+    let send = |hold_ms: u64| {
+        let (dep, once, attempts) = (&dep, &once, &attempts);
+        async move {
+            dep.execute(once, read(), |_| async move {
+                attempts.fetch_add(1, Ordering::Relaxed);
+                let sent = start.elapsed();
+                tokio::time::sleep(Std::from_millis(hold_ms)).await;
+                Ok::<_, Refused>(sent)
+            })
+            .await
+        }
+    };
+    let holder = send(1_000);
+    let waiter = async {
+        tokio::time::sleep(Std::from_millis(10)).await;
+        send(10).await
+    };
+    let newcomer = async {
+        tokio::time::sleep(Std::from_millis(300)).await;
+        dep.reconfigure(one.bulkhead(2)).unwrap();
+        send(10).await
+    };
+    let (held, waited, new) = tokio::join!(holder, waiter, newcomer);
+    assert_eq!(held.unwrap(), Std::ZERO);
+    assert_eq!(waited.unwrap(), Std::from_millis(1_000), "sent in the slot it waited for");
+    assert_eq!(new.unwrap(), Std::from_millis(300), "sent at once in the new slot");
+    assert_eq!(attempts.load(Ordering::Relaxed), 3);
+    assert_eq!((dep.gauges().in_flight, dep.gauges().waiting_for_slot), (0, 0));
+}
+
+/// Two operations waiting under one slot when a second is given, and none started after: each is
+/// woken for the free slot at most once per step that frees one, finds none under its own
+/// configuration, and waits on; they go one after the other as the slot they started under frees,
+/// at 1 s and at 1.5 s, and the runtime's clock (paused, it moves only when every task waits)
+/// gets there: woken in a loop, they would never let it move.
+#[tokio::test(start_paused = true)]
+async fn two_waiters_started_under_fewer_slots_do_not_wake_each_other_in_a_loop() {
+    let one = DependencyConfig::new(WINDOW).bulkhead(1).bulkhead_queue(2, Duration::from_secs(5));
+    let dep = Dependency::with_seed("payrail", one, 7).unwrap();
+    let once = RetryPolicy::<HZ>::single_attempt().build().unwrap();
+    let start = Instant::now();
+    let send = |after_ms: u64, hold_ms: u64| {
+        let (dep, once) = (&dep, &once);
+        async move {
+            tokio::time::sleep(Std::from_millis(after_ms)).await;
+            dep.execute(once, read(), |_| async move {
+                let sent = start.elapsed();
+                tokio::time::sleep(Std::from_millis(hold_ms)).await;
+                Ok::<_, Refused>(sent)
+            })
+            .await
+        }
+    };
+    let change = async {
+        tokio::time::sleep(Std::from_millis(300)).await;
+        dep.reconfigure(one.bulkhead(2)).unwrap();
+    };
+    let (held, first, second, ()) = tokio::join!(send(0, 1_000), send(10, 500), send(20, 500), change);
+    assert_eq!(held.unwrap(), Std::ZERO);
+    assert_eq!(first.unwrap(), Std::from_millis(1_000));
+    assert_eq!(second.unwrap(), Std::from_millis(1_500));
+    assert_eq!((dep.gauges().in_flight, dep.gauges().waiting_for_slot), (0, 0));
+}
