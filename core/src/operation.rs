@@ -525,6 +525,18 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         matches!(self.phase, Phase::Ready { queued, .. } if is_queued(queued))
     }
 
+    /// Whether this operation waits in the bulkhead's queue and a slot is free for it:
+    /// [`Dependency::slot_for_waiting`] under the configuration it started with, which it takes
+    /// the slot under. The two differ only after a [reconfiguration](Dependency::reconfigure) to
+    /// more slots: an operation that started under fewer finds none where the configuration in
+    /// force sees one for the operations started under it. An adapter that wakes every waiting
+    /// operation when `slot_for_waiting` says a slot is free checks this before polling one again,
+    /// so that one that cannot take the slot waits on, rather than polling and being woken again
+    /// in a loop.
+    pub fn slot_free<const N: usize, const L: usize>(&self, dependency: &Dependency<HZ, N, L>) -> bool {
+        self.waits_for_slot() && dependency.slot_for_waiting(self.config)
+    }
+
     /// What each attempt costs against a duty cycle, in ticks (none without one compiled in).
     #[inline(always)]
     fn airtime(&self) -> crate::time::Ticks {

@@ -1,6 +1,12 @@
 //! A dependency shared by tasks and interrupt handlers: its configuration and its state behind a
 //! blocking mutex.
 //!
+//! The configuration in force is under the lock with the state, so that
+//! [`SharedDependency::reconfigure`] changes both at once: operations started before keep the
+//! configuration they started with (each holds its own reference, for its life), new ones read the
+//! new one. It is a `Cell` of its own beside the state's `RefCell`, read without borrowing the
+//! state: [`SharedDependency::config`] and `{:?}` work inside [`SharedDependency::lock`]'s closure.
+//!
 //! The lock is embassy-sync's blocking mutex over any `RawMutex`: `CriticalSectionRawMutex` to share
 //! between tasks and interrupts (it works on `thumbv6m-none-eabi`, which has no atomic
 //! compare-and-swap: the core's state is plain data that needs none), `ThreadModeRawMutex` or
@@ -24,14 +30,12 @@
 //! # fn main() { let _ = &LINK; }
 //! ```
 
-use core::cell::RefCell;
-use core::future::Future;
-use core::pin::Pin;
+use core::cell::{Cell, RefCell};
 use core::task::{Poll, Waker};
 
 use embassy_sync::blocking_mutex::Mutex;
 use embassy_sync::blocking_mutex::raw::RawMutex;
-use relent_core::{CircuitState, ConfigError, Dependency, DependencyConfig};
+use relent_core::{CircuitState, ConfigError, Dependency, DependencyConfig, Operation};
 
 use crate::epoch::Epoch;
 use crate::{HZ, Instant};
@@ -58,6 +62,12 @@ impl<const N: usize, const L: usize, const W: usize> Held<N, L, W> {
     }
 }
 
+/// The configuration in force and the state: what the lock guards.
+struct Guarded<'c, const N: usize, const L: usize, const W: usize> {
+    config: Cell<&'c DependencyConfig<HZ>>,
+    held: RefCell<Held<N, L, W>>,
+}
+
 /// One dependency's configuration and shared state, with `N` buckets in its window, `L` entries
 /// in its airtime log (for a duty cycle; none by default), and room for the wakers of `W`
 /// operations waiting in its bulkhead's queue (none by default).
@@ -69,8 +79,7 @@ impl<const N: usize, const L: usize, const W: usize> Held<N, L, W> {
 /// end of its wait, if a slot is free by then: the core keeps a freed slot for the operations that
 /// wait, so leaving `W` at 0 with a queue leaves slots idle.
 pub struct SharedDependency<'c, M: RawMutex, const N: usize, const L: usize = 0, const W: usize = 0> {
-    config: &'c DependencyConfig<HZ>,
-    held: Mutex<M, RefCell<Held<N, L, W>>>,
+    guarded: Mutex<M, Guarded<'c, N, L, W>>,
 }
 
 /// Shows the configuration, not the state: reading the state takes the lock, and a `{:?}` inside
@@ -79,7 +88,7 @@ impl<M: RawMutex, const N: usize, const L: usize, const W: usize> core::fmt::Deb
     for SharedDependency<'_, M, N, L, W>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SharedDependency").field("config", self.config).finish_non_exhaustive()
+        f.debug_struct("SharedDependency").field("config", &self.config()).finish_non_exhaustive()
     }
 }
 
@@ -88,19 +97,49 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
     /// a `static`.
     pub const fn new(config: &'c DependencyConfig<HZ>, state: Dependency<HZ, N, L>) -> Self {
         let waiting = [const { None }; W];
-        Self { config, held: Mutex::new(RefCell::new(Held { state, epoch: Epoch::START, waiting })) }
+        let held = RefCell::new(Held { state, epoch: Epoch::START, waiting });
+        Self { guarded: Mutex::new(Guarded { config: Cell::new(config), held }) }
     }
 
-    /// The configuration.
+    /// The configuration in force: the one it was made with, or the one it was last
+    /// [reconfigured](Self::reconfigure) to. Read under the lock (a critical section with
+    /// `CriticalSectionRawMutex`); callable inside [`lock`](Self::lock)'s closure.
     pub fn config(&self) -> &'c DependencyConfig<HZ> {
-        self.config
+        self.guarded.lock(|g| g.config.get())
+    }
+
+    /// Runs this dependency under `to` from now on, keeping its state: an open circuit stays open
+    /// to its end, a cooldown to its end (cut to `to`'s longest), the attempts in flight keep their
+    /// slots, the window its counts, the airtime on record counts against `to`'s duty cycle; each
+    /// count and limit is carried into `to`'s numbers and never more than they allow (see
+    /// `relent_core::Dependency::reconfigure` for each rule). Operations already running finish
+    /// under the configuration they started with; operations started after this call run under
+    /// `to`. Operations waiting in the bulkhead's queue are woken if `to` frees a slot for them.
+    ///
+    /// For a configuration the firmware switches to (a radio's other sub-band and its duty cycle,
+    /// the backend's "back off" command, a battery-saving mode): each is a `const` in flash, or a
+    /// `static` built once from stored settings, as the first one is.
+    ///
+    /// `Err` (and nothing changed) if `to` is invalid or does not fit this dependency's `N` window
+    /// buckets or `L` airtime-log entries, as for `Dependency::new`; the error says what to fix.
+    /// Logged with defmt (feature `defmt`). A deep-sleep snapshot is restored with the
+    /// configuration in force when it was saved: keep which one that was beside it.
+    pub fn reconfigure(&self, to: &'c DependencyConfig<HZ>) -> Result<(), ConfigError> {
+        self.lock_in(|config, state, now, _| {
+            state.reconfigure(config.get(), to, now)?;
+            config.set(to);
+            Ok(())
+        })?;
+        #[cfg(feature = "defmt")]
+        defmt::info!("relent: dependency reconfigured: {}", to);
+        Ok(())
     }
 
     /// Runs `f` under the lock on the state and the core's `now`, read under the lock: give the
     /// state that `now` (and build any replacement state at it). Keep `f` short, and do not call
     /// back into this dependency from inside it (the state is borrowed).
     pub fn lock<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N, L>, Instant) -> R) -> R {
-        self.lock_in(|state, now, _| f(state, now))
+        self.lock_in(|_, state, now, _| f(state, now))
     }
 
     /// Isolates the circuit: every attempt is refused unsent with `circuit_isolated`, and no
@@ -112,7 +151,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
     /// `breaker-isolate`. See `relent_core::Dependency::isolate_circuit`.
     #[cfg(feature = "breaker-isolate")]
     pub fn isolate_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
-        let change = self.lock(|state, _| state.isolate_circuit(self.config))?;
+        let change = self.lock_in(|config, state, _, _| state.isolate_circuit(config.get()))?;
         log_change(change);
         Ok(change)
     }
@@ -121,22 +160,25 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
     /// once. Ends an isolation, or overrides a break. Returns the change (`None` if it was closed
     /// already), logged with defmt (feature `defmt`); `ConfigError::NoBreaker` without a breaker.
     pub fn close_circuit(&self) -> Result<Option<CircuitState>, ConfigError> {
-        let change = self.lock(|state, _| state.close_circuit(self.config))?;
+        let change = self.lock_in(|config, state, _, _| state.close_circuit(config.get()))?;
         log_change(change);
         Ok(change)
     }
 
-    /// As [`lock`](Self::lock), also giving the epoch `now` was read in. With 32-bit ticks, a state
-    /// last used in an earlier epoch is rebased first.
-    pub(crate) fn lock_in<R>(&self, f: impl FnOnce(&mut Dependency<HZ, N, L>, Instant, Epoch) -> R) -> R {
-        self.held.lock(|cell| {
-            let held = &mut *cell.borrow_mut();
+    /// As [`lock`](Self::lock), also giving the configuration in force and the epoch `now` was
+    /// read in. With 32-bit ticks, a state last used in an earlier epoch is rebased first.
+    pub(crate) fn lock_in<R>(
+        &self,
+        f: impl FnOnce(&Cell<&'c DependencyConfig<HZ>>, &mut Dependency<HZ, N, L>, Instant, Epoch) -> R,
+    ) -> R {
+        self.guarded.lock(|Guarded { config, held }| {
+            let held = &mut *held.borrow_mut();
             let (now, epoch) = held.catch_up();
-            let result = f(&mut held.state, now, epoch);
+            let result = f(config, &mut held.state, now, epoch);
             // A slot free while operations wait for one (an attempt reported, a waiting operation
             // refused or cancelled, a newcomer queued behind them): wake them all. The first to
             // poll takes it; the others find none and wait on.
-            if W > 0 && held.state.slot_for_waiting(self.config) {
+            if W > 0 && held.state.slot_for_waiting(config.get()) {
                 for waker in held.waiting.iter_mut().filter_map(Option::take) {
                     waker.wake();
                 }
@@ -145,37 +187,28 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
         })
     }
 
-    /// Waits until `until`; for an operation in the bulkhead's queue (`until` the end of its wait),
-    /// `queue` is this dependency, and the wait ends sooner when a slot is free for the operations
-    /// that wait. Whether one is free is read under the lock that a step which frees one wakes the
-    /// registered wakers under, so no wake-up is lost between the operation's step and this wait.
-    /// One future for both waits, and an `Option` of the reference: a second await point in the
-    /// loop cost the firmware 144 bytes of flash with `W` of 0, and a reference beside a flag
-    /// made the operation's future 8 bytes larger.
-    pub(crate) fn wait<'s>(
-        until: embassy_time::Instant,
-        queue: Option<&'s Self>,
-    ) -> impl Future<Output = ()> + 's {
-        let mut timer = embassy_time::Timer::at(until);
-        core::future::poll_fn(move |cx| {
-            if Pin::new(&mut timer).poll(cx).is_ready() {
+    /// For `op`, waiting in the bulkhead's queue: ready if a slot is free for it
+    /// (`Operation::slot_free`: under the configuration it started with, which after a
+    /// [`reconfigure`](Self::reconfigure) to more slots may see none where the configuration in
+    /// force, which wakes the waiting operations, sees one; it waits on, and no wake-up loops);
+    /// else its waker is registered, if there is room, and it is pending. Read under the lock
+    /// that a step which frees a slot wakes the registered wakers under, so no wake-up is lost
+    /// between the operation's step and its wait.
+    pub(crate) fn poll_slot<E>(
+        &self,
+        op: &Operation<'_, HZ, E>,
+        cx: &mut core::task::Context<'_>,
+    ) -> Poll<()> {
+        self.guarded.lock(|Guarded { held, .. }| {
+            let held = &mut *held.borrow_mut();
+            if op.slot_free(&held.state) {
                 return Poll::Ready(());
             }
-            // With no room for wakers (`W` of 0), compiled out.
-            let Some(shared) = queue.filter(|_| W > 0) else {
-                return Poll::Pending;
-            };
-            shared.held.lock(|cell| {
-                let held = &mut *cell.borrow_mut();
-                if held.state.slot_for_waiting(shared.config) {
-                    return Poll::Ready(());
-                }
-                let registered = held.waiting.iter().flatten().any(|w| w.will_wake(cx.waker()));
-                if let (false, Some(free)) = (registered, held.waiting.iter_mut().find(|w| w.is_none())) {
-                    *free = Some(cx.waker().clone());
-                }
-                Poll::Pending
-            })
+            let registered = held.waiting.iter().flatten().any(|w| w.will_wake(cx.waker()));
+            if let (false, Some(free)) = (registered, held.waiting.iter_mut().find(|w| w.is_none())) {
+                *free = Some(cx.waker().clone());
+            }
+            Poll::Pending
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The adapter's mapping onto embassy-time, on its mock driver: exact delays and timeouts, attempt
 //! futures dropped at their timeout, Retry-After honoured to the tick, a `static` dependency behind
-//! a critical section, and slots given back on cancellation.
+//! a critical section, slots given back on cancellation, and a change of configuration while
+//! frames run.
 //!
 //! Every test runs with 64-bit and with 32-bit ticks (`--features ticks-u32`); the last ones, with
 //! 32-bit ticks only, run operations and dependencies across restarts of the core's clock. A test
@@ -607,8 +608,8 @@ mod restarts {
     }
 }
 
-/// `{:?}` of a shared dependency shows its configuration and takes no lock, so it works from inside
-/// `lock`'s closure too, where the state is borrowed.
+/// `{:?}` of a shared dependency shows its configuration, read without borrowing the state, so it
+/// works from inside `lock`'s closure too, where the state is borrowed.
 #[test]
 fn a_shared_dependency_prints_its_configuration_even_under_its_lock() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -616,6 +617,68 @@ fn a_shared_dependency_prints_its_configuration_even_under_its_lock() {
     let outside = format!("{link:?}");
     assert_eq!(outside, format!("SharedDependency {{ config: {LINK:?}, .. }}"));
     assert_eq!(link.lock(|_, _| format!("{link:?}")), outside);
+}
+
+/// The backend's "stop retrying" command: first attempts only, until it says otherwise.
+const FIRST_ATTEMPTS_ONLY: DependencyConfig<HZ> =
+    DependencyConfig::new(Duration::from_secs(10)).budget(match RetryBudget::ratio(0, 0) {
+        Ok(b) => b,
+        Err(e) => panic!("{}", e.message()),
+    });
+
+/// A frame on a link made with `RETRIES` whose first attempt, busy for 1 s, is answered after the
+/// link was reconfigured to `FIRST_ATTEMPTS_ONLY` (from inside that attempt): it started under
+/// `RETRIES`, and retries under it. A frame started after fails at its first attempt, refused a
+/// retry by the new budget; one started after the link is put back retries again.
+#[test]
+fn a_reconfigured_link_runs_frames_started_after_under_the_new_configuration_and_earlier_ones_under_theirs() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4> =
+        SharedDependency::new(&RETRIES, Dependency::new(&RETRIES, relent_embassy::now()).unwrap());
+    let t0 = embassy_time::Instant::now();
+    let mut rng = rng();
+    // Busy for 1 s at the first attempt (reconfiguring the link to `to` there), then through.
+    let mut frame = |to: Option<&'static DependencyConfig<HZ>>| {
+        let sent = RefCell::new(Vec::new());
+        let done = run(link.execute(&CHECKOUT, read(10_000), &mut rng, |info| {
+            sent.borrow_mut().push(elapsed_ms(t0));
+            if let (1, Some(to)) = (info.number(), to) {
+                link.reconfigure(to).unwrap();
+            }
+            async move { if info.number() == 1 { Err(LinkError::Busy(1)) } else { Ok(()) } }
+        }))
+        .unwrap();
+        (sent.into_inner(), done.completion.problem)
+    };
+    assert_eq!(frame(Some(&FIRST_ATTEMPTS_ONLY)), (vec![0, 1_000], None));
+    assert_eq!(link.config(), &FIRST_ATTEMPTS_ONLY);
+    assert_eq!(frame(None), (vec![1_000], Some(Problem::RetryBudgetExhausted)));
+    link.reconfigure(&RETRIES).unwrap();
+    assert_eq!(link.config(), &RETRIES);
+    assert_eq!(frame(None), (vec![1_000, 2_000], None));
+}
+
+/// A configuration the dependency cannot run under is refused with what to fix, and changes
+/// nothing: a window shorter than its four buckets, or (where compiled in) a duty cycle with no
+/// airtime log to keep it in.
+#[test]
+fn a_configuration_the_link_cannot_run_under_is_refused_and_changes_nothing() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    let link = shared();
+    static TOO_SHORT: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_ticks(3));
+    let refused = link.reconfigure(&TOO_SHORT).unwrap_err();
+    assert_eq!(refused, relent_embassy::core::ConfigError::WindowShorterThanBuckets);
+    assert_eq!(link.config(), &LINK);
+    #[cfg(feature = "duty-cycle")]
+    {
+        static ON_AIR: DependencyConfig<HZ> =
+            LINK.duty_cycle(DutyCycle::new(Duration::from_millis(600), Duration::from_secs(60)));
+        let refused = link.reconfigure(&ON_AIR).unwrap_err();
+        assert_eq!(refused, relent_embassy::core::ConfigError::AirtimeLogSize);
+        assert_eq!(link.config(), &LINK);
+    }
 }
 
 /// An operation inside another's attempt (a modem driver's own retries inside an uplink's attempt):
@@ -1272,5 +1335,51 @@ fn a_free_slot_does_not_end_a_wait_outside_the_bulkhead_s_queue() {
     assert_eq!(busy, (vec![0, 1_010], None));
     assert_eq!(holder, (vec![20], None));
     assert_eq!(queued, (vec![120], None));
+    assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
+}
+
+/// A second slot given by a reconfiguration while a frame waits in the queue: the waiting frame
+/// started under one slot and goes under it, as the first slot frees at 1 s (woken for the new
+/// slot, it finds none under its own configuration and waits on, with no wake-up loop), while a
+/// frame started after the change goes at once in the second slot.
+#[cfg(feature = "bulkhead")]
+#[test]
+fn a_frame_waiting_under_fewer_slots_waits_for_its_own_while_a_newcomer_takes_the_new_one() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    static QUEUED: DependencyConfig<HZ> = LINK.bulkhead_queue(2, Duration::from_secs(2));
+    static TWO_SLOTS: DependencyConfig<HZ> = QUEUED.bulkhead(2);
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4, 0, 2> =
+        SharedDependency::new(&QUEUED, Dependency::new(&QUEUED, relent_embassy::now()).unwrap());
+    let t0 = embassy_time::Instant::now();
+    let once = CHECKOUT.without_retries();
+    // One attempt of `on_air_ms`, from `after_ms`, reconfiguring the link to `to` first.
+    let frame = |after_ms: u64, on_air_ms: u64, to: Option<&'static DependencyConfig<HZ>>| {
+        let (link, once) = (&link, &once);
+        async move {
+            embassy_time::Timer::after_millis(after_ms).await;
+            if let Some(to) = to {
+                link.reconfigure(to).unwrap();
+            }
+            let mut rng = rng();
+            let sent = RefCell::new(None);
+            let done = link
+                .execute(once, read(10_000), &mut rng, |_| {
+                    *sent.borrow_mut() = Some(elapsed_ms(t0));
+                    async move {
+                        embassy_time::Timer::after_millis(on_air_ms).await;
+                        Ok::<_, LinkError>(())
+                    }
+                })
+                .await
+                .unwrap();
+            (sent.into_inner(), done.completion.problem)
+        }
+    };
+    let (holder, (waiter, newcomer)) =
+        run(join(frame(0, 1_000, None), join(frame(10, 10, None), frame(300, 10, Some(&TWO_SLOTS)))));
+    assert_eq!(holder, (Some(0), None));
+    assert_eq!(waiter, (Some(1_000), None), "sent in the slot it waited for");
+    assert_eq!(newcomer, (Some(300), None), "sent at once in the new slot");
     assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
 }
