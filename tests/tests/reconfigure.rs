@@ -564,6 +564,19 @@ fn file<'c>(mut op: Op<'c>, now: T, state: &mut State, ops: &mut Vec<Op<'c>>) {
     }
 }
 
+/// What an adapter does when a slot is free for the operations waiting in the bulkhead's queue:
+/// polls each that `Operation::slot_free` says has one (under the configuration it started with).
+/// None of them is left waiting in the queue with a slot free for it: an adapter would poll it
+/// again at once, and again, in a loop.
+fn wake<'c>(now: T, state: &mut State, ops: &mut Vec<Op<'c>>) {
+    let (woken, rest): (Vec<_>, Vec<_>) = ops.drain(..).partition(|o| o.op.slot_free(state));
+    *ops = rest;
+    for op in woken {
+        file(op, now, state, ops);
+    }
+    assert!(!ops.iter().any(|o| o.op.slot_free(state)), "an operation left waiting for a slot free for it");
+}
+
 /// The state's slots and queue against the operations: an attempt in flight holds a slot exactly
 /// when its operation's configuration has a bulkhead, and the queue holds those waiting in it.
 fn check_held(configs: &[DependencyConfig<HZ>; 2], ops: &[Op<'_>], state: &State) {
@@ -603,7 +616,8 @@ proptest! {
 
     /// Random traffic against one dependency whose configuration changes back and forth: the
     /// slots and queue places always match the operations that hold them (whichever
-    /// configuration each started under), the state carried over stays within the new limits,
+    /// configuration each started under), a waiting operation woken for a slot free for it takes
+    /// it or leaves the queue, the state carried over stays within the new limits,
     /// a change to the same configuration changes nothing, and once every operation has ended
     /// nothing is left held.
     #[test]
@@ -670,6 +684,7 @@ proptest! {
                     prop_assert_eq!(&state, &before);
                 }
             }
+            wake(now, &mut state, &mut ops);
             check_held(&configs, &ops, &state);
         }
         // Every operation ends: attempts succeed, waits run out.
