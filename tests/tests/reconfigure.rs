@@ -372,6 +372,29 @@ fn an_adaptive_limit_keeps_what_it_learnt_within_the_new_slots_and_floor() {
     );
 }
 
+/// Found by the fuzz target `reconfigure`: an operation started under a floor of 1 and still
+/// running after a change to a floor of 4 lowers the limit by its own configuration's rule, to 2,
+/// below the floor in force. A change to the configuration in force leaves that as it is, as
+/// every rule does where nothing changed (it raised it to the floor); a change of floor raises it.
+#[test]
+fn a_limit_an_older_operation_lowered_below_the_floor_is_raised_only_by_a_change_of_floor() {
+    let low = BASE.bulkhead(8).adaptive_limit(AdaptiveLimit::new(D::from_millis(100)).min_slots(1));
+    let high = BASE.bulkhead(8).adaptive_limit(AdaptiveLimit::new(D::from_millis(100)).min_slots(4));
+    let mut state = State::new(&low, t(0)).unwrap();
+    end(send(&low, &mut state, 0).unwrap(), &mut state, 200, None); // slow: 8 halves to 4
+    let slow = send(&low, &mut state, 210).unwrap();
+    state.reconfigure(&low, &high, t(250)).unwrap();
+    assert_eq!(state.bulkhead_limit(&high), Some(4));
+    end(slow, &mut state, 400, None); // slow, under the floor of 1 it started with: 4 halves to 2
+    assert_eq!(state.bulkhead_limit(&high), Some(2));
+    let before = state.clone();
+    state.reconfigure(&high, &high, t(450)).unwrap();
+    assert_eq!(state, before, "carried over to the configuration it has, nothing changes");
+    let higher = BASE.bulkhead(8).adaptive_limit(AdaptiveLimit::new(D::from_millis(100)).min_slots(5));
+    state.reconfigure(&high, &higher, t(500)).unwrap();
+    assert_eq!(state.bulkhead_limit(&higher), Some(5), "raised to a new floor");
+}
+
 #[test]
 fn the_airtime_on_record_counts_against_a_new_duty_cycle_as_if_it_had_been_in_place() {
     let a = BASE.duty_cycle(DutyCycle::new(D::from_secs(1), D::from_secs(10)));

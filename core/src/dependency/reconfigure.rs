@@ -44,8 +44,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     ///   a rate limit keeps the units taken, with the debt they ran up cut to the most that units
     ///   taken under `to` could have left at `now` (its longest wait, its burst and one interval;
     ///   an attempt waiting for airtime past that, which reserved its unit further ahead, still
-    ///   goes at its instant, and the new limit may let one more unit go beside it); an adaptive limit keeps what it learnt, within `to`'s
-    ///   slots and floor; a breaker's new trip rule reads the run of failures so far (a count
+    ///   goes at its instant, and the new limit may let one more unit go beside it); an adaptive
+    ///   limit keeps what it learnt, within `to`'s slots and, where the floor changed, its floor
+    ///   (an operation from before a change may lower it below a floor `to` kept; the limit grows
+    ///   back as `to`'s operations succeed); a breaker's new trip rule reads the run of failures so far (a count
     ///   window of another size or rule starts empty), and a new break length or probe count
     ///   applies from the next time the circuit opens;
     /// - **starts fresh** where `to` adds the protection or leaves it out (a breaker's isolation
@@ -131,9 +133,12 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         #[cfg(feature = "bulkhead-adaptive")]
         if let Some(bulkhead) = self.bulkhead.get_mut() {
             match (from.adaptive_on().zip(from.bulkhead_on()), to.adaptive_on().zip(to.bulkhead_on())) {
-                // What it learnt, within the new floor; `learnt_limit` keeps it within the slots.
-                (Some(_), Some((adaptive, _))) if bulkhead.limit != 0 => {
-                    bulkhead.limit = bulkhead.limit.max(adaptive.floor());
+                // What it learnt, within a new floor; `learnt_limit` keeps it within the slots. Only
+                // where the floor changed, as every rule here: an operation still running under an
+                // earlier configuration of a lower floor may have lowered the limit below this
+                // one's, and carrying the state over to the configuration it has changes nothing.
+                (Some((old, _)), Some((new, _))) if bulkhead.limit != 0 && old.floor() != new.floor() => {
+                    bulkhead.limit = bulkhead.limit.max(new.floor());
                 }
                 (Some(_), Some(_)) | (None, None) => {}
                 _ => (bulkhead.limit, bulkhead.steps, bulkhead.lowered_at) = (0, 0, 0),
