@@ -31,6 +31,10 @@
 //! `tests/tests/scripts.rs` checks that the seeds do. A change to how
 //! scripts are decoded changes what every seed does: fuzz from them for a few minutes per tick
 //! width, and reduce again.
+//!
+//! A second target, `reconfigure` ([`run_reconfigure`], its module's docs), decodes two
+//! configurations as this one decodes one and switches a dependency between them while its
+//! operations run; its seeds are in `seeds-reconfigure/`, reduced the same way.
 
 #![forbid(unsafe_code)]
 
@@ -41,6 +45,10 @@ use relent_core::{
     MAX_EVENTS_PER_CALL, MAX_SPAN, Observer, Operation, ReplaySafety, RetryBudget, RetryPolicy, Ticks,
     Verdict,
 };
+
+mod reconfigure;
+
+pub use reconfigure::{Reconfigured, run_reconfigure};
 
 /// Counts the events of one call into the core, and keeps what it said of the bulkhead's limit.
 #[derive(Default)]

@@ -75,3 +75,51 @@ fn seeded_random_scripts_keep_every_promise() {
     eprintln!("{reached:?}");
     assert!(reached.dispatched > 0 && reached.restored > 0, "random scripts reach nothing: {reached:?}");
 }
+
+/// The reconfiguring scripts (`relent_fuzz::run_reconfigure`, the fuzz target `reconfigure`): the
+/// inputs kept in `fuzz/seeds-reconfigure/` change configurations under running operations, are
+/// refused, and wake operations waiting in a queue both with and without a slot under their own
+/// configuration.
+#[test]
+fn the_kept_reconfiguring_seeds_keep_every_promise() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds-reconfigure");
+    let mut reached = relent_fuzz::Reconfigured::default();
+    for entry in std::fs::read_dir(&dir).expect("fuzz/seeds-reconfigure exists") {
+        relent_fuzz::run_reconfigure(&std::fs::read(entry.unwrap().path()).unwrap(), &mut reached);
+    }
+    eprintln!("{reached:?}");
+    let relent_fuzz::Reconfigured {
+        changes,
+        refused,
+        changes_under_running,
+        woken_dispatched,
+        woken_without_slot,
+    } = reached;
+    for (what, n) in [
+        ("changes", changes),
+        ("refused changes", refused),
+        ("changes under running operations", changes_under_running),
+        ("woken operations dispatched", woken_dispatched),
+        ("woken operations without a slot of their own", woken_without_slot),
+    ] {
+        assert!(n >= 5, "the seeds reach {n} {what}: make them again");
+    }
+}
+
+/// The same scripts from seeded random bytes.
+#[test]
+fn seeded_random_reconfiguring_scripts_keep_every_promise() {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0x5eed_c0f1);
+    let mut data = vec![0u8; 2048];
+    let mut reached = relent_fuzz::Reconfigured::default();
+    for _ in 0..20_000 {
+        let len = (rng.next_u32() % 2048) as usize;
+        rng.fill_bytes(&mut data[..len]);
+        relent_fuzz::run_reconfigure(&data[..len], &mut reached);
+    }
+    eprintln!("{reached:?}");
+    assert!(
+        reached.changes > 0 && reached.changes_under_running > 0,
+        "random scripts reach nothing: {reached:?}"
+    );
+}
