@@ -452,10 +452,14 @@ impl Dependency {
     /// (tokens up to the new capacity, a rate debt cut to the new limit, a cooldown to the new
     /// longest), and a protection added or left out starts fresh. Operations already running go
     /// on under the configuration they started with, over the same state, until they end; those
-    /// that start after this returns run under `config`. It never waits for them. Logged at INFO
+    /// that start after this returns run under `config`. It never waits for them. An operation
+    /// waiting in the bulkhead's queue waits for a slot under its own configuration too: a slot
+    /// `config` adds goes to the operations started after the change, and one from before, woken
+    /// for it, passes the wake-up on to the next in the queue. Logged at INFO
     /// (`relent: dependency reconfigured`), with the new configuration. From then on each operation
     /// takes the dependency's lock once more as it starts, for its share of the configuration
-    /// (about 50 instructions); a dependency never reconfigured reads one flag instead.
+    /// (66 instructions on the production bench's success path); a dependency never reconfigured
+    /// reads one flag instead (13).
     ///
     /// A policy checked against the old configuration is checked again by each operation as it
     /// starts: a token bucket whose hold no longer outlasts a policy's attempt timeout refuses
