@@ -1028,6 +1028,11 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// without a queue. An adapter that never wakes them is still correct, only slower: each
     /// waiting operation tries once more at the end of its wait, and until then the free slot
     /// stays free, as the operations that did not wait find no room while any does.
+    ///
+    /// After a [reconfiguration](Dependency::reconfigure), pass the configuration in force: a
+    /// waiting operation that started under another takes a slot under its own, which
+    /// [`Operation::slot_free`](crate::Operation::slot_free) reads; one woken that finds none
+    /// must not wake the queue again for it, or the two wake each other in a loop.
     pub fn slot_for_waiting(&self, config: &DependencyConfig<HZ>) -> bool {
         match (config.bulkhead_on(), self.bulkhead.get()) {
             (Some(max), Some(bulkhead)) => {

@@ -13,7 +13,9 @@
 //!    - [`Action::Wait`]: sleep until `until`, holding nothing (no lock, no slot), then poll again.
 //!      Waking late is fine; waking early just yields the same `Wait`, except for an operation
 //!      waiting in the bulkhead's queue ([`Operation::waits_for_slot`]), which the adapter polls
-//!      sooner when [`Dependency::slot_for_waiting`] says a slot is free, and which then takes it.
+//!      sooner when [`Dependency::slot_for_waiting`] says a slot is free, and which then takes it
+//!      (after a [reconfiguration](Dependency::reconfigure), if [`Operation::slot_free`] says so
+//!      under the configuration it started with).
 //!    - [`Action::Done`]: take the result with [`Operation::take_completion`].
 //!
 //! `now` must not go backwards; an earlier `now` is read as the latest one seen. Every rule lives
