@@ -1383,3 +1383,55 @@ fn a_frame_waiting_under_fewer_slots_waits_for_its_own_while_a_newcomer_takes_th
     assert_eq!(newcomer, (Some(300), None), "sent at once in the new slot");
     assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
 }
+
+/// A change that frees a slot for the frames waiting wakes them, as a step that frees one does: an
+/// adaptive limit learnt down to one slot, raised to a new floor of two while a frame waits behind
+/// the one slot's holder, lets it go at once, at 300 ms, not when the holder ends.
+#[cfg(feature = "bulkhead-adaptive")]
+#[test]
+fn a_change_that_raises_the_limit_to_a_new_floor_wakes_the_frame_waiting() {
+    use relent_embassy::core::AdaptiveLimit;
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    static LEARNING: DependencyConfig<HZ> = LINK
+        .bulkhead(4)
+        .bulkhead_queue(2, Duration::from_secs(2))
+        .adaptive_limit(AdaptiveLimit::new(Duration::from_millis(100)));
+    static FLOOR: DependencyConfig<HZ> =
+        LEARNING.adaptive_limit(AdaptiveLimit::new(Duration::from_millis(100)).min_slots(2));
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4, 0, 2> =
+        SharedDependency::new(&LEARNING, Dependency::new(&LEARNING, relent_embassy::now()).unwrap());
+    let once = CHECKOUT.without_retries();
+    // One attempt of `on_air_ms`, from `after_ms`: when it went, from `t0`.
+    let frame = |t0: embassy_time::Instant, after_ms: u64, on_air_ms: u64| {
+        let (link, once) = (&link, &once);
+        async move {
+            embassy_time::Timer::after_millis(after_ms).await;
+            let mut rng = rng();
+            let sent = RefCell::new(None);
+            link.execute(once, read(10_000), &mut rng, |_| {
+                *sent.borrow_mut() = Some(elapsed_ms(t0));
+                async move {
+                    embassy_time::Timer::after_millis(on_air_ms).await;
+                    Ok::<_, LinkError>(())
+                }
+            })
+            .await
+            .unwrap();
+            sent.into_inner()
+        }
+    };
+    // Two slow frames, one after the other: 4 slots halve to 2, then to 1.
+    let t0 = embassy_time::Instant::now();
+    run(frame(t0, 0, 150));
+    run(frame(t0, 0, 150));
+    assert_eq!(link.lock(|state, _| state.bulkhead_limit(&LEARNING)), Some(1));
+    let t0 = embassy_time::Instant::now();
+    let change = async {
+        embassy_time::Timer::after_millis(300).await;
+        link.reconfigure(&FLOOR).unwrap();
+    };
+    let (holder, (waiter, ())) = run(join(frame(t0, 0, 1_000), join(frame(t0, 10, 10), change)));
+    assert_eq!((holder, waiter), (Some(0), Some(300)), "woken by the change");
+    assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
+}

@@ -226,3 +226,47 @@ async fn two_waiters_started_under_fewer_slots_do_not_wake_each_other_in_a_loop(
     assert_eq!(second.unwrap(), Std::from_millis(1_500));
     assert_eq!((dep.gauges().in_flight, dep.gauges().waiting_for_slot), (0, 0));
 }
+
+/// A change that frees a slot for the operations waiting wakes them, as a step that frees one does:
+/// an adaptive limit learnt down to one slot, raised to a new floor of two while an operation
+/// waits behind the one slot's holder, lets it go at once, at 300 ms, not when the holder ends.
+#[tokio::test(start_paused = true)]
+async fn a_change_that_raises_the_limit_to_a_new_floor_wakes_the_operation_waiting() {
+    use relent_tokio::core::AdaptiveLimit;
+    let learning = DependencyConfig::new(WINDOW)
+        .bulkhead(4)
+        .bulkhead_queue(2, Duration::from_secs(2))
+        .adaptive_limit(AdaptiveLimit::new(Duration::from_millis(100)));
+    let dep = Dependency::with_seed("payrail", learning, 7).unwrap();
+    let once = RetryPolicy::<HZ>::single_attempt().build().unwrap();
+    let start = Instant::now();
+    let send = |hold_ms: u64| {
+        let (dep, once) = (&dep, &once);
+        async move {
+            dep.execute(once, read(), |_| async move {
+                let sent = start.elapsed();
+                tokio::time::sleep(Std::from_millis(hold_ms)).await;
+                Ok::<_, Refused>(sent)
+            })
+            .await
+        }
+    };
+    // Two slow attempts, one after the other: 4 slots halve to 2, then to 1.
+    send(150).await.unwrap();
+    send(150).await.unwrap();
+    assert_eq!(dep.gauges().bulkhead_limit, Some(1));
+    let t0 = start.elapsed();
+    let waiter = async {
+        tokio::time::sleep(Std::from_millis(10)).await;
+        send(10).await
+    };
+    let change = async {
+        tokio::time::sleep(Std::from_millis(300)).await;
+        dep.reconfigure(learning.adaptive_limit(AdaptiveLimit::new(Duration::from_millis(100)).min_slots(2)))
+            .unwrap();
+    };
+    let (held, waited, ()) = tokio::join!(send(1_000), waiter, change);
+    assert_eq!(held.unwrap() - t0, Std::ZERO);
+    assert_eq!(waited.unwrap() - t0, Std::from_millis(300), "woken by the change");
+    assert_eq!((dep.gauges().in_flight, dep.gauges().waiting_for_slot), (0, 0));
+}
