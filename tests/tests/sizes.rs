@@ -14,9 +14,12 @@ use relent_core::{
 
 const HZ: u64 = 1_000_000;
 
+/// relent-embassy's `SharedDependency` with 4 buckets, at embassy-time's tick rate.
+const SHARED: usize = 480;
+
 #[test]
 fn state_types_stay_small() {
-    let rows: [(&str, usize, usize); 17] = [
+    let rows: [(&str, usize, usize); 19] = [
         ("RetryPolicy<HZ>", size_of::<RetryPolicy<HZ>>(), 56),
         ("RetryBudget<HZ>", size_of::<RetryBudget<HZ>>(), 32),
         (
@@ -56,6 +59,19 @@ fn state_types_stay_small() {
             "relent_embassy::SharedRng<CriticalSectionRawMutex, Xoroshiro64Star>",
             size_of::<relent_embassy::SharedRng<CriticalSectionRawMutex, rand_xoshiro::Xoroshiro64Star>>(),
             16,
+        ),
+        // A firmware's shared dependency: the state (4 buckets, every protection), its borrow flag,
+        // the configuration in force, the restart of the core's clock it was last used in, and
+        // room for the wakers of operations waiting in its queue (none by default, two words each).
+        (
+            "relent_embassy::SharedDependency<'_, CriticalSectionRawMutex, 4>",
+            size_of::<relent_embassy::SharedDependency<'static, CriticalSectionRawMutex, 4>>(),
+            SHARED,
+        ),
+        (
+            "relent_embassy::SharedDependency<'_, CriticalSectionRawMutex, 4, 0, 2> (wakers for two waiting)",
+            size_of::<relent_embassy::SharedDependency<'static, CriticalSectionRawMutex, 4, 0, 2>>(),
+            SHARED + 32,
         ),
     ];
     println!("| type | bytes (64-bit host) |\n|---|---|");
