@@ -2,7 +2,8 @@
 # Flash and RAM of the firmware with Relent and of the hand-written baseline that does the same
 # uplinks with a fixed-delay loop of 3 attempts, at opt-level "s" with LTO, and the differences:
 # what retry, budget and breaker cost (the goal: at most 4 KiB and 256 bytes of static RAM), and
-# what the cooldown, the duty cycle and the deep-sleep snapshots add. Relent counts 32-bit ticks (the
+# what the cooldown, the duty cycle, the quiet profile (a reconfiguration) and the deep-sleep
+# snapshots add. Relent counts 32-bit ticks (the
 # firmware's default); the last rows show what retry, budget and breaker would cost with 64-bit ticks.
 # RAM is `.data + .bss` (statics, the task's future among them); the peak stack is measured by
 # running each build on its board in QEMU (cargo's runner, .cargo/config.toml), which prints it.
@@ -27,7 +28,7 @@ if [ -n "${SIZE_LOGS:-}" ]; then
   logs=$SIZE_LOGS
   mkdir -p "$logs"
 else
-  # Twelve ELFs and their logs: gone when the script ends, unless asked for.
+  # Fourteen ELFs and their logs: gone when the script ends, unless asked for.
   logs=$(mktemp -d)
   trap 'rm -rf "$logs"' EXIT
 fi
@@ -78,6 +79,7 @@ for target in thumbv7m-none-eabi thumbv6m-none-eabi; do
   build "$target" uplinks --no-default-features --features ticks-u32
   build "$target" uplinks --no-default-features --features ticks-u32,cooldown
   build "$target" uplinks --no-default-features --features ticks-u32,cooldown,duty-cycle
+  build "$target" uplinks --no-default-features --features ticks-u32,cooldown,duty-cycle,quiet-profile
   build "$target" uplinks
 done
 rm -f "$logs"/*.failed
@@ -102,6 +104,7 @@ for target in thumbv7m-none-eabi thumbv6m-none-eabi; do
   read -r rt rd rb rs < <(measure "$target" uplinks --no-default-features --features ticks-u32)
   read -r ct cd cb cs < <(measure "$target" uplinks --no-default-features --features ticks-u32,cooldown)
   read -r dt dd db ds < <(measure "$target" uplinks --no-default-features --features ticks-u32,cooldown,duty-cycle)
+  read -r qt qd qb qs < <(measure "$target" uplinks --no-default-features --features ticks-u32,cooldown,duty-cycle,quiet-profile)
   read -r st sd sb ss < <(measure "$target" uplinks)
   echo "$target (opt-level \"s\", LTO):"
   echo "| firmware | text | data | bss | flash (text+data) | RAM (data+bss) | peak stack |"
@@ -110,11 +113,13 @@ for target in thumbv7m-none-eabi thumbv6m-none-eabi; do
   echo "| Relent: retry, budget, breaker | $rt | $rd | $rb | $((rt + rd)) | $((rd + rb)) | $rs |"
   echo "| and a cooldown | $ct | $cd | $cb | $((ct + cd)) | $((cd + cb)) | $cs |"
   echo "| and a duty cycle | $dt | $dd | $db | $((dt + dd)) | $((dd + db)) | $ds |"
+  echo "| and the quiet profile (a reconfiguration) | $qt | $qd | $qb | $((qt + qd)) | $((qd + qb)) | $qs |"
   echo "| and deep-sleep snapshots (the example as it runs) | $st | $sd | $sb | $((st + sd)) | $((sd + sb)) | $ss |"
   echo "| what retry, budget and breaker cost | | | | $((rt + rd - bt - bd)) | $((rd + rb - bd - bb)) | $((rs - bs)) |"
   echo "| what the cooldown adds | | | | $((ct + cd - rt - rd)) | $((cd + cb - rd - rb)) | $((cs - rs)) |"
   echo "| what the duty cycle adds | | | | $((dt + dd - ct - cd)) | $((dd + db - cd - cb)) | $((ds - cs)) |"
-  echo "| what snapshots add | | | | $((st + sd - dt - dd)) | $((sd + sb - dd - db)) | $((ss - ds)) |"
+  echo "| what the quiet profile adds | | | | $((qt + qd - dt - dd)) | $((qd + qb - dd - db)) | $((qs - ds)) |"
+  echo "| what snapshots add | | | | $((st + sd - qt - qd)) | $((sd + sb - qd - qb)) | $((ss - qs)) |"
   echo "| Relent: retry, budget, breaker, 64-bit ticks | $wt | $wd | $wb | $((wt + wd)) | $((wd + wb)) | $ws |"
   echo "| what retry, budget and breaker cost with 64-bit ticks | | | | $((wt + wd - bt - bd)) | $((wd + wb - bd - bb)) | $((ws - bs)) |"
   echo

@@ -9,6 +9,11 @@
 //! | 30 s | the operator asks for 45 s of silence: "busy, retry in 45 s", once |
 //! | 80 s | dark: no packet gets through |
 //! | 105 s | fair again |
+//!
+//! The network also sends commands, each with the first acknowledgement from its time on: from 20 s
+//! "use the quiet profile" (it is congested), from 105 s "back to the normal profile". They are
+//! the application's own (a backend's "back off" command is of this kind, as is LoRaWAN's
+//! `DutyCycleReq` at the MAC layer); the firmware may ignore them, as the baseline does.
 
 use core::cell::Cell;
 
@@ -25,6 +30,25 @@ pub enum LinkError {
     NoAck,
     /// The network said "busy, try again in this many seconds".
     Busy(u32),
+}
+
+/// A profile the network asks the device to use, in a command that comes with an acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// What the device starts with.
+    Normal,
+    /// Fewer retries, a circuit that opens sooner: for a congested network.
+    Quiet,
+}
+
+impl Profile {
+    /// The profile's name, as the firmware prints it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Profile::Normal => "normal",
+            Profile::Quiet => "quiet",
+        }
+    }
 }
 
 /// The part of the simulated world that outlives a device reset (the network and real time go on
@@ -44,6 +68,10 @@ pub struct World {
     pub sent_in_silence: u32,
     /// 1 once the network has asked for silence.
     pub silence_asked: u8,
+    /// The commands the network has sent: 0, 1 (quiet) or 2 (quiet, or not, then normal).
+    pub commands_sent: u8,
+    /// The command sent and not yet read by the firmware: 0 for none, else `commands_sent`'s.
+    pub command_unread: u8,
     /// When the last frames went on the air (real ms, a ring), to measure the busiest minute.
     pub recent: [u32; RECENT],
     /// The most airtime in any minute so far, in ms.
@@ -58,6 +86,8 @@ pub struct Link {
     epoch_ms: Cell<u64>,
     state: Cell<u64>,
     silence_asked: Cell<bool>,
+    commands_sent: Cell<u8>,
+    command_unread: Cell<u8>,
     /// Frames put on the air.
     sent: Cell<u32>,
     /// Until when the network asked for silence, in seconds since boot.
@@ -81,6 +111,8 @@ impl Link {
             epoch_ms: Cell::new(0),
             state: Cell::new(0x2545_f491_4f6c_dd1d),
             silence_asked: Cell::new(false),
+            commands_sent: Cell::new(0),
+            command_unread: Cell::new(0),
             sent: Cell::new(0),
             silence_until: Cell::new(0),
             sent_in_silence: Cell::new(0),
@@ -98,6 +130,8 @@ impl Link {
             sent: self.sent.get(),
             sent_in_silence: self.sent_in_silence.get(),
             silence_asked: u8::from(self.silence_asked.get()),
+            commands_sent: self.commands_sent.get(),
+            command_unread: self.command_unread.get(),
             recent: self.recent.get(),
             busiest_minute_ms: self.busiest_minute_ms.get(),
         }
@@ -109,6 +143,8 @@ impl Link {
             epoch_ms: Cell::new(world.epoch_ms),
             state: Cell::new(world.state),
             silence_asked: Cell::new(world.silence_asked == 1),
+            commands_sent: Cell::new(world.commands_sent),
+            command_unread: Cell::new(world.command_unread),
             sent: Cell::new(world.sent),
             silence_until: Cell::new(world.silence_until),
             sent_in_silence: Cell::new(world.sent_in_silence),
@@ -152,6 +188,16 @@ impl Link {
         self.busiest_minute_ms.set(self.busiest_minute_ms.get().max(airtime));
     }
 
+    /// The profile the network's last acknowledgement asked for, if it asked for one not read yet.
+    pub fn command(&self) -> Option<Profile> {
+        let unread = self.command_unread.replace(0);
+        match unread {
+            1 => Some(Profile::Quiet),
+            2 => Some(Profile::Normal),
+            _ => None,
+        }
+    }
+
     fn draw(&self) -> u64 {
         // xorshift64*
         let mut x = self.state.get();
@@ -185,6 +231,16 @@ impl Link {
             _ if at >= 105 && draw < 25 => Err(LinkError::NoAck),
             _ => Ok(()),
         };
+        // A command due and not sent yet comes with this acknowledgement.
+        let due = match at {
+            105.. => 2,
+            20.. => 1,
+            _ => 0,
+        };
+        if outcome.is_ok() && due > self.commands_sent.get() {
+            self.commands_sent.set(due);
+            self.command_unread.set(due);
+        }
         if outcome == Err(LinkError::NoAck) {
             core::future::pending::<()>().await;
         }

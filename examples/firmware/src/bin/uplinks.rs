@@ -6,16 +6,21 @@
 //! The cooldown is the `cooldown` feature (on by default; size.sh builds without it to measure
 //! retry, budget and breaker alone).
 //!
-//! With the `duty-cycle` feature (on by default), the link may be on air at most 2 % of any minute:
-//! each attempt, retries included, costs the frame's 120 ms of airtime, and an uplink waits for its
-//! turn (or is deferred with `duty_cycle_exceeded` when the turn is too far off).
+//! With the `duty-cycle` feature (on by default), the link may be on air at most 2.5 % of any
+//! minute: each attempt, retries included, costs the frame's 120 ms of airtime, and an uplink waits
+//! for its turn (or is deferred with `duty_cycle_exceeded` when the turn is too far off).
+//!
+//! With the `quiet-profile` feature (on by default), the network asks for a quiet profile while it
+//! is congested and for the normal one back later, each in a command that comes with an
+//! acknowledgement; the firmware switches the running link's configuration
+//! (`SharedDependency::reconfigure`), keeping what its state knows.
 //!
 //! With the `deep-sleep` feature (on by default), the device goes into deep sleep for 20 s after
 //! uplink 12: it saves the link's Relent state as a snapshot in a retained RAM section (`.uninit`,
 //! which cortex-m-rt leaves alone at boot and QEMU keeps across a system reset), prints the RAM
-//! taken so far, resets, and
-//! restores it on waking, rebased by the time slept. The emulator has no RTC, so the time slept and
-//! the simulated world's clock travel in the same retained region.
+//! taken so far, resets, and restores it on waking, rebased by the time slept, under the profile
+//! it was saved in. The emulator has no RTC, so the time slept and the simulated world's clock
+//! travel in the same retained region.
 #![no_std]
 #![no_main]
 
@@ -28,7 +33,7 @@ use relent_core::{
     Verdict,
 };
 use relent_embassy::{Duration, HZ, SharedDependency};
-use relent_firmware::link::{Link, LinkError};
+use relent_firmware::link::{Link, LinkError, Profile};
 use relent_firmware::{GAP_S, POLICY, UPLINKS};
 
 /// The link's failures, as Relent should treat them.
@@ -43,27 +48,44 @@ impl Classify<HZ> for Uplink {
     }
 }
 
-/// The link as a dependency: retries at most 25 % of transmissions per minute (plus 4), and the
-/// circuit opens after 4 failures in a row for 20 s.
-const PROTECTED: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_secs(60))
-    .budget(match RetryBudget::ratio(25, 4) {
+/// The link as a dependency, in a profile: retries at most `percent` % of transmissions per minute
+/// (plus `floor`), and the circuit opens after `failures` failures in a row for `open`. With the
+/// `cooldown` feature a "busy" pauses every uplink for as long as the network asks, up to 2
+/// minutes; with `duty-cycle`, the link is on air at most 2.5 % of any minute (1.5 s: twelve
+/// frames).
+const fn profile(percent: u8, floor: u32, failures: u32, open: Duration) -> DependencyConfig<HZ> {
+    let budget = match RetryBudget::ratio(percent, floor) {
         Ok(b) => b,
         Err(e) => panic!("{}", e.message()),
-    })
-    .breaker(BreakerConfig::consecutive_failures(4, Duration::from_secs(20)));
+    };
+    let config = DependencyConfig::new(Duration::from_secs(60))
+        .budget(budget)
+        .breaker(BreakerConfig::consecutive_failures(failures, open));
+    #[cfg(feature = "cooldown")]
+    let config = config.cooldown(Duration::from_secs(120));
+    #[cfg(feature = "duty-cycle")]
+    let config = config.duty_cycle(relent_core::DutyCycle::per_mille(25, Duration::from_secs(60)));
+    config
+}
 
-/// And a "busy" pauses every uplink for as long as the network asks, up to 2 minutes.
-#[cfg(feature = "cooldown")]
-const COOLED: DependencyConfig<HZ> = PROTECTED.cooldown(Duration::from_secs(120));
-#[cfg(not(feature = "cooldown"))]
-const COOLED: DependencyConfig<HZ> = PROTECTED;
+/// The normal profile: retries at most 25 % (plus 4), the circuit opens after 4 failures in a row
+/// for 20 s.
+const LINK: DependencyConfig<HZ> = profile(25, 4, 4, Duration::from_secs(20));
 
-/// And on air at most 2.5 % of any minute (1.5 s: twelve frames).
-#[cfg(feature = "duty-cycle")]
-const LINK: DependencyConfig<HZ> =
-    COOLED.duty_cycle(relent_core::DutyCycle::per_mille(25, Duration::from_secs(60)));
-#[cfg(not(feature = "duty-cycle"))]
-const LINK: DependencyConfig<HZ> = COOLED;
+/// The quiet profile, which the network asks for while it is congested: retries at most 10 % (plus
+/// 1), the circuit opens after 3 failures in a row for 20 s. Feature `quiet-profile`; in flash,
+/// as the normal one is.
+#[cfg(feature = "quiet-profile")]
+const QUIET: DependencyConfig<HZ> = profile(10, 1, 3, Duration::from_secs(20));
+
+// The quiet profile fits the link's state (its window's buckets, its airtime log), checked when the
+// firmware builds, as the normal one is by `LINK_STATE`: `reconfigure` cannot refuse it at run
+// time, and the firmware carries no error message for it.
+#[cfg(feature = "quiet-profile")]
+const _: () = match LinkState::new(&QUIET, relent_embassy::Instant::from_ticks(0)) {
+    Ok(_) => (),
+    Err(e) => panic!("{}", e.message()),
+};
 
 /// Transmissions the duty cycle remembers (12 bytes each); more are merged, conservatively.
 #[cfg(feature = "duty-cycle")]
@@ -80,11 +102,19 @@ static LINK_STATE: SharedDependency<'static, CriticalSectionRawMutex, 4, AIRTIME
         Err(e) => panic!("{}", e.message()),
     };
 
-/// Where a boot starts: the link, the first uplink, the tallies so far.
+/// Where a boot starts: the link, the first uplink, the tallies so far, the profile in force.
 struct Start {
     link: Link,
     first: u32,
     tally: [u32; 4],
+    profile: Profile,
+}
+
+impl Start {
+    /// A cold boot.
+    fn cold() -> Self {
+        Start { link: Link::new(), first: 0, tally: [0; 4], profile: Profile::Normal }
+    }
 }
 
 #[embassy_executor::main]
@@ -93,8 +123,9 @@ async fn main(_spawner: Spawner) {
     #[cfg(feature = "deep-sleep")]
     let start = sleep::wake();
     #[cfg(not(feature = "deep-sleep"))]
-    let start = Start { link: Link::new(), first: 0, tally: [0; 4] };
-    let Start { link, first, tally } = start;
+    let start = Start::cold();
+    #[cfg_attr(not(feature = "quiet-profile"), allow(unused_mut))]
+    let Start { link, first, tally, mut profile } = start;
     // The emulator has no RNG, so the example seeds from a constant to repeat itself. Real firmware
     // seeds from its hardware RNG or a unique device id (or hands Relent the hardware RNG itself): a
     // fleet sharing one seed retries in step. Xoroshiro64* (8 bytes of state, 32-bit words, as the
@@ -143,8 +174,15 @@ async fn main(_spawner: Spawner) {
             if again > 0 { " | try again in s: " } else { "" },
             Again(again)
         );
+        #[cfg(feature = "quiet-profile")]
+        if let Some(asked) = link.command() {
+            profile = switch(asked, n);
+        }
         #[cfg(feature = "deep-sleep")]
-        sleep::maybe_sleep(n, first, &link, [delivered, deferred, rejected, failed]);
+        sleep::maybe_sleep(n, first, &link, [delivered, deferred, rejected, failed], profile);
+        // Only a deep sleep needs to know the profile (its snapshot is restored under it).
+        #[cfg(not(feature = "deep-sleep"))]
+        let _ = profile;
         Timer::after(embassy_time::Duration::from_secs(GAP_S)).await;
     }
     let total = delivered + deferred + rejected + failed;
@@ -163,6 +201,32 @@ async fn main(_spawner: Spawner) {
     relent_firmware::exit(total == UPLINKS);
 }
 
+/// The configuration of a profile.
+#[cfg_attr(not(any(feature = "quiet-profile", feature = "deep-sleep")), allow(dead_code))]
+fn config(profile: Profile) -> &'static DependencyConfig<HZ> {
+    match profile {
+        Profile::Normal => &LINK,
+        #[cfg(feature = "quiet-profile")]
+        Profile::Quiet => &QUIET,
+        // Never asked for: the firmware reads no command without the feature.
+        #[cfg(not(feature = "quiet-profile"))]
+        Profile::Quiet => &LINK,
+    }
+}
+
+/// Runs the link in the profile the network asked for after uplink `n`, keeping what its state
+/// knows (an open circuit, a cooldown, the airtime on record, the retries in the window), and
+/// returns it.
+#[cfg(feature = "quiet-profile")]
+fn switch(to: Profile, n: u32) -> Profile {
+    if LINK_STATE.reconfigure(config(to)).is_err() {
+        hprintln!("profile {} refused", to.as_str());
+        relent_firmware::exit(false);
+    }
+    hprintln!("profile {} from uplink {:02} on, as the network asked", to.as_str(), n + 1);
+    to
+}
+
 /// Deep sleep: the snapshot and the run's progress in retained RAM across a reset.
 #[cfg(feature = "deep-sleep")]
 mod sleep {
@@ -170,9 +234,9 @@ mod sleep {
 
     use cortex_m_semihosting::hprintln;
     use relent_embassy::Duration;
-    use relent_firmware::link::{Link, World};
+    use relent_firmware::link::{Link, Profile, World};
 
-    use super::{LINK, LINK_STATE, LinkState, Start};
+    use super::{LINK_STATE, LinkState, Start, config};
 
     /// What survives deep sleep: the Relent snapshot, where the run was, and (because the emulator
     /// has no RTC) the time slept and the simulated world. Plain integers only: any bit pattern is a
@@ -185,6 +249,9 @@ mod sleep {
         tally: [u32; 4],
         slept_ms: u32,
         world: World,
+        /// 1 when the link was in the quiet profile: its snapshot is restored under the
+        /// configuration it was saved under.
+        quiet: u8,
         snapshot: [u8; LinkState::SNAPSHOT_LEN],
     }
 
@@ -212,29 +279,38 @@ mod sleep {
         // SAFETY: the first of the two uses, at boot.
         let retained = unsafe { retained() };
         if retained.marker != MARKER {
-            return Start { link: Link::new(), first: 0, tally: [0; 4] };
+            return Start::cold();
         }
         // Cleared so that a later crash or reset starts cold.
         retained.marker = 0;
         #[allow(clippy::useless_conversion)] // A conversion only when size.sh builds 64-bit ticks.
         let slept = Duration::from_millis(retained.slept_ms.into());
-        let restored = LINK_STATE
-            .lock(|s, now| LinkState::restore(&LINK, &retained.snapshot, now, slept).map(|state| *s = state));
+        let profile = if retained.quiet == 1 { Profile::Quiet } else { Profile::Normal };
+        let config = config(profile);
+        // The shared state's configuration first (its fresh state carried over, then replaced).
+        if profile != Profile::Normal && LINK_STATE.reconfigure(config).is_err() {
+            relent_firmware::exit(false);
+        }
+        let restored = LINK_STATE.lock(|s, now| {
+            LinkState::restore(config, &retained.snapshot, now, slept).map(|state| *s = state)
+        });
         if let Err(e) = restored {
             hprintln!("the snapshot was refused ({}): starting fresh", e.as_str());
         }
         let cooldown = LINK_STATE.lock(|s, now| s.cooldown_until(now));
         hprintln!(
-            "woke after {} ms of deep sleep: link state restored from a {}-byte snapshot; cooldown {}",
+            "woke after {} ms of deep sleep: link state restored from a {}-byte snapshot, profile {}; cooldown {}",
             retained.slept_ms,
             LinkState::SNAPSHOT_LEN,
+            profile.as_str(),
             if cooldown.is_some() { "still active" } else { "over" }
         );
-        Start { link: Link::in_world(retained.world), first: retained.next_uplink, tally: retained.tally }
+        let (first, tally) = (retained.next_uplink, retained.tally);
+        Start { link: Link::in_world(retained.world), first, tally, profile }
     }
 
     /// After uplink `n` of a run that started cold at `first`: sleep if it is time.
-    pub(super) fn maybe_sleep(n: u32, first: u32, link: &Link, tally: [u32; 4]) {
+    pub(super) fn maybe_sleep(n: u32, first: u32, link: &Link, tally: [u32; 4], profile: Profile) {
         if n != SLEEP_AFTER || first > SLEEP_AFTER {
             return;
         }
@@ -248,6 +324,7 @@ mod sleep {
         retained.tally = tally;
         retained.slept_ms = SLEEP_MS;
         retained.world = link.world_after(SLEEP_MS.into());
+        retained.quiet = u8::from(profile == Profile::Quiet);
         // Last, once the region is whole.
         retained.marker = MARKER;
         hprintln!("deep sleep for {} ms: snapshot kept in retained RAM, resetting", SLEEP_MS);
