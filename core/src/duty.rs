@@ -5,6 +5,8 @@
 //! Every attempt, retries included, costs the airtime the caller states for it
 //! ([`Context::airtime`](crate::Context::airtime), computed by the caller from payload and data
 //! rate); the limiter keeps the airtime inside any window of `window` ticks at or below `airtime`.
+//! The log is the dependency's, whatever channel a frame went out on: a limit per sub-band is a
+//! state per sub-band, or one state under the strictest sub-band's limit (conservative).
 //!
 //! ## The rule, and why it holds
 //!

@@ -116,9 +116,11 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
     /// under the configuration they started with; operations started after this call run under
     /// `to`. Operations waiting in the bulkhead's queue are woken if `to` frees a slot for them.
     ///
-    /// For a configuration the firmware switches to (a radio's other sub-band and its duty cycle,
-    /// the backend's "back off" command, a battery-saving mode): each is a `const` in flash, or a
-    /// `static` built once from stored settings, as the first one is.
+    /// For a configuration the firmware switches to (the duty cycle the network sets, the
+    /// backend's "back off" command, a battery-saving mode): each is a `const` in flash, or a
+    /// `static` built once from stored settings, as the first one is. The airtime on record counts
+    /// against `to`'s duty cycle, so a switch does not give a radio another sub-band's allowance:
+    /// keep a dependency per sub-band for that.
     ///
     /// `Err` (and nothing changed) if `to` is invalid or does not fit this dependency's `N` window
     /// buckets or `L` airtime-log entries, as for `Dependency::new`; the error says what to fix.
