@@ -359,6 +359,11 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
 
     /// Reads a snapshot written by [`Dependency::save`] for `config`, rebasing its time onto `now`
     /// after a sleep of `slept` (real time, from an RTC; zero if none passed).
+    ///
+    /// What happened before the sleep keeps its place on the new clock as far as the clock can name
+    /// it: a window's count from before `now`'s tick 0 is dropped. A clock that restarts at 0 at
+    /// each boot should start a window or more ahead (relent-embassy's core clock runs 2^40 ticks
+    /// ahead of embassy's, 2^30 with 32-bit ticks).
     pub fn restore(
         config: &DependencyConfig<HZ>,
         bytes: &[u8],

@@ -43,15 +43,18 @@ pub type Instant = relent_core::Instant<HZ>;
 /// One attempt's failure at embassy's tick rate.
 pub type AttemptError<E> = relent_core::AttemptError<HZ, E>;
 
-/// Now, on embassy-time's clock, as the core's instant: the same ticks with 64-bit ticks; with
-/// 32-bit ticks (the `ticks-u32` feature), embassy's ticks less the base the core's clock last
-/// restarted at (see [`SharedDependency`]'s docs).
+/// Now, on embassy-time's clock, as the core's instant: embassy's ticks plus the history the core's
+/// clock keeps before the boot (2^40 ticks), so that a state restored from a deep-sleep snapshot
+/// keeps what happened before the boot; with 32-bit ticks (the `ticks-u32` feature), plus one step
+/// of 2^30 ticks and less the base the core's clock last restarted at (see [`SharedDependency`]'s
+/// docs), between 2^30 and 2^31. Give it to `Dependency::new` and `Dependency::restore`, never
+/// embassy's ticks themselves.
 pub fn now() -> Instant {
     epoch::Epoch::now().0
 }
 
 /// A core instant read since the core's clock last restarted (always, with 64-bit ticks) as an
-/// embassy-time instant. With 32-bit ticks the clock restarts every 2^30 ticks: convert an instant
+/// embassy-time instant; one from before the boot is embassy's tick 0. With 32-bit ticks the clock restarts every 2^30 ticks: convert an instant
 /// soon after reading it, as [`SharedDependency::execute`] does with every instant it waits for.
 /// A completion's `not_before` has [`Done::retry_at`], which stays right however long it is kept.
 pub fn to_embassy(t: Instant) -> embassy_time::Instant {

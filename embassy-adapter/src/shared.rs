@@ -35,10 +35,10 @@ use core::task::{Poll, Waker};
 
 use embassy_sync::blocking_mutex::Mutex;
 use embassy_sync::blocking_mutex::raw::RawMutex;
-use relent_core::{CircuitState, ConfigError, Dependency, DependencyConfig, Operation};
+use relent_core::{CircuitState, ConfigError, Dependency, DependencyConfig, Operation, SnapshotError};
 
 use crate::epoch::Epoch;
-use crate::{HZ, Instant};
+use crate::{Duration, HZ, Instant};
 
 /// The state and the restart of the core's clock it was last used in (32-bit ticks), and the
 /// wakers of operations waiting in the bulkhead's queue (none with `W` of 0: no bytes either).
@@ -137,6 +137,50 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
         #[cfg(feature = "defmt")]
         defmt::info!("relent: dependency reconfigured: {}", to);
         Ok(())
+    }
+
+    /// Saves the state into `out` for a deep sleep (at least `Dependency::SNAPSHOT_LEN` bytes, in a
+    /// retained RAM region or flash), read at the core's `now` under the lock, and returns the
+    /// bytes written. Keep which configuration is in force beside it ([`config`](Self::config) is
+    /// one of the firmware's `const`s): the snapshot holds the state, not its configuration. See
+    /// `relent_core::Dependency::save`.
+    pub fn save(&self, out: &mut [u8]) -> Result<usize, SnapshotError> {
+        self.lock(|state, now| state.save(now, out))
+    }
+
+    /// On waking from a deep sleep, before any operation runs: restores the state
+    /// [saved](Self::save) into `snapshot`, rebased by the time `slept` (from the RTC), under `config`,
+    /// the configuration in force when it was saved, which becomes this dependency's: the restored
+    /// state and its configuration change together, in one step under the lock.
+    ///
+    /// A snapshot that is refused (truncated, corrupted, from another build's shape or version, or
+    /// saved under a configuration whose window's buckets have another width) leaves the state as
+    /// it was (at the boot, the fresh one the `static` was made with), carried over to `config` as
+    /// [`reconfigure`](Self::reconfigure) does, and the reason is returned: `Ok(Some(reason))`.
+    /// `Err` (and nothing changed) only if `config` does not fit this dependency, as for
+    /// `reconfigure`. See `relent_core::Dependency::restore`.
+    pub fn restore(
+        &self,
+        config: &'c DependencyConfig<HZ>,
+        snapshot: &[u8],
+        slept: Duration,
+    ) -> Result<Option<SnapshotError>, ConfigError> {
+        let refused =
+            self.lock_in(|in_force, state, now, _| match Dependency::restore(config, snapshot, now, slept) {
+                Ok(restored) => {
+                    *state = restored;
+                    in_force.set(config);
+                    None
+                }
+                Err(why) => Some(why),
+            });
+        // Outside the lock, through `reconfigure` itself: a second copy of it inlined here took 72
+        // bytes more of the firmware example's peak stack on a Cortex-M3, and a fresh state built
+        // beside the one in place 80.
+        if refused.is_some() {
+            self.reconfigure(config)?;
+        }
+        Ok(refused)
     }
 
     /// Runs `f` under the lock on the state and the core's `now`, read under the lock: give the

@@ -359,7 +359,7 @@ fn a_frame_over_the_duty_cycle_waits_on_embassys_timer_or_is_deferred_to_the_tic
     test_clock::reset();
     let radio: SharedDependency<'static, CriticalSectionRawMutex, 4, 8> =
         SharedDependency::new(&RADIO, Dependency::new(&RADIO, relent_embassy::now()).unwrap());
-    let t0 = embassy_time::Instant::now();
+    let (t0, core_t0) = (embassy_time::Instant::now(), relent_embassy::now());
     let starts = RefCell::new(Vec::new());
     let frame = |deadline_ms| read(deadline_ms).airtime(Duration::from_millis(400));
     let mut rng = rng();
@@ -375,7 +375,7 @@ fn a_frame_over_the_duty_cycle_waits_on_embassys_timer_or_is_deferred_to_the_tic
     }
     let done = run(radio.execute(&CHECKOUT, frame(10_000), &mut rng, &mut send)).unwrap();
     assert_eq!(done.completion.problem, Some(Problem::DutyCycleExceeded));
-    assert_eq!(done.completion.not_before, Some(relent_embassy::Instant::from_ticks(100_400_000)));
+    assert_eq!(done.completion.not_before, Some(core_t0 + Duration::from_millis(100_400)));
     assert_eq!(done.retry_at(), Some(embassy_time::Instant::from_millis(100_400)));
     // At 99 s the wait is 1.4 s, within the maximum delay: it waits on embassy's timer and goes at
     // exactly 100.4 s.
@@ -679,6 +679,87 @@ fn a_configuration_the_link_cannot_run_under_is_refused_and_changes_nothing() {
         assert_eq!(refused, relent_embassy::core::ConfigError::AirtimeLogSize);
         assert_eq!(link.config(), &LINK);
     }
+}
+
+/// A link that was switched to `FIRST_ATTEMPTS_ONLY` saves its state before a deep sleep; on the
+/// next boot (embassy's clock back at tick 0) a link made with `LINK` restores it under the
+/// configuration it was saved under, which becomes the link's: the window's counts are back, 2 s
+/// older (the core's clock keeps a history before the boot), and a frame is refused its retry as
+/// before the sleep. A corrupted snapshot, or one restored under a configuration whose window's
+/// buckets are of another width, leaves the state as it was under that configuration and says why;
+/// a configuration the link cannot run under changes nothing.
+#[test]
+fn a_snapshot_is_restored_under_the_configuration_it_was_saved_under_which_becomes_the_links() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    type Link = Dependency<HZ, 4>;
+    let busy_once = |link: &SharedDependency<'static, CriticalSectionRawMutex, 4>| {
+        let mut rng = rng();
+        run(link.execute(&CHECKOUT, read(10_000), &mut rng, |info| async move {
+            if info.number() == 1 { Err(LinkError::Busy(1)) } else { Ok(()) }
+        }))
+        .unwrap()
+        .completion
+        .problem
+    };
+    test_clock::reset();
+    let before = shared();
+    before.reconfigure(&FIRST_ATTEMPTS_ONLY).unwrap();
+    assert_eq!(busy_once(&before), Some(Problem::RetryBudgetExhausted));
+    let counts = before.lock(|state, now| state.counts(now));
+    assert_eq!((counts.calls, counts.retries, counts.failures), (1, 0, 1));
+    let mut retained = [0u8; Link::SNAPSHOT_LEN];
+    assert_eq!(before.save(&mut retained), Ok(Link::SNAPSHOT_LEN));
+    assert_eq!(before.save(&mut [0u8; 8]), Err(relent_embassy::core::SnapshotError::TooShort));
+
+    // The next boot, 2 s of deep sleep later.
+    test_clock::reset();
+    let slept = Duration::from_secs(2);
+    let after = shared();
+    assert_eq!(after.restore(&FIRST_ATTEMPTS_ONLY, &retained, slept), Ok(None));
+    assert_eq!(after.config(), &FIRST_ATTEMPTS_ONLY);
+    assert_eq!(after.lock(|state, now| state.counts(now)), counts);
+    // In their place, 2 s older: the window is 10 s, so the call is gone 8 s after the boot at the
+    // latest (sooner by the buckets' width of 2.5 s at most, twice: its bucket's age when saved
+    // and its place among the new clock's buckets), and still counted 2.5 s after it.
+    test_clock::advance(embassy_time::Duration::from_millis(2_500));
+    assert_eq!(after.lock(|state, now| state.counts(now)), counts);
+    test_clock::advance(embassy_time::Duration::from_millis(5_500));
+    assert_eq!(after.lock(|state, now| state.counts(now)).calls, 0);
+    test_clock::reset();
+    let after = shared();
+    assert_eq!(after.restore(&FIRST_ATTEMPTS_ONLY, &retained, slept), Ok(None));
+    assert_eq!(busy_once(&after), Some(Problem::RetryBudgetExhausted));
+    let busy = after.lock(|state, now| state.counts(now));
+    assert_eq!((busy.calls, busy.failures), (2, 2));
+
+    // Refused: the state stays as it was (here, with the two failures), under the configuration.
+    let mut corrupted = retained;
+    corrupted[20] ^= 1;
+    after.reconfigure(&LINK).unwrap();
+    let refused = after.restore(&FIRST_ATTEMPTS_ONLY, &corrupted, slept);
+    assert_eq!(refused, Ok(Some(relent_embassy::core::SnapshotError::Corrupted)));
+    assert_eq!(after.config(), &FIRST_ATTEMPTS_ONLY);
+    assert_eq!(after.lock(|state, now| state.counts(now)), busy);
+
+    let fresh = |link: &SharedDependency<'static, CriticalSectionRawMutex, 4>| {
+        link.lock(|state, now| state.counts(now)) == relent_embassy::core::Counts::default()
+    };
+    static WIDER: DependencyConfig<HZ> =
+        DependencyConfig::new(Duration::from_secs(20)).budget(match RetryBudget::ratio(0, 0) {
+            Ok(b) => b,
+            Err(e) => panic!("{}", e.message()),
+        });
+    let after = shared();
+    let refused = after.restore(&WIDER, &retained, slept);
+    assert_eq!(refused, Ok(Some(relent_embassy::core::SnapshotError::OtherConfig)));
+    assert_eq!(after.config(), &WIDER);
+    assert!(fresh(&after));
+
+    static TOO_SHORT: DependencyConfig<HZ> = DependencyConfig::new(Duration::from_ticks(3));
+    let after = shared();
+    let refused = after.restore(&TOO_SHORT, &retained, slept);
+    assert_eq!(refused, Err(relent_embassy::core::ConfigError::WindowShorterThanBuckets));
+    assert_eq!(after.config(), &LINK);
 }
 
 /// An operation inside another's attempt (a modem driver's own retries inside an uplink's attempt):

@@ -6,7 +6,8 @@
 //! each operation must end with the same completion, field for field. A property test does the same
 //! for any day.
 //!
-//! Both clocks count microseconds from the dependency's creation, and both wake a sleeper on a
+//! Both clocks count microseconds from the dependency's creation (relent-embassy's less the history
+//! its core clock keeps before the boot: `on_embassy` says how), and both wake a sleeper on a
 //! millisecond: tokio's timer wheel rounds each deadline up to its next millisecond, and the test
 //! clock here is moved a millisecond at a time (`test_clock::advance`), as firmware's 1 kHz tick
 //! would be. A jittered backoff therefore ends at the same instant on both, and the next decision
@@ -241,6 +242,17 @@ fn run_in_ms_ticks<F: Future>(fut: F) -> F::Output {
 
 fn on_embassy(config: &'static DependencyConfig<HZ>, day: &[Step<'_>], seed: u64) -> Transcript {
     test_clock::reset();
+    // relent-embassy's core clock runs ahead of embassy's by the history it keeps before the boot;
+    // relent-tokio's starts at 0 when the dependency is made. The test clock starts where the core's
+    // is a whole number of the window's buckets, so that both adapters' buckets begin at the same
+    // instants, and the core's instants are read less that number.
+    let width = config.window().as_ticks() / relent_tokio::BUCKETS as u64;
+    let ahead = relent_embassy::now().as_ticks();
+    let start = (width - ahead % width) % width;
+    test_clock::advance(embassy_time::Duration::from_micros(start));
+    let origin = relent_embassy::now().as_ticks();
+    assert_eq!(origin % width, 0);
+    let t0 = embassy_time::Instant::now();
     let state = Dependency::new(config, relent_embassy::now()).unwrap();
     let link: SharedDependency<'static, CriticalSectionRawMutex, { relent_tokio::BUCKETS }> =
         SharedDependency::new(config, state);
@@ -253,7 +265,7 @@ fn on_embassy(config: &'static DependencyConfig<HZ>, day: &[Step<'_>], seed: u64
             let done = link
                 .execute(&POLICY, context(id, step), &mut rng, |info| {
                     let (at, timeout) =
-                        (embassy_time::Instant::now().as_micros(), info.timeout().as_micros());
+                        ((embassy_time::Instant::now() - t0).as_micros(), info.timeout().as_micros());
                     let answer = transcript.borrow_mut().dispatched(
                         id,
                         info.number(),
@@ -265,7 +277,10 @@ fn on_embassy(config: &'static DependencyConfig<HZ>, day: &[Step<'_>], seed: u64
                 })
                 .await
                 .unwrap();
-            transcript.borrow_mut().completions.push(done.completion);
+            let mut completion = done.completion;
+            completion.not_before =
+                completion.not_before.map(|t| relent_core::Instant::from_ticks(t.as_ticks() - origin));
+            transcript.borrow_mut().completions.push(completion);
         }
     });
     transcript.into_inner()

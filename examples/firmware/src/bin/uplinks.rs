@@ -286,23 +286,20 @@ mod sleep {
         #[allow(clippy::useless_conversion)] // A conversion only when size.sh builds 64-bit ticks.
         let slept = Duration::from_millis(retained.slept_ms.into());
         let profile = if retained.quiet == 1 { Profile::Quiet } else { Profile::Normal };
-        let config = config(profile);
-        // The shared state's configuration first (its fresh state carried over, then replaced).
-        if profile != Profile::Normal && LINK_STATE.reconfigure(config).is_err() {
-            relent_firmware::exit(false);
+        // Under the profile it was saved in, which becomes the link's in the same step.
+        match LINK_STATE.restore(config(profile), &retained.snapshot, slept) {
+            Ok(None) => {}
+            Ok(Some(refused)) => hprintln!("the snapshot was refused ({}): starting fresh", refused.as_str()),
+            // Each profile fits the link's state: checked when the firmware builds.
+            Err(_) => relent_firmware::exit(false),
         }
-        let restored = LINK_STATE.lock(|s, now| {
-            LinkState::restore(config, &retained.snapshot, now, slept).map(|state| *s = state)
-        });
-        if let Err(e) = restored {
-            hprintln!("the snapshot was refused ({}): starting fresh", e.as_str());
-        }
-        let cooldown = LINK_STATE.lock(|s, now| s.cooldown_until(now));
+        let (calls, cooldown) = LINK_STATE.lock(|s, now| (s.counts(now).calls, s.cooldown_until(now)));
         hprintln!(
-            "woke after {} ms of deep sleep: link state restored from a {}-byte snapshot, profile {}; cooldown {}",
+            "woke after {} ms of deep sleep: link state restored from a {}-byte snapshot, profile {}, {} transmissions in the last minute; cooldown {}",
             retained.slept_ms,
             LinkState::SNAPSHOT_LEN,
             profile.as_str(),
+            calls,
             if cooldown.is_some() { "still active" } else { "over" }
         );
         let (first, tally) = (retained.next_uplink, retained.tally);
@@ -317,7 +314,7 @@ mod sleep {
         relent_firmware::print_memory();
         // SAFETY: the second use; `wake`'s reference ended with it.
         let retained = unsafe { retained() };
-        if LINK_STATE.lock(|s, now| s.save(now, &mut retained.snapshot)).is_err() {
+        if LINK_STATE.save(&mut retained.snapshot).is_err() {
             relent_firmware::exit(false);
         }
         retained.next_uplink = n + 1;
