@@ -762,6 +762,48 @@ fn a_snapshot_is_restored_under_the_configuration_it_was_saved_under_which_becom
     assert_eq!(after.config(), &LINK);
 }
 
+/// A battery device that deep-sleeps between uplinks, 5 s each time, with a retry budget of 10 %
+/// and one retry a minute: its first uplink, busy once, is retried; after the next wake, the
+/// restored window still holds that retry, so the second uplink's is refused by the budget. A link
+/// that started fresh at each boot would have had its floor's retry again, at every wake.
+#[test]
+fn a_device_that_sleeps_between_uplinks_keeps_its_retry_budget_across_the_wakes() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    static SPARING: DependencyConfig<HZ> =
+        DependencyConfig::new(Duration::from_secs(60)).budget(match RetryBudget::ratio(10, 1) {
+            Ok(b) => b,
+            Err(e) => panic!("{}", e.message()),
+        });
+    let boot = || {
+        test_clock::reset();
+        SharedDependency::<'static, CriticalSectionRawMutex, 4>::new(
+            &SPARING,
+            Dependency::new(&SPARING, relent_embassy::Instant::from_ticks(0)).unwrap(),
+        )
+    };
+    let uplink = |link: &SharedDependency<'static, CriticalSectionRawMutex, 4>| {
+        let mut rng = rng();
+        let done = run(link.execute(&CHECKOUT, read(10_000), &mut rng, |info| async move {
+            if info.number() == 1 { Err(LinkError::Busy(1)) } else { Ok(()) }
+        }))
+        .unwrap();
+        (done.completion.summary.dispatched, done.completion.problem)
+    };
+    let mut retained = [0u8; Dependency::<HZ, 4>::SNAPSHOT_LEN];
+    let slept = Duration::from_secs(5);
+
+    let link = boot();
+    assert_eq!(uplink(&link), (2, None));
+    link.save(&mut retained).unwrap();
+
+    let link = boot();
+    assert_eq!(link.restore(&SPARING, &retained, slept), Ok(None));
+    assert_eq!(uplink(&link), (1, Some(Problem::RetryBudgetExhausted)));
+
+    // Without the snapshot, the floor's retry again.
+    assert_eq!(uplink(&boot()), (2, None));
+}
+
 /// An operation inside another's attempt (a modem driver's own retries inside an uplink's attempt):
 /// `AttemptInfo::bound` ends it by the attempt's expiry, and its `Error` is classified by seed 000's
 /// rule that exactly one layer retries, handing a known wait up.
