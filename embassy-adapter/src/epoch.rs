@@ -73,7 +73,8 @@ impl Epoch {
     pub(crate) const fn at(t: embassy_time::Instant) -> (Instant, Self) {
         // Embassy's tick t is the core's t + STEP (the history) less steps × STEP, steps being the
         // largest that leaves at least STEP: t / STEP, which leaves t mod STEP + STEP, below 2^31.
-        // HISTORY = STEP = 2^30 makes it bit operations, fewer than embassy's clock alone took.
+        // HISTORY = STEP = 2^30 makes it two bit operations (a restart without the history took a
+        // shift and a subtraction).
         let t = t.as_ticks();
         let core = (t % STEP + HISTORY) as u32;
         let steps = t / STEP;

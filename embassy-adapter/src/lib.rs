@@ -54,9 +54,9 @@ pub fn now() -> Instant {
 }
 
 /// A core instant read since the core's clock last restarted (always, with 64-bit ticks) as an
-/// embassy-time instant; one from before the boot is embassy's tick 0. With 32-bit ticks the clock restarts every 2^30 ticks: convert an instant
-/// soon after reading it, as [`SharedDependency::execute`] does with every instant it waits for.
-/// A completion's `not_before` has [`Done::retry_at`], which stays right however long it is kept.
+/// embassy-time instant; one from before the boot is embassy's tick 0. With 32-bit ticks the clock
+/// restarts every 2^30 ticks: convert an instant soon after reading it, as
+/// [`SharedDependency::execute`] does with every instant it waits for. A completion's `not_before` has [`Done::retry_at`], which stays right however long it is kept.
 pub fn to_embassy(t: Instant) -> embassy_time::Instant {
     epoch::Epoch::now().1.to_embassy(t)
 }

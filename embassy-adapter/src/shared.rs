@@ -126,8 +126,9 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
     /// buckets or `L` airtime-log entries, as for `Dependency::new`; the error says what to fix.
     /// Logged with defmt (feature `defmt`). A deep-sleep snapshot is restored with the
     /// configuration in force when it was saved: keep which one that was beside it, and on waking
-    /// reconfigure to it before restoring. The firmware example (`examples/firmware`, its `uplinks`
-    /// binary) does both with the profiles its simulated network asks for.
+    /// [`restore`](Self::restore) under it, which makes it the configuration in force. The firmware
+    /// example (`examples/firmware`, its `uplinks` binary) does both with the profiles its simulated
+    /// network asks for.
     pub fn reconfigure(&self, to: &'c DependencyConfig<HZ>) -> Result<(), ConfigError> {
         self.lock_in(|config, state, now, _| {
             state.reconfigure(config.get(), to, now)?;
