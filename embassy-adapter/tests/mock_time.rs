@@ -98,11 +98,16 @@ fn seed_000_checkout_attempts_are_cut_at_their_timeouts_to_the_tick() {
     let t0 = embassy_time::Instant::now();
     let mut rng = rng();
     let done = run(link.execute(&CHECKOUT, read(7_500), &mut rng, |info| {
-        attempts.borrow_mut().push((elapsed_ms(t0), info.timeout().as_millis()));
+        // When it was sent, how long it may run, and when its timer drops it.
+        attempts.borrow_mut().push((
+            elapsed_ms(t0),
+            info.timeout().as_millis(),
+            (info.expires() - t0).as_millis(),
+        ));
         core::future::pending::<Result<(), LinkError>>()
     }))
     .unwrap();
-    assert_eq!(*attempts.borrow(), [(0, 3_000), (3_100, 3_000), (6_300, 1_200)]);
+    assert_eq!(*attempts.borrow(), [(0, 3_000, 3_000), (3_100, 3_000, 6_100), (6_300, 1_200, 7_500)]);
     assert_eq!(elapsed_ms(t0), 7_500);
     assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
     assert_eq!(
@@ -688,6 +693,29 @@ fn a_configuration_the_link_cannot_run_under_is_refused_and_changes_nothing() {
 /// before the sleep. A corrupted snapshot, or one restored under a configuration whose window's
 /// buckets are of another width, leaves the state as it was under that configuration and says why;
 /// a configuration the link cannot run under changes nothing.
+#[test]
+fn the_cores_instants_convert_to_embassys_to_the_tick_and_one_from_before_the_boot_is_tick_0() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    test_clock::advance(embassy_time::Duration::from_millis(1_500));
+    let (core_now, embassy_now) = (relent_embassy::now(), embassy_time::Instant::now());
+    assert_eq!(embassy_now.as_millis(), 1_500);
+    // The core's clock runs ahead of embassy's by the history it keeps before the boot.
+    let history: u64 = if cfg!(feature = "ticks-u32") { 1 << 30 } else { 1 << 40 };
+    assert_eq!(u64::from(core_now.as_ticks()), history + embassy_now.as_ticks());
+    let to_embassy = relent_embassy::to_embassy;
+    assert_eq!(to_embassy(core_now), embassy_now);
+    let ms = |ms: u32| Duration::from_millis(ms.into());
+    let later = core_now.checked_add_duration(ms(250)).unwrap();
+    assert_eq!(to_embassy(later), embassy_now + embassy_time::Duration::from_millis(250));
+    // The boot is embassy's tick 0; anything before it (a snapshot's instants) is that tick too.
+    let earlier = |by: u32| to_embassy(core_now.checked_sub_duration(ms(by)).unwrap()).as_ticks();
+    assert_eq!(earlier(1_499), embassy_time::Duration::from_millis(1).as_ticks());
+    assert_eq!(earlier(1_500), 0);
+    assert_eq!(earlier(2_000), 0);
+    assert_eq!(to_embassy(relent_embassy::Instant::from_ticks(0)).as_ticks(), 0);
+}
+
 #[test]
 fn a_snapshot_is_restored_under_the_configuration_it_was_saved_under_which_becomes_the_links() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
