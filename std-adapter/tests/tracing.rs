@@ -472,6 +472,34 @@ async fn a_refusal_of_sheddable_work_is_logged_at_info_and_of_critical_work_at_w
     );
 }
 
+/// A refusal of sheddable work with a known end (here the rate limit's next unit) keeps its wait
+/// at INFO, as a critical one's does at WARN.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_of_sheddable_work_with_a_known_end_logs_its_wait_at_info() {
+    use relent_tokio::core::Criticality;
+    let config =
+        DependencyConfig::new(Duration::from_secs(10)).rate_limit(RateLimit::new(1, Duration::from_secs(1)));
+    let dependency = Dependency::with_seed("payrail", config, 7).unwrap();
+    let read = |id| {
+        Context::new(Duration::from_secs(60), ReplaySafety::replayable_read(Duration::from_secs(3600)))
+            .id(id)
+            .criticality(Criticality::Sheddable)
+    };
+    let (captured, _guard) = capture(Level::INFO);
+    let ok = |_| async { Ok::<_, Busy>(()) };
+    dependency.execute(&ONCE, read(1), ok).await.unwrap();
+    tokio::time::advance(Std::from_millis(250)).await;
+    let refused = dependency.execute(&ONCE, read(2), ok).await.unwrap_err();
+    assert_eq!((refused.code(), refused.retry_in()), ("rate_limited", Some(Std::from_millis(750))));
+    let refusals: Vec<_> = captured.lines().into_iter().filter(|l| l.contains("refused")).collect();
+    assert_eq!(
+        refusals,
+        [
+            "INFO relent: attempt refused dependency=\"payrail\" operation=2 attempt=1 code=\"rate_limited\" criticality=\"sheddable\" retry_in_us=750000"
+        ]
+    );
+}
+
 /// An operation whose deadline is cut, by the attempt it runs in, by a request's own deadline or by
 /// the scope it runs in, says so at DEBUG, with what it asked for: why it ended sooner than its
 /// context said. One whose deadline is already the sooner logs nothing.

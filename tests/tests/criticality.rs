@@ -104,6 +104,14 @@ fn sheddable_work_fills_only_its_share_of_the_bulkhead_and_critical_work_the_res
 }
 
 #[test]
+fn work_is_critical_unless_its_context_says_sheddable() {
+    let plain = Context::<HZ>::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_secs(60)));
+    assert_eq!(plain.operation_criticality(), Critical);
+    assert_eq!(plain.criticality(Sheddable).operation_criticality(), Sheddable);
+    assert_eq!(context(1, Sheddable).criticality(Critical).operation_criticality(), Critical);
+}
+
+#[test]
 fn without_a_reserve_sheddable_work_sees_the_whole_limit() {
     let config = DependencyConfig::new(D::from_secs(10)).bulkhead(3);
     let mut dep = Dep::new(config);
