@@ -108,6 +108,26 @@ fn a_longer_outage_without_jitter_fails_one_operation_after_its_three_attempts()
     assert_eq!((o.succeeded, o.failed), (9, 1));
 }
 
+/// tower's budget, deposited for each call that succeeds (as its documentation's policy does), pays
+/// for retries with the 2 s of successes before the outage: a tenth of them (59 in the reduced run:
+/// 599 successes, the call in flight at 2 s failing), spent as the outage starts; then no retry
+/// goes out until calls succeed again.
+#[test]
+fn towers_budget_spends_what_succeeded_before_the_outage_then_sends_no_retry() {
+    let o = reduced(Scenario::seed_000(1, Budget::Tower, Jitter::Full));
+    let retries = |from_ms: u64, to_ms: u64| -> u64 {
+        let (from, to) = ((from_ms / 100) as usize, (to_ms / 100) as usize);
+        o.calls[from..to].iter().sum::<u64>() - o.first[from..to].iter().sum::<u64>()
+    };
+    assert_eq!(retries(0, 2_000), 0, "nothing fails before the outage");
+    let succeeded_before: u64 = o.accepted[..20].iter().sum();
+    assert_eq!(succeeded_before, 599);
+    assert_eq!(retries(2_000, 3_000), succeeded_before / 10, "a tenth of the successes before it");
+    assert_eq!(retries(3_000, 7_000), 0, "nothing succeeds during it");
+    let a = o.amplification(2_000, 7_000);
+    assert!((1.03..=1.05).contains(&a), "{a}");
+}
+
 /// The names the README's tables and the plots' legends show.
 #[test]
 fn the_scenarios_are_named_as_the_readme_names_them() {
@@ -116,14 +136,18 @@ fn the_scenarios_are_named_as_the_readme_names_them() {
         Algorithm::ALL.map(Algorithm::name),
         ["no backoff", "exponential", "full jitter", "equal jitter", "decorrelated jitter"]
     );
-    let budgets = [Budget::Unlimited, Budget::Ratio, Budget::Tokens];
-    assert_eq!(budgets.map(Budget::short_name), ["no budget", "ratio budget", "token bucket"]);
+    let budgets = [Budget::Unlimited, Budget::Ratio, Budget::Tokens, Budget::Tower];
+    assert_eq!(
+        budgets.map(Budget::short_name),
+        ["no budget", "ratio budget", "token bucket", "tower's budget"]
+    );
     assert_eq!(
         budgets.map(Budget::name),
         [
             "no budget",
             "ratio budget (10 % of calls over 10 s)",
-            "token bucket (10 % of a second's first attempts, refilled each second)"
+            "token bucket (10 % of a second's first attempts, refilled each second)",
+            "tower's TpsBudget (10 % of the calls that succeeded over 10 s, no reserve)"
         ]
     );
 }
@@ -139,10 +163,10 @@ fn the_readme_holds_every_row_of_the_tables_the_evidence_binary_wrote() {
     let (tables, readme) = (read("evidence/tables.md"), read("README.md"));
     let readme: std::collections::HashSet<&str> = readme.lines().collect();
     let rows: Vec<&str> = tables.lines().filter(|l| l.starts_with('|')).collect();
-    // Nine tables: the AWS experiment's 5 algorithms, the budgets' 6 rows, the jitter's 5, the
-    // client throttle's 3, the hedges' 5, the bulkheads' 4, the critical reserve's 6, 2 and 3,
-    // each with its header and separator.
-    assert_eq!(rows.len(), 7 + 8 + 7 + 5 + 7 + 6 + 8 + 4 + 5, "{tables}");
+    // Nine tables: the AWS experiment's 5 algorithms, the budgets' 8 rows (tower's among them),
+    // the jitter's 5, the client throttle's 3, the hedges' 5, the bulkheads' 4, the critical
+    // reserve's 6, 2 and 3, each with its header and separator.
+    assert_eq!(rows.len(), 7 + 10 + 7 + 5 + 7 + 6 + 8 + 4 + 5, "{tables}");
     let missing: Vec<&str> = rows.into_iter().filter(|row| !readme.contains(row)).collect();
     assert!(
         missing.is_empty(),

@@ -2,7 +2,9 @@
 //! service sends `rate` first attempts a second to a dependency that fails every call during an
 //! outage and then recovers. With 3 attempts per request and no budget, the dependency sees about
 //! 3 calls per first attempt while it is down, exactly when it can least take them; with three
-//! layers each retrying, 27. A ratio budget of 10 % keeps it near 1.1 per layer.
+//! layers each retrying, 27. A ratio budget of 10 % keeps it near 1.1 per layer. tower's
+//! `TpsBudget`, as tower's documentation deposits into it (once per success), runs beside Relent's
+//! budgets for comparison: the budget users of tower's `Retry` would have instead.
 //!
 //! A discrete-event simulation on a virtual clock in microseconds. Each layer is a
 //! [`Dependency`] with its own budget; an attempt at layer `k` is a whole operation at layer
@@ -31,6 +33,11 @@ pub enum Budget {
     Ratio,
     /// A token bucket sized to the same 10 %: 10 % of a second's first attempts, refilled each second.
     Tokens,
+    /// tower's `TpsBudget` as its documentation's policy uses it, beside Relent's retries: a
+    /// deposit for each call that succeeds, 10 % of them over 10 s to withdraw (`retry_percent`
+    /// 0.1, no reserve: `min_per_sec` 0), a withdrawal as each retry goes out, and the retry not
+    /// sent when it fails. The layers' own budgets then allow everything.
+    Tower,
 }
 
 impl Budget {
@@ -40,6 +47,7 @@ impl Budget {
             Self::Unlimited => "no budget",
             Self::Ratio => "ratio budget",
             Self::Tokens => "token bucket",
+            Self::Tower => "tower's budget",
         }
     }
 
@@ -49,6 +57,7 @@ impl Budget {
             Self::Unlimited => "no budget",
             Self::Ratio => "ratio budget (10 % of calls over 10 s)",
             Self::Tokens => "token bucket (10 % of a second's first attempts, refilled each second)",
+            Self::Tower => "tower's TpsBudget (10 % of the calls that succeeded over 10 s, no reserve)",
         }
     }
 }
@@ -242,7 +251,7 @@ fn config(
     reserve: Option<u8>,
 ) -> DependencyConfig<HZ> {
     let budget = match budget {
-        Budget::Unlimited => valid(RetryBudget::ratio(100, 1_000_000_000)),
+        Budget::Unlimited | Budget::Tower => valid(RetryBudget::ratio(100, 1_000_000_000)),
         Budget::Ratio => valid(RetryBudget::ratio(10, 0)),
         Budget::Tokens => {
             let tokens = u32::try_from(rate / 10).unwrap_or(u32::MAX).max(1);
@@ -261,6 +270,51 @@ struct Unavailable;
 impl relent_core::Classify<HZ> for Unavailable {
     fn classify(&self) -> Verdict<HZ> {
         Verdict::Retryable
+    }
+}
+
+/// tower's `TpsBudget`, one per layer, on a paused tokio clock that the simulation moves to each
+/// event's instant (the budget reads `tokio::time::Instant::now()` itself).
+struct TowerBudgets {
+    runtime: tokio::runtime::Runtime,
+    budgets: Vec<tower::retry::budget::TpsBudget>,
+    /// The clock's instant, in µs since the simulation's start.
+    at_us: u64,
+}
+
+impl TowerBudgets {
+    fn new(layers: usize) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime for tower's clock");
+        // Made on the paused clock, which their windows then follow.
+        let budgets = runtime.block_on(async {
+            (0..layers)
+                .map(|_| tower::retry::budget::TpsBudget::new(std::time::Duration::from_secs(10), 0, 0.1))
+                .collect()
+        });
+        Self { runtime, budgets, at_us: 0 }
+    }
+
+    /// Moves the budgets' clock on to `now_us`.
+    fn at(&mut self, now_us: u64) {
+        if now_us > self.at_us {
+            let by = std::time::Duration::from_micros(now_us - self.at_us);
+            self.runtime.block_on(tokio::time::advance(by));
+            self.at_us = now_us;
+        }
+    }
+
+    fn deposit(&self, layer: usize) {
+        use tower::retry::budget::Budget as _;
+        self.runtime.block_on(async { self.budgets[layer].deposit() });
+    }
+
+    fn withdraw(&self, layer: usize) -> bool {
+        use tower::retry::budget::Budget as _;
+        self.runtime.block_on(async { self.budgets[layer].withdraw() })
     }
 }
 
@@ -317,8 +371,12 @@ pub fn run(s: &Scenario) -> Outcome {
         Context::new(deadline, ReplaySafety::replayable_read(D::from_secs(3_600))).criticality(criticality)
     };
 
+    let mut tower = (s.budget == Budget::Tower).then(|| TowerBudgets::new(s.layers));
     while let Some((now, event)) = agenda.pop() {
         let t = T::from_ticks(now);
+        if let Some(tower) = tower.as_mut() {
+            tower.at(now);
+        }
         match event {
             Event::Arrive(k) => {
                 if now < s.duration_ms * 1_000 {
@@ -338,6 +396,13 @@ pub fn run(s: &Scenario) -> Outcome {
                 let layer = rec.layer;
                 match rec.op.poll(t, &mut layers[layer], &mut ()) {
                     Action::Dispatch(attempt) => {
+                        if attempt.number() > 1 && tower.as_ref().is_some_and(|b| !b.withdraw(layer)) {
+                            // tower's budget refuses the retry: it is not sent, and the operation
+                            // ends with the failure before it (as cancelled, here).
+                            rec.op.abandon(t, &mut layers[layer], &mut ());
+                            agenda.push(now, Event::Poll(i));
+                            continue;
+                        }
                         let timeout = attempt.timeout();
                         rec.out = Some(attempt);
                         if layer + 1 == s.layers {
@@ -403,6 +468,9 @@ pub fn run(s: &Scenario) -> Outcome {
                     out.accepted[((attempt.started().as_ticks() / 100_000) as usize).min(buckets - 1)] += 1;
                 }
                 if ok {
+                    if let Some(tower) = &tower {
+                        tower.deposit(rec.layer);
+                    }
                     rec.op.on_success(attempt, t, dep, &mut ());
                 } else {
                     rec.op.on_failure(attempt, t, dep, &mut rng, Unavailable, &mut ());
