@@ -379,8 +379,13 @@ impl Breaker {
         }
         let verdict = match self.phase {
             Phase::Closed => Ok(None),
+            // Successes counted under a rule of more probes than `probes` (by an operation started
+            // before a reconfiguration, or in a snapshot restored under another) may be all that
+            // `probes` asks for: then every attempt goes as a probe, and the first to succeed
+            // closes the circuit (a failure opens it again), rather than the circuit waiting for a
+            // probe it would no longer let through. 16 bytes of a Cortex-M3's flash.
             Phase::HalfOpen { in_flight, successes } => {
-                if in_flight.saturating_add(successes) < probes {
+                if successes >= probes || in_flight.saturating_add(successes) < probes {
                     Ok(Some(self.episode))
                 } else {
                     Err(Refused { until: None })

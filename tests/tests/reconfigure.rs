@@ -471,7 +471,11 @@ impl Cfg {
             0 => c,
             1 => c.breaker(BreakerConfig::count_window(4, 50, 2, D::from_secs(2))),
             2 => c.breaker(BreakerConfig::count_window(6, 50, 2, D::from_secs(3))),
-            n => c.breaker(BreakerConfig::consecutive_failures(u32::from(n - 2), D::from_secs(u64::from(n)))),
+            // Of 1 to 3 probes: a circuit half-open under one count is carried to another.
+            n => c.breaker(
+                BreakerConfig::consecutive_failures(u32::from(n - 2), D::from_secs(u64::from(n)))
+                    .probes(n - 2),
+            ),
         };
         if self.bulkhead > 0 {
             c = c.bulkhead(u16::from(self.bulkhead));
@@ -725,5 +729,45 @@ proptest! {
         }
         prop_assert!(ops.is_empty(), "every operation ends");
         prop_assert_eq!((state.in_flight(), state.bulkhead_waiting()), (0, 0));
+        // And nothing is left stuck: a minute on (past any break, cooldown, rate debt or airtime
+        // of these configurations), a first attempt goes.
+        let later = t(now.as_ticks() + 60_000);
+        let mut op = Operation::<HZ, Failure>::start(&ONCE, &configs[current], read().airtime(D::from_millis(100)), later).unwrap();
+        let action = op.poll(later, &mut state, &mut ());
+        prop_assert!(matches!(action, Action::Dispatch(_)), "refused a minute on: {:?}", op.take_completion());
     }
+}
+
+/// A half-open circuit that has seen two of its three probes succeed, carried over to a rule of
+/// one probe, has had the successes the new rule asks for: it lets attempts through as probes,
+/// and the first success closes it (the first failure opens it again), rather than waiting for a
+/// probe it no longer lets through.
+#[test]
+fn a_half_open_circuit_with_the_successes_a_smaller_probe_count_asks_for_closes_at_the_next_success() {
+    let a = BASE.breaker(BreakerConfig::consecutive_failures(1, D::from_secs(1)).probes(3));
+    let b = BASE.breaker(BreakerConfig::consecutive_failures(1, D::from_secs(1)));
+    let half_open_with_two_successes = || {
+        let mut state = State::new(&a, t(0)).unwrap();
+        let held = send(&a, &mut state, 0).unwrap();
+        end(held, &mut state, 10, FAILED);
+        for ms in [1_010, 1_100] {
+            let probe = send(&a, &mut state, ms).unwrap();
+            end(probe, &mut state, ms + 10, None);
+        }
+        assert_eq!(state.circuit(t(1_200)), CircuitState::HalfOpen);
+        state.reconfigure(&a, &b, t(1_200)).unwrap();
+        state
+    };
+    let mut state = half_open_with_two_successes();
+    let first = send(&b, &mut state, 1_300).expect("a probe goes");
+    let second = send(&b, &mut state, 1_301).expect("and another, while none has come back");
+    end(first, &mut state, 1_310, None);
+    assert_eq!(state.circuit(t(1_310)), CircuitState::Closed, "the first success closes it");
+    end(second, &mut state, 1_320, FAILED);
+    assert_eq!(state.circuit_open_until(t(1_320)), Some(t(2_320)), "closed, one failure opens it under b");
+
+    let mut state = half_open_with_two_successes();
+    let probe = send(&b, &mut state, 1_300).unwrap();
+    end(probe, &mut state, 1_310, FAILED);
+    assert_eq!(state.circuit_open_until(t(1_310)), Some(t(2_310)), "a failed probe opens it for b's break");
 }

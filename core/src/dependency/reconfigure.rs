@@ -48,8 +48,10 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     ///   limit keeps what it learnt, within `to`'s slots and, where the floor changed, its floor
     ///   (an operation from before a change may lower it below a floor `to` kept; the limit grows
     ///   back as `to`'s operations succeed); a breaker's new trip rule reads the run of failures so far (a count
-    ///   window of another size or rule starts empty), and a new break length or probe count
-    ///   applies from the next time the circuit opens;
+    ///   window of another size or rule starts empty), a new break length applies from the next
+    ///   time the circuit opens, and a new probe count at once (a half-open circuit whose probes'
+    ///   successes already make it lets attempts through as probes, and the first success closes
+    ///   it);
     /// - **starts fresh** where `to` adds the protection or leaves it out (a breaker's isolation
     ///   goes with it: with no breaker there is no circuit to isolate or close), as in a new
     ///   dependency: a token bucket that `to` adds starts full.
