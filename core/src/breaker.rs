@@ -510,6 +510,31 @@ impl Breaker {
         }
     }
 
+    /// Bounds a breaker restored from a snapshot by `config`, at `now`, for a snapshot saved under
+    /// another configuration (or bytes that pass the checksum but no configuration wrote): a break
+    /// ends at most `break_for` from now, and a count window that `config`'s rule could not have
+    /// filled (another size, outcomes past its count, or no count window at all) is forgotten.
+    /// A breaker saved under `config` itself is within both bounds, and is left as it is.
+    pub(crate) fn bound<const HZ: u64>(&mut self, config: &BreakerConfig<HZ>, now: Ticks) {
+        if let Phase::Open { until } = &mut self.phase {
+            *until = (*until).min(now.saturating_add(config.break_for.as_ticks()));
+        }
+        #[cfg(feature = "breaker-count-window")]
+        {
+            // A window of `size` slots holds `len` outcomes in its lowest `len` bits: filled in
+            // order until it is full (the next slot is then `len`), any slot next once it is.
+            let (len, next) = (self.ring_len, self.ring_next);
+            let used = u64::MAX.checked_shr(64u32.saturating_sub(u32::from(len))).unwrap_or(0);
+            let filled = match config.trip {
+                Trip::CountWindow { size, .. } => (len < size && next == len) || (len == size && next < size),
+                _ => false,
+            };
+            if !filled || self.ring.get() & !used != 0 {
+                self.forget_count_window();
+            }
+        }
+    }
+
     /// Forgets the count window's outcomes, and keeps everything else: for a breaker reconfigured
     /// to a trip rule its count window does not serve (another rule, or a window of another size;
     /// see [`crate::Dependency::reconfigure`]). The run of failures in a row is kept: every rule

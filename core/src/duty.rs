@@ -139,6 +139,19 @@ impl<const L: usize> AirtimeLog<L> {
         }
     }
 
+    /// Bounds a log restored from a snapshot by `duty`, at `now`: no airtime counts for longer
+    /// than `duty`'s window and whole allowance from now. A transmission under way or over when
+    /// the snapshot was saved never counts longer than that under the configuration that saved
+    /// it: what is cut is airtime reserved ahead for an attempt still waiting then (which the
+    /// reset ended), and what a snapshot saved under a longer window or allowance holds. The
+    /// entries stay in order.
+    pub(crate) fn bound<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, now: Ticks) {
+        let latest = now.saturating_add(duty.window.as_ticks()).saturating_add(duty.airtime.as_ticks());
+        for leave in &mut self.leaves {
+            *leave = (*leave).min(latest);
+        }
+    }
+
     fn live(&self) -> usize {
         self.costs.iter().take_while(|&&c| c > 0).count()
     }

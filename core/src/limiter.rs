@@ -229,6 +229,19 @@ impl Limiter {
 }
 
 impl Limiter {
+    /// Bounds a limiter restored from a snapshot by `limit`, at `now`, for a snapshot saved under
+    /// another limit (or bytes that pass the checksum but no limit wrote): a part of a tick that
+    /// is not a part of `limit`'s count is rounded up to a whole tick, and the debt is cut as
+    /// [`Limiter::carry`] cuts it. A limiter saved under `limit` itself is within both bounds.
+    pub(crate) fn bound<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, now: Ticks) {
+        if self.frac >= limit.count {
+            (self.tat, self.frac) = (self.tat.saturating_add(1), 0);
+        }
+        self.carry(limit, limit, now);
+    }
+}
+
+impl Limiter {
     /// Bytes of a limiter in a snapshot: how far ahead its next arrival time was, and the remainder.
     pub(crate) const SNAPSHOT_LEN: usize = 12;
 

@@ -18,7 +18,9 @@
 //! The format: magic `RLNT`, a version byte, the tick rate, bucket count, airtime-log length and
 //! set of protections compiled in that it was written for, the state (only the parts compiled in), and a CRC-32 (IEEE) of all of it. A truncated, corrupted, other-version or mismatched
 //! snapshot is refused with a [`SnapshotError`]; nothing is trusted that does not check out, and
-//! [`Dependency::restore_or_new`] starts fresh instead. Every single-byte corruption changes the
+//! [`Dependency::restore_or_new`] starts fresh instead. What checks out is still bounded by the
+//! configuration it is restored under, which need not be the one that saved it (a firmware update
+//! may have changed it): no part holds more than that configuration allows. Every single-byte corruption changes the
 //! CRC-32, so none is accepted. (The CRC is written here rather than taken from a crate because
 //! relent-core depends on nothing but its five chosen crates.)
 
@@ -364,6 +366,14 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     /// it: a window's count from before `now`'s tick 0 is dropped. A clock that restarts at 0 at
     /// each boot should start a window or more ahead (relent-embassy's core clock runs 2^40 ticks
     /// ahead of embassy's, 2^30 with 32-bit ticks).
+    ///
+    /// Restore under the configuration the snapshot was saved under. Restored under another (a
+    /// firmware update changed it, or the device kept the wrong one), the state holds nothing
+    /// `config` would not allow: a break, a cooldown, a rate limit's debt and the airtime on record
+    /// end no later than `config`'s own would, a token bucket holds at most its capacity, a count
+    /// window its rule could not have filled is forgotten, and what `config` leaves out is
+    /// dropped. To carry a state over to new numbers exactly, as a running dependency is, restore it
+    /// under the old configuration and [`reconfigure`](Dependency::reconfigure) it to the new one.
     pub fn restore(
         config: &DependencyConfig<HZ>,
         bytes: &[u8],
@@ -421,7 +431,9 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         for p in &mut cooldown.0 {
             *p = Cooldown::restore(&mut r, rebase);
         }
-        Ok(Self::from_parts(window, tokens, breaker, limiter, airtime, cooldown))
+        let mut restored = Self::from_parts(window, tokens, breaker, limiter, airtime, cooldown);
+        restored.bound_restored(config, now);
+        Ok(restored)
     }
 
     /// As [`Dependency::restore`], falling back to a fresh state (and saying why) when the snapshot

@@ -152,7 +152,8 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
     /// On waking from a deep sleep, before any operation runs: restores the state
     /// [saved](Self::save) into `snapshot`, rebased by the time `slept` (from the RTC), under `config`,
     /// the configuration in force when it was saved, which becomes this dependency's: the restored
-    /// state and its configuration change together, in one step under the lock.
+    /// state and its configuration change together, in one step under the lock. (Restored under
+    /// another, the state is bounded by `config`: see `relent_core::Dependency::restore`.)
     ///
     /// A snapshot that is refused (truncated, corrupted, from another build's shape or version, or
     /// saved under a configuration whose window's buckets have another width) leaves the state as

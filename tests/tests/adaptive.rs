@@ -382,7 +382,7 @@ fn traffic() -> impl Strategy<Value = Traffic> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(relent_tests::cases(256)))]
 
     #[test]
     fn the_limit_follows_the_model_after_every_attempt_and_bounds_admission(

@@ -639,7 +639,7 @@ fn check_within(from: &DependencyConfig<HZ>, to: &DependencyConfig<HZ>, state: &
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: relent_tests::cases(512), failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Random traffic against one dependency whose configuration changes back and forth: the
     /// slots and queue places always match the operations that hold them (whichever

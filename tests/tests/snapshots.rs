@@ -347,3 +347,144 @@ fn a_valid_snapshot_restores_through_restore_or_new_with_no_error() {
     assert_eq!(dep, Dep::restore(&CONFIG, &bytes, now, slept).unwrap());
     assert_ne!(dep, Dep::new(&CONFIG, now).unwrap(), "the busy state came back, not a fresh one");
 }
+
+/// CONFIG's shape (the same 60 s window) with shorter limits: a 2-token bucket, a 5 s break, a
+/// duty cycle of 1 s in 10 s and a cooldown of at most 60 s. What a firmware update that changed
+/// the configuration would restore its predecessor's snapshot under.
+const SHORT: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(60))
+    .budget(valid(RetryBudget::token_bucket(2, 2, D::from_secs(60), D::from_secs(5))))
+    .breaker(BreakerConfig::consecutive_failures(2, D::from_secs(5)))
+    .rate_limit(RateLimit::new(10, D::from_secs(1)).burst(5))
+    .duty_cycle(DutyCycle::per_mille(100, D::from_secs(10)))
+    .cooldown(D::from_secs(60));
+
+/// CONFIG's window and nothing else.
+const BARE: DependencyConfig<HZ> = DependencyConfig::new(D::from_secs(60));
+
+#[test]
+fn restored_under_shorter_limits_a_break_a_cooldown_and_a_token_bucket_hold_no_more_than_they_allow() {
+    let (_, bytes) = busy_dependency();
+    let now = T::from_ticks(0);
+    // Under the configuration that saved it: open for 20.01 s more, cooling down for 590.01 s.
+    let mut same = Dep::restore(&CONFIG, &bytes, now, D::from_ticks(0)).unwrap();
+    assert_eq!(same.circuit_open_until(now), Some(T::from_ticks(20_010)));
+    assert_eq!(same.cooldown_until(now), Some(T::from_ticks(590_010)));
+    assert_eq!(same.retries_available(&CONFIG, now), Some(4));
+    // Under SHORT: the break and the cooldown end at SHORT's longest, the bucket holds its capacity.
+    let mut short = Dep::restore(&SHORT, &bytes, now, D::from_ticks(0)).unwrap();
+    assert_eq!(short.circuit_open_until(now), Some(T::from_ticks(5_000)));
+    assert_eq!(short.cooldown_until(now), Some(T::from_ticks(60_000)));
+    assert_eq!(short.retries_available(&SHORT, now), Some(2));
+    // Under a configuration without them, none of them holds anything.
+    let bare = Dep::restore(&BARE, &bytes, now, D::from_ticks(0)).unwrap();
+    assert_eq!((bare.circuit(now), bare.circuit_open_until(now)), (CircuitState::Closed, None));
+    assert_eq!(bare.cooldown_until(now), None);
+}
+
+#[test]
+fn restored_under_a_shorter_duty_cycle_airtime_counts_no_longer_than_its_window_and_allowance() {
+    // 6 s of frames from 0 to 6 s, saved at 10 s: under CONFIG they count until 60.4 to 66 s.
+    let mut bytes = [0u8; LEN];
+    frames_back_to_back(15).save(T::from_ticks(10_000), &mut bytes).unwrap();
+    let woke = T::from_ticks(50);
+    let short = Dep::restore(&SHORT, &bytes, woke, D::from_ticks(0)).unwrap();
+    // Under 1 s in 10 s, all 6 s still count, and no longer than 11 s (window and allowance).
+    assert_eq!(short.airtime_used(&SHORT, woke), D::from_secs(6));
+    assert_eq!(short.next_airtime(&SHORT, woke, D::from_millis(400)), Some(T::from_ticks(11_050)));
+    assert_eq!(short.airtime_used(&SHORT, T::from_ticks(11_050)), D::from_ticks(0));
+}
+
+#[test]
+fn restored_under_a_faster_rate_limit_the_debt_of_the_slower_one_is_cut_to_the_new_burst() {
+    // One unit a minute: the unit taken at 0 leaves the next due at 60 s.
+    const SLOW: DependencyConfig<HZ> = CONFIG.rate_limit(RateLimit::new(1, D::from_secs(60)));
+    let mut dep = Dep::new(&SLOW, T::from_ticks(0)).unwrap();
+    let now = T::from_ticks(0);
+    let mut op = Operation::<HZ, Verdict<HZ>>::start(&ONCE, &SLOW, context(), now).unwrap();
+    let Action::Dispatch(a) = op.poll(now, &mut dep, &mut ()) else { panic!("not sent") };
+    op.on_success(a, T::from_ticks(400), &mut dep, &mut ());
+    let mut bytes = [0u8; LEN];
+    dep.save(T::from_ticks(400), &mut bytes).unwrap();
+    let woke = T::from_ticks(1_000);
+    let same = Dep::restore(&SLOW, &bytes, woke, D::from_ticks(0)).unwrap();
+    assert_eq!(same.next_rate_unit(&SLOW, woke), T::from_ticks(60_600));
+    // Under 10 a second in bursts of 5 (CONFIG), no more debt than five units taken at once leave:
+    // the next unit 100 ms on.
+    let fast = Dep::restore(&CONFIG, &bytes, woke, D::from_ticks(0)).unwrap();
+    assert_eq!(fast.next_rate_unit(&CONFIG, woke), T::from_ticks(1_100));
+}
+
+/// A count-window breaker of 8 outcomes and 3 probes, on CONFIG's other protections.
+const WINDOWED: DependencyConfig<HZ> =
+    CONFIG.breaker(BreakerConfig::count_window(8, 50, 4, D::from_secs(10)).probes(3));
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        cases: relent_tests::cases(512),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })]
+
+    /// Bytes that pass the checksum but that no configuration wrote (a busy dependency's snapshot
+    /// with up to 12 bytes of its body rewritten, the CRC made right), restored under CONFIG or
+    /// under another configuration: refused as corrupted or of another window, or restored holding
+    /// no more than the configuration allows (a break, a cooldown, a rate debt, airtime, tokens),
+    /// and never stuck: an hour on, a first attempt goes, unless an operator's isolation came
+    /// through (which only the operator ends).
+    #[test]
+    fn a_forged_snapshot_is_refused_or_restores_within_the_configuration_and_never_stuck(
+        edits in proptest::collection::vec((18..LEN - 4, proptest::prelude::any::<u8>()), 1..12),
+        phase in proptest::option::of((0u8..4, proptest::prelude::any::<u8>())),
+        under in 0usize..4,
+        slept in 0u64..100_000,
+    ) {
+        let config = [CONFIG, SHORT, WINDOWED, BARE][under];
+        let (_, mut bytes) = busy_dependency();
+        // The breaker's phase (1, open, for 20.01 s more) and, after the 8 bytes of what remains
+        // of its break, its half-open successes: before the limiter, the airtime log, the
+        // cooldown and the CRC.
+        let breaker = LEN - 4 - 8 - 4 * 12 - 12 - 26;
+        assert_eq!((bytes[breaker], &bytes[breaker + 1..breaker + 9]), (1, &20_010u64.to_le_bytes()[..]));
+        // Some cases set another phase (closed, open, half-open, isolated) and any count of successes.
+        if let Some((tag, successes)) = phase {
+            (bytes[breaker], bytes[breaker + 9]) = (tag, successes);
+        }
+        for (at, value) in edits {
+            bytes[at] = value;
+        }
+        let crc = crc32(&bytes[..LEN - 4]).to_le_bytes();
+        bytes[LEN - 4..].copy_from_slice(&crc);
+        let now = T::from_ticks(1_000);
+        let mut dep = match Dep::restore(&config, &bytes, now, D::from_ticks(slept)) {
+            Ok(dep) => dep,
+            Err(e) => {
+                proptest::prop_assert!(matches!(e, SnapshotError::Corrupted | SnapshotError::OtherConfig), "{e:?}");
+                return Ok(());
+            }
+        };
+        let within = |d: D| T::from_ticks(now.as_ticks() + d.as_ticks());
+        match config.circuit_breaker() {
+            Some(b) => proptest::prop_assert!(dep.circuit_open_until(now) <= Some(within(b.break_for()))),
+            None => proptest::prop_assert_eq!(dep.circuit(now), CircuitState::Closed),
+        }
+        proptest::prop_assert!(dep.cooldown_until(now) <= config.cooldown_max().map(within));
+        if let Some(limit) = config.rate() {
+            let interval = limit.period().as_ticks().div_ceil(u64::from(limit.count()));
+            let latest = limit.max_wait_time().as_ticks() + u64::from(limit.burst_size()) * interval + 1;
+            proptest::prop_assert!(dep.next_rate_unit(&config, now) <= within(D::from_ticks(latest)));
+        }
+        if let Some(duty) = config.duty() {
+            let free = dep.next_airtime(&config, now, D::from_millis(400));
+            proptest::prop_assert!(free <= Some(within(duty.window() + duty.airtime())));
+        }
+        if let Some(relent_core::BudgetKind::TokenBucket { capacity, .. }) = config.retry_budget().map(|b| b.kind()) {
+            proptest::prop_assert!(dep.retries_available(&config, now).unwrap() <= capacity);
+        }
+        let later = T::from_ticks(now.as_ticks() + 3_600_000);
+        if dep.circuit(later) != CircuitState::Isolated {
+            let mut op = Operation::<HZ, Verdict<HZ>>::start(&ONCE, &config, context(), later).unwrap();
+            let action = op.poll(later, &mut dep, &mut ());
+            proptest::prop_assert!(matches!(action, Action::Dispatch(_)), "refused an hour on: {:?}", op.take_completion());
+        }
+    }
+}

@@ -264,7 +264,7 @@ fn model(k: u64, arrivals: &[(u64, bool)]) -> Vec<bool> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(relent_tests::cases(256)))]
 
     #[test]
     fn the_throttles_refusals_are_the_books_probabilities_summed(

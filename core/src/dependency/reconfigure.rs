@@ -162,6 +162,48 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
     }
 }
 
+impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
+    /// Bounds a state restored from a snapshot by `config` (see [`Dependency::restore`]): what
+    /// `config` leaves out is dropped, and what its numbers bound is cut to them, so that a
+    /// snapshot saved under another configuration (a firmware update changed it, or the device
+    /// restored under the wrong one), or bytes that pass the checksum but no configuration wrote,
+    /// hold nothing `config` would not allow. Unlike [`Dependency::reconfigure`], nothing says
+    /// which configuration saved the state, so nothing is carried over: an open circuit's break is
+    /// cut to `config`'s, a cooldown to its longest, a rate limit's debt and the airtime on record
+    /// to what `config` could leave, and a count window its rule could not have filled is
+    /// forgotten. A token bucket needs nothing here: it never holds more than its capacity once
+    /// brought up to date. A snapshot saved under `config` comes through unchanged, but for a rate
+    /// unit or airtime reserved ahead for an attempt that was waiting when it was saved, past the
+    /// limit's own wait: the reset ended that attempt.
+    pub(crate) fn bound_restored(&mut self, config: &DependencyConfig<HZ>, now: Instant<HZ>) {
+        let t = now.as_ticks();
+        if let Some(breaker) = self.breaker.get_mut() {
+            match config.breaker_on() {
+                Some(c) => breaker.bound(c, t),
+                None => {
+                    let _ = breaker.force_close();
+                }
+            }
+        }
+        if let Some(limiter) = self.limiter.get_mut() {
+            match config.rate_limit_on() {
+                Some(limit) => limiter.bound(limit, t),
+                None => *limiter = Limiter::new(),
+            }
+        }
+        match config.duty_cycle_on() {
+            Some(duty) => self.airtime.bound(duty, t),
+            None => self.airtime = AirtimeLog::new(),
+        }
+        if let Some(cooldown) = self.cooldown.get_mut() {
+            match config.cooldown_on() {
+                Some(max) => cooldown.cut(t, max.as_ticks()),
+                None => *cooldown = Cooldown::new(),
+            }
+        }
+    }
+}
+
 /// Whether a breaker's count window (its outcomes remembered) means the same under `new` as under
 /// `old`: one rule, or two count-window rules of one size.
 fn same_count_window<const HZ: u64>(old: &BreakerConfig<HZ>, new: &BreakerConfig<HZ>) -> bool {
