@@ -15,10 +15,13 @@
 //! within its limits (a cooldown no longer than its longest, a token bucket no fuller than its
 //! capacity, a learnt limit no higher than its slots, a changed rate limit's debt no further ahead
 //! than it allows); an operation woken for a slot free for it (`Operation::slot_free`) takes it or
-//! leaves the queue; and once every operation is abandoned, nothing is held.
+//! leaves the queue; and once every operation is abandoned, nothing is held, and once every wait
+//! either configuration names has passed, a first attempt goes (nothing is stuck).
 
 use arbitrary::{Result, Unstructured};
-use relent_core::{Action, Attempt, DependencyConfig, Instant, Operation, RetryPolicy, Verdict};
+use relent_core::{
+    Action, Attempt, Context, DependencyConfig, Instant, Operation, ReplaySafety, RetryPolicy, Ticks, Verdict,
+};
 
 use crate::{Duration, SLOTS, STEPS, State, Words, accepted, after, config, context, policy, ticks, verdict};
 
@@ -37,6 +40,8 @@ pub struct Reconfigured {
     /// Woken operations that found no slot under their own configuration where the one in force
     /// saw one for the operations started under it.
     pub woken_without_slot: u32,
+    /// First attempts that went once every wait had passed, at a script's end.
+    pub alive: u32,
 }
 
 /// Runs the reconfiguring script that `data` encodes, adding what it reached to `reached`.
@@ -284,12 +289,75 @@ impl<'p, const HZ: u64> World<'p, '_, HZ> {
         let _ = from;
     }
 
-    /// Abandons every operation: nothing is left held.
+    /// Abandons every operation: nothing is left held. And nothing is left stuck: once every
+    /// wait that either configuration could name has passed, a first attempt goes.
     fn end(&mut self) {
         for k in 0..SLOTS {
             self.abandon(k);
         }
         assert_eq!(self.state.in_flight(), 0, "bulkhead slots held after every operation ended");
         assert_eq!(self.state.bulkhead_waiting(), 0, "places in the queue held after every operation ended");
+        self.alive();
     }
+
+    /// A single attempt, critical, started once every wait either configuration names has passed
+    /// (its window, a break, a cooldown, a rate debt, airtime) goes at once: no state the script
+    /// left (a half-open circuit whose probes' count changed, a debt carried across a change)
+    /// refuses it for ever. Skipped where that instant is past the clock's end, or the
+    /// configuration in force cannot start such an operation (its duty cycle's allowance is
+    /// zero).
+    fn alive(&mut self) {
+        let Some(span) = self.configs.iter().try_fold(1, |sum: Ticks, c| sum.checked_add(longest_wait(c)?))
+        else {
+            return;
+        };
+        let Some(later) = self.now.as_ticks().checked_add(span) else {
+            return;
+        };
+        let later = Instant::<HZ>::from_ticks(later);
+        let config = &self.configs[self.current];
+        let Some(policy) = accepted(RetryPolicy::<HZ>::single_attempt().build()) else {
+            return;
+        };
+        let mut context = Context::new(Duration::<HZ>::from_ticks(span), ReplaySafety::Unsafe);
+        if config.duty().is_some() {
+            context = context.airtime(Duration::<HZ>::from_ticks(1));
+        }
+        let Some(mut op) = accepted(Operation::<HZ, Verdict<HZ>>::start(&policy, config, context, later))
+        else {
+            return;
+        };
+        match op.poll(later, &mut self.state, &mut ()) {
+            Action::Dispatch(attempt) => {
+                op.on_success(attempt, later, &mut self.state, &mut ());
+                self.reached.alive = self.reached.alive.saturating_add(1);
+            }
+            action => panic!(
+                "{action:?} for a first attempt after every wait has passed: {:?}",
+                op.take_completion()
+            ),
+        }
+    }
+}
+
+/// The longest that anything `config` names can hold a first attempt back, added up: its window
+/// (what a client throttle reads), a break, a cooldown, a rate limit's longest debt (its wait, its
+/// burst and an interval), and a duty cycle's window and allowance. `None` past the clock's end.
+fn longest_wait<const HZ: u64>(config: &DependencyConfig<HZ>) -> Option<Ticks> {
+    let mut sum = config.window().as_ticks();
+    if let Some(b) = config.circuit_breaker() {
+        sum = sum.checked_add(b.break_for().as_ticks())?;
+    }
+    if let Some(max) = config.cooldown_max() {
+        sum = sum.checked_add(max.as_ticks())?;
+    }
+    if let Some(limit) = config.rate() {
+        let interval = limit.period().as_ticks().div_ceil(Ticks::from(limit.count().max(1)));
+        let burst = Ticks::from(limit.burst_size()).checked_mul(interval)?;
+        sum = sum.checked_add(limit.max_wait_time().as_ticks())?.checked_add(burst)?.checked_add(1)?;
+    }
+    if let Some(duty) = config.duty() {
+        sum = sum.checked_add(duty.window().as_ticks())?.checked_add(duty.airtime().as_ticks())?;
+    }
+    Some(sum)
 }

@@ -471,6 +471,10 @@ impl Cfg {
             0 => c,
             1 => c.breaker(BreakerConfig::count_window(4, 50, 2, D::from_secs(2))),
             2 => c.breaker(BreakerConfig::count_window(6, 50, 2, D::from_secs(3))),
+            6 => c.breaker(BreakerConfig::failure_ratio(50, 2, D::from_secs(2)).probes(2)),
+            7 => c.breaker(
+                BreakerConfig::consecutive_failures(2, D::from_secs(2)).slow_calls(D::from_millis(300)),
+            ),
             // Of 1 to 3 probes: a circuit half-open under one count is carried to another.
             n => c.breaker(
                 BreakerConfig::consecutive_failures(u32::from(n - 2), D::from_secs(u64::from(n)))
@@ -514,7 +518,7 @@ fn cfg() -> impl Strategy<Value = Cfg> {
     (
         prop_oneof![Just(5u64), Just(10), Just(60)],
         0u8..5,
-        0u8..6,
+        0u8..8,
         0u8..4,
         any::<bool>(),
         any::<bool>(),
