@@ -47,7 +47,10 @@
 //!
 //! A rate unit due soon enough (within the limit's `max_wait`) and airtime free soon enough
 //! (within the policy's maximum delay) are both reserved for the instant the attempt can go, and
-//! the operation waits for it, holding nothing else; both waits must fit before the deadline.
+//! the operation waits for it, holding nothing else; both waits must fit before the deadline. An
+//! operation that ends without sending that attempt (cancelled, out of time when polled late, or
+//! queued for a slot at that instant) gives both back, where what others took since allows it
+//! without letting the limits be exceeded; otherwise they stay spent, and the limits err low.
 //!
 //! A refusal of the first attempt completes the operation as rejected (deferred, for the cooldown)
 //! with its code and, where known, when to try again; a refusal of a later attempt becomes the
@@ -1271,6 +1274,19 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         }
         self.window.record_call(now, request.retry);
         Admission::Go(Ticket::new(reservation, probe, slot))
+    }
+
+    /// Gives back the rate unit and the airtime reserved at `at` for an attempt of `airtime` that
+    /// will not go out: its operation ended while it waited for them (cancelled, or its deadline
+    /// or replay statement ran out before it was polled again). What others took since may keep
+    /// them spent (see `Limiter::give_back` and `AirtimeLog::give_back`): the limits only err low.
+    pub(crate) fn give_back_reserved(&mut self, config: &DependencyConfig<HZ>, at: Ticks, airtime: Ticks) {
+        if let (Some(limit), Some(limiter)) = (config.rate_limit_on(), self.limiter.get_mut()) {
+            limiter.give_back(limit, at);
+        }
+        if let Some(duty) = config.duty_cycle_on() {
+            self.airtime.give_back(duty, at, airtime);
+        }
     }
 
     /// Takes a rate unit and records the airtime for an attempt going out at `at`. Inlined on hosts:

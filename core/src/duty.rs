@@ -229,6 +229,33 @@ impl<const L: usize> AirtimeLog<L> {
         Some(self.entries().last().map_or(now, |(leave, _)| leave).max(now))
     }
 
+    /// Gives back airtime [recorded](Self::record) for a transmission of `cost` ticks at `start`
+    /// that will not go out (its operation ended while it waited for it): `cost` comes off an
+    /// entry that leaves when that transmission's would, and one left with no cost goes. Entries
+    /// only ever merge into the later of two, so that transmission's airtime is held by an entry
+    /// that leaves then or later: taken off one that leaves then, the load at any instant is what
+    /// it would be without it, or more for a while where it was merged into a later one. With no
+    /// entry that leaves then holding that much (all of it merged into later ones), nothing is
+    /// given back: the log errs high, as its merges do.
+    pub(crate) fn give_back<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, start: Ticks, cost: Ticks) {
+        let leave = start.saturating_add(cost).saturating_add(duty.window.as_ticks());
+        #[allow(clippy::useless_conversion)] // With 32-bit ticks, already a u32.
+        let Ok(cost) = u32::try_from(cost) else { return };
+        let live = self.live();
+        let Some(k) = (0..live)
+            .find(|&k| self.leaves.get(k) == Some(&leave) && self.costs.get(k).is_some_and(|&c| c >= cost))
+        else {
+            return;
+        };
+        if let Some(c) = self.costs.get_mut(k) {
+            *c = c.saturating_sub(cost);
+            if *c == 0 {
+                self.shift(k.saturating_add(1)..live, k);
+                self.truncate(live.saturating_sub(1));
+            }
+        }
+    }
+
     /// Records a transmission of `cost` ticks starting at `start` (nothing for a cost of zero).
     pub(crate) fn record<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, start: Ticks, cost: Ticks) {
         let leave = start.saturating_add(cost).saturating_add(duty.window.as_ticks());

@@ -186,6 +186,19 @@ impl Limiter {
         earliest.max(now)
     }
 
+    /// Gives back the unit [taken](Self::take) at `at` for an attempt that will not go out (its
+    /// operation ended while it waited for it), when it is the last unit taken: the arrival time
+    /// is then exactly where that take left it, and goes back to `at`, never earlier than it was
+    /// before. After a later take it stays spent: moving the arrival time back then could let two
+    /// units go closer together than the limit allows, so the rate errs low instead.
+    pub(crate) fn give_back<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, at: Ticks) {
+        let mut taken = Self { tat: at, frac: 0 };
+        taken.take(limit, at);
+        if *self == taken {
+            (self.tat, self.frac) = (at, 0);
+        }
+    }
+
     /// Takes the unit due at `next_at(limit, now)`: the TAT moves on by one interval from itself,
     /// or from `now` if it had fallen behind.
     pub(crate) fn take<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, now: Ticks) {

@@ -48,7 +48,9 @@
 //! What an attempt holds (a bulkhead slot, a half-open probe, a budget reservation) is recorded in
 //! the operation as well as in the [`Attempt`], so it is given back when the attempt is reported,
 //! when the deadline passes with the attempt never reported, or when the caller cancels the
-//! operation with [`Operation::abandon`]. An adapter whose future is dropped calls `abandon`.
+//! operation with [`Operation::abandon`]. An adapter whose future is dropped calls `abandon`. So is
+//! a rate unit and airtime reserved for an attempt the operation waits to send, when it ends
+//! without sending it (see [`crate::Dependency`]).
 
 use rand_core::RngCore;
 
@@ -541,6 +543,19 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
 
     /// What each attempt costs against a duty cycle, in ticks (none without one compiled in).
     #[inline(always)]
+    /// Gives back a rate unit and airtime reserved for `at` (`reserved`) for an attempt that will
+    /// not go out. Nothing to give back where neither limit is compiled in.
+    fn give_back_reserved<const N: usize, const L: usize>(
+        &self,
+        dependency: &mut Dependency<HZ, N, L>,
+        at: Instant<HZ>,
+        reserved: bool,
+    ) {
+        if reserved && cfg!(any(feature = "rate-limit", feature = "duty-cycle")) {
+            dependency.give_back_reserved(self.config, at.as_ticks(), self.airtime());
+        }
+    }
+
     fn airtime(&self) -> crate::time::Ticks {
         #[cfg(feature = "duty-cycle")]
         return self.airtime.as_ticks();
@@ -600,6 +615,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             if queued {
                 dependency.leave_queue();
             }
+            self.give_back_reserved(dependency, not_before, reserved);
             self.finish(now, Disposition::Failed, Some(problem), observer);
             return Action::Done;
         }
@@ -633,10 +649,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             }
             Admission::Queued(at) => {
                 let until = Instant::<HZ>::from_ticks(at);
-                // A rate unit or airtime reserved for this tick is given up: the attempt will not go
-                // out at it, and the limits hold for the ticks attempts go out at. It takes them
-                // afresh when it gets its slot (the unit given up stays spent: the rate only errs
-                // low).
+                // A rate unit or airtime reserved for this tick is given up (and given back where
+                // nothing was taken since): the attempt will not go out at it, and the limits hold
+                // for the ticks attempts go out at. It takes them afresh when it gets its slot.
+                self.give_back_reserved(dependency, not_before, reserved);
                 self.phase = Phase::Ready { not_before: until, reserved: false, queued: [true; BULKHEAD] };
                 if !queued {
                     observer.on_event(&Event::WaitingForSlot { operation: self.id, attempt: number, until });
@@ -739,7 +755,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 self.waited = time::sum(self.waited, time::since(now, before));
                 dependency.leave_queue();
             }
-            Phase::Ready { .. } => {}
+            Phase::Ready { not_before, reserved, .. } => {
+                self.give_back_reserved(dependency, not_before, reserved)
+            }
         }
         self.finish(now, Disposition::Failed, Some(Problem::Cancelled), observer);
     }

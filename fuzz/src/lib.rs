@@ -155,6 +155,8 @@ pub struct Reached {
     pub shed_refusals: u32,
     /// Attempts dispatched by an operation that had waited in the queue for a slot.
     pub dispatched_from_queue: u32,
+    /// First attempts that went once every wait had passed, at a script's end.
+    pub alive: u32,
 }
 
 /// The share of each limit an operation started with `context` may not
@@ -486,6 +488,8 @@ struct World<'p, const HZ: u64> {
     /// Slot counts can no longer be checked: an operation was dropped holding a slot, or a snapshot
     /// was restored while attempts were out (neither a caller keeping the contract does).
     uncounted: bool,
+    /// The latest instant the script's clock has shown (it may go back), rebased as the state is.
+    latest: Instant<HZ>,
     reached: &'p mut Reached,
 }
 
@@ -507,6 +511,7 @@ fn run_at<const HZ: u64>(u: &mut Unstructured, reached: &mut Reached) -> Result<
         now,
         rng,
         uncounted: false,
+        latest: now,
         reached,
     };
     let mut steps = 0;
@@ -544,6 +549,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             12 => self.operator(u)?,
             _ => self.snapshot(u)?,
         }
+        self.latest = self.latest.max(self.now);
         Ok(())
     }
 
@@ -1010,6 +1016,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             slot.out = slot.op.attempt().filter(|_| slot.out.is_some());
         }
         self.now = earlier(self.now);
+        self.latest = earlier(self.latest);
     }
 
     /// Saves the dependency's state (at times into a buffer too small, which must be refused),
@@ -1082,7 +1089,87 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 "places in the queue held after every operation ended"
             );
         }
+        // Nothing is left stuck, but by an operator's isolation, which only the operator ends, or by
+        // an operation dropped without `abandon` (a probe it held is never given back).
+        let configs = core::slice::from_ref(self.config);
+        if !self.uncounted
+            && !isolated(&self.state, self.latest)
+            && first_attempt_goes(&mut self.state, self.config, configs, self.policy, self.latest)
+        {
+            self.reached.alive = self.reached.alive.saturating_add(1);
+        }
     }
+}
+
+/// Checks that nothing is stuck: a single attempt, critical, started under `config` once every
+/// wait that any of `configs` names has passed since `latest` (a window, a break, a cooldown, a
+/// rate debt, airtime), and `policy`'s longest delay (how far ahead an operation cancelled while it
+/// waited may have reserved a rate unit and airtime that stay spent), goes at once. No state a
+/// script left (a half-open circuit whose probe count changed, a debt carried across a change, a
+/// snapshot whose bytes passed the checksum but that no configuration wrote) may refuse it for
+/// ever. `latest` is the latest instant the dependency has seen. Returns whether the check ran:
+/// not where that instant, or twice the span past it, is past the clock's end (where waits
+/// saturate there, the end of time is a wait's end), or where `config` cannot start such an
+/// operation (its duty cycle's allowance is zero).
+fn first_attempt_goes<const HZ: u64>(
+    state: &mut State<HZ>,
+    config: &DependencyConfig<HZ>,
+    configs: &[DependencyConfig<HZ>],
+    policy: &RetryPolicy<HZ>,
+    latest: Instant<HZ>,
+) -> bool {
+    let waits = configs.iter().try_fold(1, |sum: Ticks, c| sum.checked_add(longest_wait(c)?));
+    let Some(span) = waits.and_then(|w| w.checked_add(policy.max_delay().as_ticks())) else {
+        return false;
+    };
+    let Some(later) = latest.as_ticks().checked_add(span) else {
+        return false;
+    };
+    if later.checked_add(span).is_none() {
+        return false;
+    }
+    let later = Instant::<HZ>::from_ticks(later);
+    let Some(policy) = accepted(RetryPolicy::<HZ>::single_attempt().build()) else {
+        return false;
+    };
+    let mut context = Context::new(Duration::<HZ>::from_ticks(span), ReplaySafety::Unsafe);
+    if config.duty().is_some() {
+        context = context.airtime(Duration::<HZ>::from_ticks(1));
+    }
+    let Some(mut op) = accepted(Operation::<HZ, Verdict<HZ>>::start(&policy, config, context, later)) else {
+        return false;
+    };
+    match op.poll(later, state, &mut ()) {
+        Action::Dispatch(attempt) => {
+            op.on_success(attempt, later, state, &mut ());
+            true
+        }
+        action => {
+            panic!("{action:?} for a first attempt after every wait has passed: {:?}", op.take_completion())
+        }
+    }
+}
+
+/// The longest that anything `config` names can hold a first attempt back, added up: its window
+/// (what a client throttle reads), a break, a cooldown, a rate limit's longest debt (its wait, its
+/// burst and an interval), and a duty cycle's window and allowance. `None` past the clock's end.
+fn longest_wait<const HZ: u64>(config: &DependencyConfig<HZ>) -> Option<Ticks> {
+    let mut sum = config.window().as_ticks();
+    if let Some(b) = config.circuit_breaker() {
+        sum = sum.checked_add(b.break_for().as_ticks())?;
+    }
+    if let Some(max) = config.cooldown_max() {
+        sum = sum.checked_add(max.as_ticks())?;
+    }
+    if let Some(limit) = config.rate() {
+        let interval = limit.period().as_ticks().div_ceil(Ticks::from(limit.count().max(1)));
+        let burst = Ticks::from(limit.burst_size()).checked_mul(interval)?;
+        sum = sum.checked_add(limit.max_wait_time().as_ticks())?.checked_add(burst)?.checked_add(1)?;
+    }
+    if let Some(duty) = config.duty() {
+        sum = sum.checked_add(duty.window().as_ticks())?.checked_add(duty.airtime().as_ticks())?;
+    }
+    Some(sum)
 }
 
 /// Whether an operator isolated the dependency's circuit (never, without `breaker-isolate`).

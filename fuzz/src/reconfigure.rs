@@ -19,9 +19,7 @@
 //! either configuration names has passed, a first attempt goes (nothing is stuck).
 
 use arbitrary::{Result, Unstructured};
-use relent_core::{
-    Action, Attempt, Context, DependencyConfig, Instant, Operation, ReplaySafety, RetryPolicy, Ticks, Verdict,
-};
+use relent_core::{Action, Attempt, DependencyConfig, Instant, Operation, RetryPolicy, Verdict};
 
 use crate::{Duration, SLOTS, STEPS, State, Words, accepted, after, config, context, policy, ticks, verdict};
 
@@ -300,64 +298,11 @@ impl<'p, const HZ: u64> World<'p, '_, HZ> {
         self.alive();
     }
 
-    /// A single attempt, critical, started once every wait either configuration names has passed
-    /// (its window, a break, a cooldown, a rate debt, airtime) goes at once: no state the script
-    /// left (a half-open circuit whose probes' count changed, a debt carried across a change)
-    /// refuses it for ever. Skipped where that instant is past the clock's end, or the
-    /// configuration in force cannot start such an operation (its duty cycle's allowance is
-    /// zero).
+    /// Nothing is left stuck by a change of configuration (see [`crate::first_attempt_goes`]).
     fn alive(&mut self) {
-        let Some(span) = self.configs.iter().try_fold(1, |sum: Ticks, c| sum.checked_add(longest_wait(c)?))
-        else {
-            return;
-        };
-        let Some(later) = self.now.as_ticks().checked_add(span) else {
-            return;
-        };
-        let later = Instant::<HZ>::from_ticks(later);
         let config = &self.configs[self.current];
-        let Some(policy) = accepted(RetryPolicy::<HZ>::single_attempt().build()) else {
-            return;
-        };
-        let mut context = Context::new(Duration::<HZ>::from_ticks(span), ReplaySafety::Unsafe);
-        if config.duty().is_some() {
-            context = context.airtime(Duration::<HZ>::from_ticks(1));
-        }
-        let Some(mut op) = accepted(Operation::<HZ, Verdict<HZ>>::start(&policy, config, context, later))
-        else {
-            return;
-        };
-        match op.poll(later, &mut self.state, &mut ()) {
-            Action::Dispatch(attempt) => {
-                op.on_success(attempt, later, &mut self.state, &mut ());
-                self.reached.alive = self.reached.alive.saturating_add(1);
-            }
-            action => panic!(
-                "{action:?} for a first attempt after every wait has passed: {:?}",
-                op.take_completion()
-            ),
+        if crate::first_attempt_goes(&mut self.state, config, self.configs, self.policy, self.now) {
+            self.reached.alive = self.reached.alive.saturating_add(1);
         }
     }
-}
-
-/// The longest that anything `config` names can hold a first attempt back, added up: its window
-/// (what a client throttle reads), a break, a cooldown, a rate limit's longest debt (its wait, its
-/// burst and an interval), and a duty cycle's window and allowance. `None` past the clock's end.
-fn longest_wait<const HZ: u64>(config: &DependencyConfig<HZ>) -> Option<Ticks> {
-    let mut sum = config.window().as_ticks();
-    if let Some(b) = config.circuit_breaker() {
-        sum = sum.checked_add(b.break_for().as_ticks())?;
-    }
-    if let Some(max) = config.cooldown_max() {
-        sum = sum.checked_add(max.as_ticks())?;
-    }
-    if let Some(limit) = config.rate() {
-        let interval = limit.period().as_ticks().div_ceil(Ticks::from(limit.count().max(1)));
-        let burst = Ticks::from(limit.burst_size()).checked_mul(interval)?;
-        sum = sum.checked_add(limit.max_wait_time().as_ticks())?.checked_add(burst)?.checked_add(1)?;
-    }
-    if let Some(duty) = config.duty() {
-        sum = sum.checked_add(duty.window().as_ticks())?.checked_add(duty.airtime().as_ticks())?;
-    }
-    Some(sum)
 }

@@ -169,6 +169,26 @@ fn a_wait_for_airtime_of_exactly_the_maximum_delay_or_to_the_last_instant_is_wai
     assert_eq!(lines[..2], ["wait for airtime until 61.500 for #1", "61.500 dispatch #1 timeout 0.001"]);
 }
 
+/// An uplink cancelled while it waits for airtime gives back the airtime it reserved: the next
+/// one goes when the first frame leaves the window, as if the cancelled one had never waited.
+#[test]
+fn airtime_reserved_by_a_cancelled_uplink_is_given_back() {
+    let mut dep = Dep::new(link());
+    for id in 0..4 {
+        run(&POLICY, uplink(id, 60), &mut dep, id * 2_000, &[Step::Ok(1_500)], &mut Fixed::top());
+    }
+    // The minute's 6 s are spent until the first frame leaves at 61.5 s.
+    let t = T::from_ticks;
+    let mut a = Operation::<HZ, Failure>::start(&POLICY, &dep.config, uplink(9, 60), t(53_500)).unwrap();
+    assert_eq!(a.poll(t(53_500), &mut dep.state, &mut ()), Action::Wait { until: t(61_500) });
+    assert_eq!(dep.state.airtime_used(&dep.config, t(61_500)), D::from_millis(6_000), "a's 1.5 s reserved");
+    a.abandon(t(55_000), &mut dep.state, &mut ());
+    assert_eq!(dep.state.airtime_used(&dep.config, t(61_500)), D::from_millis(4_500), "given back");
+    // Without the give-back, b would wait for the second frame to leave, at 63.5 s.
+    let mut b = Operation::<HZ, Failure>::start(&POLICY, &dep.config, uplink(10, 60), t(56_000)).unwrap();
+    assert_eq!(b.poll(t(56_000), &mut dep.state, &mut ()), Action::Wait { until: t(61_500) });
+}
+
 #[test]
 fn a_rate_limit_and_a_duty_cycle_both_waited_for_reserve_one_instant() {
     // One attempt per 4 s, waiting up to 5 s for a unit; 3 s of airtime per minute, 1.5 s frames.
@@ -224,16 +244,20 @@ fn airtime_is_required_and_must_fit_the_allowance_and_the_state_needs_a_log() {
 
 // ---- the property ----
 
-/// What one attempt does: how long it runs (ms), and whether it succeeds.
+/// What one attempt does: how long it runs (ms), and whether it succeeds; drawn at a wait, whether
+/// the caller is cancelled during it.
 #[derive(Debug, Clone, Copy)]
 struct Fate {
     runs: u64,
     ok: bool,
+    /// Drawn at a wait: the caller is cancelled after `runs`, if that is before the wait ends.
+    cancel: bool,
 }
 
 enum Slot<'a> {
     Poll(Operation<'a, HZ, Failure>),
     Out(Operation<'a, HZ, Failure>, Attempt<HZ>, Fate),
+    Abandon(Operation<'a, HZ, Failure>),
 }
 
 /// Runs operations started at `starts` (ms) with airtimes `costs` (cycled) concurrently against
@@ -271,9 +295,20 @@ fn transmissions<const L: usize>(
                     let fate = fates.next().unwrap();
                     Some((now + fate.runs.min(attempt.timeout().as_ticks()), Slot::Out(op, attempt, fate)))
                 }
-                Action::Wait { until } => Some((until.as_ticks(), Slot::Poll(op))),
+                // Its caller is cancelled while it waits (the airtime it reserved is given back),
+                // when the next fate says so and before the wait ends.
+                Action::Wait { until } => match fates.next().unwrap() {
+                    Fate { runs, cancel: true, .. } if now + runs < until.as_ticks() => {
+                        Some((now + runs, Slot::Abandon(op)))
+                    }
+                    _ => Some((until.as_ticks(), Slot::Poll(op))),
+                },
                 Action::Done => None,
             },
+            Slot::Abandon(mut op) => {
+                op.abandon(at, &mut dep, &mut ());
+                None
+            }
             Slot::Out(mut op, attempt, fate) => {
                 if fate.ok {
                     op.on_success(attempt, at, &mut dep, &mut ());
@@ -318,7 +353,7 @@ fn busiest_window(sent: &[(u64, u64)], window: u64) -> u64 {
 }
 
 fn fate() -> impl Strategy<Value = Fate> {
-    (0..6_000u64, any::<bool>()).prop_map(|(runs, ok)| Fate { runs, ok })
+    (0..6_000u64, any::<bool>(), any::<bool>()).prop_map(|(runs, ok, cancel)| Fate { runs, ok, cancel })
 }
 
 proptest! {
@@ -357,7 +392,7 @@ fn the_property_is_not_vacuous_the_limit_is_reached_and_a_bigger_log_sends_more(
     let config = DependencyConfig::new(D::from_secs(60))
         .budget(valid(RetryBudget::ratio(50, 20)))
         .duty_cycle(DutyCycle::per_mille(50, D::from_secs(60)));
-    let fates = [Fate { runs: 1_000, ok: true }];
+    let fates = [Fate { runs: 1_000, ok: true, cancel: false }];
     let exact = transmissions::<16>(&config, &starts, &[1_000], &fates, 1);
     let small = transmissions::<1>(&config, &starts, &[1_000], &fates, 1);
     assert_eq!(busiest_window(&exact, 60_000), 3_000, "the limit is reached exactly");

@@ -92,6 +92,8 @@ enum Slot<'a> {
     Poll(Operation<'a, HZ, Failure>),
     /// Report this attempt's fate at this tick.
     Out(Operation<'a, HZ, Failure>, Attempt<HZ>, Fate),
+    /// Cancel this operation at this tick, while it waits (for a rate unit, a slot or a backoff).
+    Abandon(Operation<'a, HZ, Failure>),
 }
 
 /// Everything the simulation saw.
@@ -191,9 +193,18 @@ fn simulate(
                     };
                     Some((when, Slot::Out(op, attempt, fate)))
                 }
-                Action::Wait { until } => Some((until.as_ticks(), Slot::Poll(op))),
+                // Its caller is cancelled while it waits (what it reserved is given back), when the
+                // next fate says so and before the wait ends.
+                Action::Wait { until } => match fates.next().unwrap() {
+                    Fate::Cancel(t) if now + t < until.as_ticks() => Some((now + t, Slot::Abandon(op))),
+                    _ => Some((until.as_ticks(), Slot::Poll(op))),
+                },
                 Action::Done => None,
             },
+            Slot::Abandon(mut op) => {
+                op.abandon(at, &mut dep, &mut record);
+                None
+            }
             Slot::Out(mut op, attempt, fate) => {
                 match fate {
                     Fate::Succeed(_) => op.on_success(attempt, at, &mut dep, &mut record),
@@ -392,6 +403,9 @@ fn the_simulation_reaches_every_protection() {
                 Event::BulkheadLimitChanged { .. } => "limit_up",
                 Event::Refused { problem, .. } => problem.as_str(),
                 Event::Completed { problem: Some(Problem::DeadlineExceeded), .. } => "lost_attempt_reclaimed",
+                Event::Completed { problem: Some(Problem::Cancelled), dispatched: 0, .. } => {
+                    "cancelled_waiting"
+                }
                 Event::Completed { problem: Some(Problem::Cancelled), .. } => "cancelled",
                 Event::AttemptDispatched { .. } => "dispatched",
                 _ => continue,
@@ -417,6 +431,7 @@ fn the_simulation_reaches_every_protection() {
         "retry_budget_exhausted",
         "lost_attempt_reclaimed",
         "cancelled",
+        "cancelled_waiting",
     ] {
         assert!(seen.get(key).copied().unwrap_or(0) > 0, "the simulation never reached {key}: {seen:?}");
     }

@@ -433,6 +433,59 @@ fn abandoning_an_operation_gives_back_its_slot_and_its_probe() {
     assert_eq!(a.take_completion().unwrap().problem, Some(Problem::AttemptsExhausted));
 }
 
+/// A rate unit reserved for an attempt whose operation is cancelled while it waits is given back
+/// when it is the last unit taken: the next operation waits for the unit it would have had. One
+/// reserved before another that is still waiting stays spent (giving it back could let two units
+/// go closer than the limit allows), until that later one is given back too.
+#[test]
+fn a_rate_unit_reserved_by_a_cancelled_operation_is_given_back_when_it_is_the_last_taken() {
+    // One unit every 10 s, waited for up to 30 s.
+    let limit = RateLimit::new(1, D::from_secs(10)).max_wait(D::from_secs(30));
+    let mut dep = Dep::new(base().rate_limit(limit));
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut rec = Recorder::tagged();
+    let mut a = Operation::<HZ, Failure>::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
+    a.on_success(x, t(5), &mut dep.state, &mut rec);
+    let mut b = Operation::<HZ, Failure>::start(&once, &dep.config, read(2), t(1_000)).unwrap();
+    assert_eq!(b.poll(t(1_000), &mut dep.state, &mut rec), Action::Wait { until: t(10_000) });
+    b.abandon(t(2_000), &mut dep.state, &mut rec);
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(2_000)), t(10_000), "b's unit is free again");
+
+    // c reserves the unit at 10 s and d the one at 20 s; c is cancelled first: its unit stays spent.
+    let mut c = Operation::<HZ, Failure>::start(&once, &dep.config, read(3), t(3_000)).unwrap();
+    assert_eq!(c.poll(t(3_000), &mut dep.state, &mut rec), Action::Wait { until: t(10_000) });
+    let mut d = Operation::<HZ, Failure>::start(&once, &dep.config, read(4), t(3_000)).unwrap();
+    assert_eq!(d.poll(t(3_000), &mut dep.state, &mut rec), Action::Wait { until: t(20_000) });
+    c.abandon(t(4_000), &mut dep.state, &mut rec);
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(4_000)), t(30_000));
+    // d, the last taken, is given back: the next unit is the one d had, at 20 s.
+    d.abandon(t(5_000), &mut dep.state, &mut rec);
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(5_000)), t(20_000));
+    assert_eq!(d.take_completion().unwrap().problem, Some(Problem::Cancelled));
+}
+
+/// An operation whose deadline runs out while it waits for a reserved unit (its caller polls it
+/// late) gives the unit back as a cancelled one does: the attempt never went.
+#[test]
+fn a_rate_unit_reserved_by_an_operation_that_ran_out_of_time_is_given_back() {
+    let limit = RateLimit::new(1, D::from_secs(10)).max_wait(D::from_secs(30));
+    let mut dep = Dep::new(base().rate_limit(limit));
+    let once = valid(RetryPolicy::single_attempt().build());
+    let mut rec = Recorder::tagged();
+    let mut a = Operation::<HZ, Failure>::start(&once, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
+    a.on_success(x, t(5), &mut dep.state, &mut rec);
+    let short = Context::new(D::from_secs(12), ReplaySafety::replayable_read(D::from_secs(3600))).id(2);
+    let mut b = Operation::<HZ, Failure>::start(&once, &dep.config, short, t(1_000)).unwrap();
+    assert_eq!(b.poll(t(1_000), &mut dep.state, &mut rec), Action::Wait { until: t(10_000) });
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(1_000)), t(20_000));
+    // Polled at 13 s, after its deadline at 13 s: it ends unsent, and its unit at 10 s is given back.
+    done(&mut b, 13_000, &mut dep.state, &mut rec);
+    assert_eq!(b.take_completion().unwrap().problem, Some(Problem::DeadlineExceeded));
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(13_000)), t(13_000));
+}
+
 #[test]
 fn bad_protections_are_refused_with_their_codes() {
     let d = D::from_secs(1);

@@ -38,6 +38,7 @@ fn the_kept_seeds_keep_every_promise() {
         queued,
         shed_refusals,
         dispatched_from_queue,
+        alive,
         ..
     } = reached;
     for (what, n) in [
@@ -57,6 +58,7 @@ fn the_kept_seeds_keep_every_promise() {
         ("waits in a bulkhead's queue", queued),
         ("sheddable operations refused by a bulkhead with its reserve free", shed_refusals),
         ("attempts dispatched after a wait in the queue", dispatched_from_queue),
+        ("first attempts that went once every wait had passed", alive),
     ] {
         assert!(n >= 10, "the seeds reach {n} {what}: make them again");
     }
@@ -73,7 +75,10 @@ fn seeded_random_scripts_keep_every_promise() {
         relent_fuzz::run_counting(&data[..len], &mut reached);
     }
     eprintln!("{reached:?}");
-    assert!(reached.dispatched > 0 && reached.restored > 0, "random scripts reach nothing: {reached:?}");
+    assert!(
+        reached.dispatched > 0 && reached.restored > 0 && reached.alive > 0,
+        "random scripts reach nothing: {reached:?}"
+    );
 }
 
 /// The reconfiguring scripts (`relent_fuzz::run_reconfigure`, the fuzz target `reconfigure`): the
