@@ -982,4 +982,45 @@ mod tests {
             Err(ConfigError::BreakerZeroSlowCall)
         );
     }
+
+    /// `bound` keeps what a configuration could have written and forgets the rest: a window of
+    /// its size filled in order, or full with its next slot inside it; not one of another size,
+    /// one whose next slot is not where filling in order leaves it, or one with outcomes past its
+    /// count. And it cuts a break to the configuration's.
+    #[cfg(feature = "breaker-count-window")]
+    #[test]
+    fn a_restored_count_window_is_kept_only_as_the_rule_could_have_filled_it() {
+        let cfg = BreakerConfig::<1_000>::count_window(4, 50, 2, D::from_secs(10));
+        let ring = |bits: u64, len: u8, next: u8| {
+            let mut b = Breaker::new();
+            (b.ring, b.ring_len, b.ring_next) = (U64::of(bits), len, next);
+            b.bound(&cfg, 0);
+            (b.ring.get(), b.ring_len, b.ring_next)
+        };
+        // Kept: filling in order, and full with its next slot anywhere inside it.
+        assert_eq!(ring(0b101, 3, 3), (0b101, 3, 3));
+        assert_eq!(ring(0, 0, 0), (0, 0, 0));
+        assert_eq!(ring(0b1101, 4, 0), (0b1101, 4, 0));
+        assert_eq!(ring(0b1111, 4, 3), (0b1111, 4, 3));
+        // Forgotten: more outcomes than the window holds, a next slot not where filling in order
+        // leaves it, a next slot past the window, outcomes past its count.
+        let forgotten = (0, 0, 0);
+        assert_eq!(ring(0b11_1111, 6, 6), forgotten, "a window of 8's outcomes under one of 4");
+        assert_eq!(ring(0b11, 2, 3), forgotten);
+        assert_eq!(ring(0b11, 2, 1), forgotten);
+        assert_eq!(ring(0b1111, 4, 4), forgotten);
+        assert_eq!(ring(0b1_0001, 3, 3), forgotten, "an outcome in a slot not filled");
+        assert_eq!(ring(0b1_0000_0001, 4, 0), forgotten, "an outcome past the window's four");
+        // Under another rule a count window is forgotten whatever it holds.
+        let mut b = Breaker::new();
+        (b.ring, b.ring_len, b.ring_next) = (U64::of(0b1), 1, 1);
+        b.bound(&BreakerConfig::<1_000>::consecutive_failures(3, D::from_secs(10)), 0);
+        assert_eq!((b.ring.get(), b.ring_len, b.ring_next), forgotten);
+        // A break longer than the configuration's ends at the configuration's from now.
+        b.phase = Phase::Open { until: 50_000 };
+        b.bound(&cfg, 1_000);
+        assert_eq!(b.open_until(), Some(11_000));
+        b.bound(&cfg, 2_000);
+        assert_eq!(b.open_until(), Some(11_000), "and one within it is kept");
+    }
 }

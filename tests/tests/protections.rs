@@ -465,6 +465,25 @@ fn a_rate_unit_reserved_by_a_cancelled_operation_is_given_back_when_it_is_the_la
     assert_eq!(d.take_completion().unwrap().problem, Some(Problem::Cancelled));
 }
 
+/// An operation cancelled during a backoff holds no rate unit, and gives none back: not even
+/// when the last unit taken, another operation's, is due at the instant its retry was.
+#[test]
+fn an_operation_cancelled_in_its_backoff_gives_back_no_one_else_s_rate_unit() {
+    let limit = RateLimit::new(1, D::from_secs(10)).max_wait(D::from_secs(30));
+    let mut dep = Dep::new(base().rate_limit(limit));
+    let every_10s = valid(RetryPolicy::constant(2, D::from_secs(10)).jitter(Jitter::None).build());
+    let mut rec = Recorder::tagged();
+    let mut a = Operation::start(&every_10s, &dep.config, read(1), t(0)).unwrap();
+    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
+    a.on_failure(x, t(0), &mut dep.state, &mut Fixed::top(), REFUSED, &mut rec);
+    assert_eq!(a.poll(t(0), &mut dep.state, &mut rec), Action::Wait { until: t(10_000) });
+    // b reserves the unit at 10 s, the instant a's retry is due.
+    let mut b = Operation::<HZ, Failure>::start(&every_10s, &dep.config, read(2), t(20)).unwrap();
+    assert_eq!(b.poll(t(20), &mut dep.state, &mut rec), Action::Wait { until: t(10_000) });
+    a.abandon(t(5_000), &mut dep.state, &mut rec);
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(5_000)), t(20_000), "b's unit is still b's");
+}
+
 /// An operation whose deadline runs out while it waits for a reserved unit (its caller polls it
 /// late) gives the unit back as a cancelled one does: the attempt never went.
 #[test]
