@@ -433,13 +433,9 @@ fn abandoning_an_operation_gives_back_its_slot_and_its_probe() {
     assert_eq!(a.take_completion().unwrap().problem, Some(Problem::AttemptsExhausted));
 }
 
-/// A rate unit reserved for an attempt whose operation is cancelled while it waits is given back
-/// when it is the last unit taken: the next operation waits for the unit it would have had. One
-/// reserved before another that is still waiting stays spent (giving it back could let two units
-/// go closer than the limit allows), until that later one is given back too.
-#[test]
-fn a_rate_unit_reserved_by_a_cancelled_operation_is_given_back_when_it_is_the_last_taken() {
-    // One unit every 10 s, waited for up to 30 s.
+/// One rate unit every 10 s, waited for up to 30 s, and the unit at 0 taken by a call that
+/// succeeded: the next is due at 10 s.
+fn one_unit_every_10s_the_first_taken() -> (Dep, Recorder) {
     let limit = RateLimit::new(1, D::from_secs(10)).max_wait(D::from_secs(30));
     let mut dep = Dep::new(base().rate_limit(limit));
     let once = valid(RetryPolicy::single_attempt().build());
@@ -447,6 +443,17 @@ fn a_rate_unit_reserved_by_a_cancelled_operation_is_given_back_when_it_is_the_la
     let mut a = Operation::<HZ, Failure>::start(&once, &dep.config, read(1), t(0)).unwrap();
     let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
     a.on_success(x, t(5), &mut dep.state, &mut rec);
+    (dep, rec)
+}
+
+/// A rate unit reserved for an attempt whose operation is cancelled while it waits is given back
+/// when it is the last unit taken: the next operation waits for the unit it would have had. One
+/// reserved before another that is still waiting stays spent (giving it back could let two units
+/// go closer than the limit allows), until that later one is given back too.
+#[test]
+fn a_rate_unit_reserved_by_a_cancelled_operation_is_given_back_when_it_is_the_last_taken() {
+    let (mut dep, mut rec) = one_unit_every_10s_the_first_taken();
+    let once = valid(RetryPolicy::single_attempt().build());
     let mut b = Operation::<HZ, Failure>::start(&once, &dep.config, read(2), t(1_000)).unwrap();
     assert_eq!(b.poll(t(1_000), &mut dep.state, &mut rec), Action::Wait { until: t(10_000) });
     b.abandon(t(2_000), &mut dep.state, &mut rec);
@@ -488,13 +495,8 @@ fn an_operation_cancelled_in_its_backoff_gives_back_no_one_else_s_rate_unit() {
 /// late) gives the unit back as a cancelled one does: the attempt never went.
 #[test]
 fn a_rate_unit_reserved_by_an_operation_that_ran_out_of_time_is_given_back() {
-    let limit = RateLimit::new(1, D::from_secs(10)).max_wait(D::from_secs(30));
-    let mut dep = Dep::new(base().rate_limit(limit));
+    let (mut dep, mut rec) = one_unit_every_10s_the_first_taken();
     let once = valid(RetryPolicy::single_attempt().build());
-    let mut rec = Recorder::tagged();
-    let mut a = Operation::<HZ, Failure>::start(&once, &dep.config, read(1), t(0)).unwrap();
-    let x = dispatch(&mut a, 0, &mut dep.state, &mut rec);
-    a.on_success(x, t(5), &mut dep.state, &mut rec);
     let short = Context::new(D::from_secs(12), ReplaySafety::replayable_read(D::from_secs(3600))).id(2);
     let mut b = Operation::<HZ, Failure>::start(&once, &dep.config, short, t(1_000)).unwrap();
     assert_eq!(b.poll(t(1_000), &mut dep.state, &mut rec), Action::Wait { until: t(10_000) });
