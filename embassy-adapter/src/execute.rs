@@ -4,7 +4,8 @@
 //! unlock, act (run the attempt under `with_deadline`, or `Timer::at` the instant the core names),
 //! and again. One lock and one clock read per step, at one site. An attempt that runs past its
 //! timeout is dropped and reported as [`AttemptError::TimedOut`]. If the future of `execute` is
-//! dropped, a guard gives back the attempt's bulkhead slot and half-open probe.
+//! dropped, a guard gives back the attempt's bulkhead slot and half-open probe, or the rate unit
+//! and airtime reserved for the attempt it was waiting to send (`Operation::abandon`).
 //!
 //! Jitter draws from the caller's `rand_core::RngCore`: the hardware RNG, or a PRNG seeded from it
 //! or from a unique device id. Never the same fixed seed on every device: a fleet that draws the

@@ -398,6 +398,44 @@ static STATIC_LINK: SharedDependency<'static, CriticalSectionRawMutex, 4> =
         Err(e) => panic!("{}", e.message()),
     };
 
+/// A frame whose future is dropped while it waits for airtime gives the airtime it reserved back:
+/// the next frame goes when the first leaves the window, as if the dropped one had never waited.
+#[cfg(feature = "duty-cycle")]
+#[test]
+fn a_frame_dropped_while_it_waits_for_airtime_gives_its_airtime_back() {
+    use core::pin::pin;
+    use core::task::{Context as TaskContext, Waker};
+
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    let radio: SharedDependency<'static, CriticalSectionRawMutex, 4, 8> =
+        SharedDependency::new(&RADIO, Dependency::new(&RADIO, relent_embassy::now()).unwrap());
+    let t0 = embassy_time::Instant::now();
+    let starts = RefCell::new(Vec::new());
+    let frame = || read(10_000).airtime(Duration::from_millis(500));
+    let mut rng = rng();
+    let mut send = |_| {
+        starts.borrow_mut().push(elapsed_ms(t0));
+        async { Ok::<(), LinkError>(()) }
+    };
+    // Half the allowance at 0 s and half at 50 s: the first stops counting at 100.5 s.
+    run(radio.execute(&CHECKOUT, frame(), &mut rng, &mut send)).unwrap();
+    run(async { embassy_time::Timer::at(embassy_time::Instant::from_secs(50)).await });
+    run(radio.execute(&CHECKOUT, frame(), &mut rng, &mut send)).unwrap();
+    // At 99 s a frame waits for 100.5 s, its 500 ms reserved then; its future is dropped.
+    run(async { embassy_time::Timer::at(embassy_time::Instant::from_secs(99)).await });
+    {
+        let mut waiting = pin!(radio.execute(&CHECKOUT, frame(), &mut rng, &mut send));
+        assert!(waiting.as_mut().poll(&mut TaskContext::from_waker(Waker::noop())).is_pending());
+    }
+    // Kept, that airtime would leave no room at 100.5 s, and the next frame would be deferred to
+    // 150.5 s; given back, it goes at 100.5 s.
+    run(async { embassy_time::Timer::at(embassy_time::Instant::from_millis(99_500)).await });
+    let done = run(radio.execute(&CHECKOUT, frame(), &mut rng, &mut send)).unwrap();
+    assert_eq!(done.completion.disposition, Disposition::Succeeded);
+    assert_eq!(*starts.borrow(), [0, 50_000, 100_500]);
+}
+
 #[cfg(feature = "bulkhead")]
 #[test]
 fn a_static_dependency_gives_back_its_slot_when_the_operation_is_dropped_mid_attempt() {

@@ -6,7 +6,8 @@
 //! retry rule lives here. An attempt that runs past its timeout is dropped (its future is
 //! cancelled) and reported as [`AttemptError::TimedOut`]. If the future returned by `execute` is
 //! itself dropped, a guard gives back what the attempt in flight holds (its bulkhead slot, its
-//! half-open probe) through `Operation::abandon`.
+//! half-open probe), or the rate unit reserved for the attempt it was waiting to send, through
+//! `Operation::abandon`.
 
 use std::future::Future;
 use std::pin::pin;
