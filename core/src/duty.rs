@@ -239,8 +239,9 @@ impl<const L: usize> AirtimeLog<L> {
     /// given back: the log errs high, as its merges do.
     pub(crate) fn give_back<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, start: Ticks, cost: Ticks) {
         let leave = start.saturating_add(cost).saturating_add(duty.window.as_ticks());
+        // As `record` kept it.
         #[allow(clippy::useless_conversion)] // With 32-bit ticks, already a u32.
-        let Ok(cost) = u32::try_from(cost) else { return };
+        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
         let live = self.live();
         let Some(k) = (0..live)
             .find(|&k| self.leaves.get(k) == Some(&leave) && self.costs.get(k).is_some_and(|&c| c >= cost))
