@@ -490,6 +490,9 @@ struct World<'p, const HZ: u64> {
     uncounted: bool,
     /// The latest instant the script's clock has shown (it may go back), rebased as the state is.
     latest: Instant<HZ>,
+    /// The latest instant it has shown, not rebased: an instant past it that saturated at the end
+    /// of time stays there through a rebase (see `first_attempt_goes`).
+    highest: Instant<HZ>,
     reached: &'p mut Reached,
 }
 
@@ -512,6 +515,7 @@ fn run_at<const HZ: u64>(u: &mut Unstructured, reached: &mut Reached) -> Result<
         rng,
         uncounted: false,
         latest: now,
+        highest: now,
         reached,
     };
     let mut steps = 0;
@@ -550,6 +554,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             _ => self.snapshot(u)?,
         }
         self.latest = self.latest.max(self.now);
+        self.highest = self.highest.max(self.now);
         Ok(())
     }
 
@@ -1094,7 +1099,14 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let configs = core::slice::from_ref(self.config);
         if !self.uncounted
             && !isolated(&self.state, self.latest)
-            && first_attempt_goes(&mut self.state, self.config, configs, self.policy, self.latest)
+            && first_attempt_goes(
+                &mut self.state,
+                self.config,
+                configs,
+                self.policy,
+                self.latest,
+                self.highest,
+            )
         {
             self.reached.alive = self.reached.alive.saturating_add(1);
         }
@@ -1107,9 +1119,10 @@ impl<'p, const HZ: u64> World<'p, HZ> {
 /// waited may have reserved a rate unit and airtime that stay spent), goes at once. No state a
 /// script left (a half-open circuit whose probe count changed, a debt carried across a change, a
 /// snapshot whose bytes passed the checksum but that no configuration wrote) may refuse it for
-/// ever. `latest` is the latest instant the dependency has seen. Returns whether the check ran:
-/// not where that instant, or twice the span past it, is past the clock's end (where waits
-/// saturate there, the end of time is a wait's end), or where `config` cannot start such an
+/// ever. `latest` is the latest instant the dependency has seen; `highest` the latest before any
+/// rebase. Returns whether the check ran: not where twice the span past either is past the clock's
+/// end (a wait that saturated there ends at the end of time, which a rebase leaves where it is:
+/// adapters rebase long before their clocks come near it), or where `config` cannot start such an
 /// operation (its duty cycle's allowance is zero).
 fn first_attempt_goes<const HZ: u64>(
     state: &mut State<HZ>,
@@ -1117,6 +1130,7 @@ fn first_attempt_goes<const HZ: u64>(
     configs: &[DependencyConfig<HZ>],
     policy: &RetryPolicy<HZ>,
     latest: Instant<HZ>,
+    highest: Instant<HZ>,
 ) -> bool {
     let waits = configs.iter().try_fold(1, |sum: Ticks, c| sum.checked_add(longest_wait(c)?));
     let Some(span) = waits.and_then(|w| w.checked_add(policy.max_delay().as_ticks())) else {
@@ -1125,7 +1139,9 @@ fn first_attempt_goes<const HZ: u64>(
     let Some(later) = latest.as_ticks().checked_add(span) else {
         return false;
     };
-    if later.checked_add(span).is_none() {
+    if later.checked_add(span).is_none()
+        || highest.as_ticks().checked_add(span).and_then(|t| t.checked_add(span)).is_none()
+    {
         return false;
     }
     let later = Instant::<HZ>::from_ticks(later);

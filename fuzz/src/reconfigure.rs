@@ -301,7 +301,7 @@ impl<'p, const HZ: u64> World<'p, '_, HZ> {
     /// Nothing is left stuck by a change of configuration (see [`crate::first_attempt_goes`]).
     fn alive(&mut self) {
         let config = &self.configs[self.current];
-        if crate::first_attempt_goes(&mut self.state, config, self.configs, self.policy, self.now) {
+        if crate::first_attempt_goes(&mut self.state, config, self.configs, self.policy, self.now, self.now) {
             self.reached.alive = self.reached.alive.saturating_add(1);
         }
     }
