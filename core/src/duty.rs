@@ -125,6 +125,16 @@ pub(crate) struct AirtimeLog<const L: usize> {
     costs: [u32; L],
 }
 
+/// The log entry of a transmission of `cost` ticks starting at `start`: when it leaves the window
+/// (at its end, plus the window), and its cost as the log keeps it. The one rule for both
+/// [`AirtimeLog::record`] and [`AirtimeLog::give_back`], which must find what `record` wrote.
+#[inline(always)]
+fn entry<const HZ: u64>(duty: &DutyCycle<HZ>, start: Ticks, cost: Ticks) -> (Ticks, u32) {
+    let leave = start.saturating_add(cost).saturating_add(duty.window.as_ticks());
+    #[allow(clippy::useless_conversion)] // With 32-bit ticks, already a u32.
+    (leave, u32::try_from(cost).unwrap_or(u32::MAX))
+}
+
 impl<const L: usize> AirtimeLog<L> {
     /// An empty log.
     pub(crate) const fn new() -> Self {
@@ -238,10 +248,7 @@ impl<const L: usize> AirtimeLog<L> {
     /// entry that leaves then holding that much (all of it merged into later ones), nothing is
     /// given back: the log errs high, as its merges do.
     pub(crate) fn give_back<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, start: Ticks, cost: Ticks) {
-        let leave = start.saturating_add(cost).saturating_add(duty.window.as_ticks());
-        // As `record` kept it.
-        #[allow(clippy::useless_conversion)] // With 32-bit ticks, already a u32.
-        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
+        let (leave, cost) = entry(duty, start, cost);
         let live = self.live();
         let Some(k) = (0..live)
             .find(|&k| self.leaves.get(k) == Some(&leave) && self.costs.get(k).is_some_and(|&c| c >= cost))
@@ -259,9 +266,7 @@ impl<const L: usize> AirtimeLog<L> {
 
     /// Records a transmission of `cost` ticks starting at `start` (nothing for a cost of zero).
     pub(crate) fn record<const HZ: u64>(&mut self, duty: &DutyCycle<HZ>, start: Ticks, cost: Ticks) {
-        let leave = start.saturating_add(cost).saturating_add(duty.window.as_ticks());
-        #[allow(clippy::useless_conversion)] // With 32-bit ticks, already a u32.
-        let cost = u32::try_from(cost).unwrap_or(u32::MAX);
+        let (leave, cost) = entry(duty, start, cost);
         if cost == 0 || L == 0 {
             return;
         }
