@@ -220,11 +220,15 @@ fn wait<'s, M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: O
 ) -> impl Future<Output = ()> + 's {
     let mut timer = embassy_time::Timer::at(until);
     core::future::poll_fn(move |cx| {
+        // With no room for wakers (`W` of 0), compiled out.
+        let queue = queue.filter(|_| W > 0);
         if core::pin::Pin::new(&mut timer).poll(cx).is_ready() {
+            if let Some(running) = queue {
+                running.shared.leave_queue(Some(cx.waker()));
+            }
             return core::task::Poll::Ready(());
         }
-        // With no room for wakers (`W` of 0), compiled out.
-        match queue.filter(|_| W > 0) {
+        match queue {
             Some(running) => running.shared.poll_slot(&running.op, cx),
             None => core::task::Poll::Pending,
         }
@@ -258,10 +262,14 @@ impl<M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: Observer
             // Not `with`: a future dropped mid-operation is rare, and the rebase's call in full
             // here is smaller than the check inlined for the loop's steps.
             let Running { op, shared, observer, epoch } = self;
+            let queued = W > 0 && op.waits_for_slot();
             shared.lock_in(|_, state, now, current| {
                 rebase(op, epoch, current);
                 op.abandon(now, state, observer);
             });
+            if queued {
+                shared.leave_queue(None);
+            }
         }
     }
 }

@@ -74,7 +74,9 @@ struct Guarded<'c, const N: usize, const L: usize, const W: usize> {
 ///
 /// With a bulkhead queue ([`DependencyConfig::bulkhead_queue`]), give `W` the queue's places: an
 /// operation waiting for a slot is woken when one frees, and goes then (all the waiting ones are
-/// woken, and the first to ask takes it; the others wait on). Each place costs a waker's two
+/// woken, and the first to ask takes it; the others wait on). One that leaves the queue otherwise
+/// (dropped by its task, or at the end of its wait) wakes them all too, and those still waiting
+/// register again: so its waker keeps no place from them. Each place costs a waker's two
 /// words. An operation that finds no room for its waker (more waiting than `W`) still goes, at the
 /// end of its wait, if a slot is free by then: the core keeps a freed slot for the operations that
 /// wait, so leaving `W` at 0 with a queue leaves slots idle.
@@ -260,6 +262,24 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
             }
             Poll::Pending
         })
+    }
+
+    /// For an operation leaving the bulkhead's queue otherwise than by taking a slot it was woken
+    /// for (dropped, or its wait ended by its timer; `waker` its task's, where known): its waker,
+    /// if registered, would keep a place another operation that waits needs, and that one would
+    /// then not be woken when a slot frees, leaving the slot idle until the end of its wait. So
+    /// every registered waker is taken and woken, if `waker` is among them or is not known: the
+    /// operations still waiting register again when polled (a task's waker may be the waker of
+    /// more than one operation, so one is not taken alone).
+    pub(crate) fn leave_queue(&self, waker: Option<&Waker>) {
+        self.guarded.lock(|Guarded { held, .. }| {
+            let waiting = &mut held.borrow_mut().waiting;
+            if waker.is_none_or(|waker| waiting.iter().flatten().any(|w| w.will_wake(waker))) {
+                for waker in waiting.iter_mut().filter_map(Option::take) {
+                    waker.wake();
+                }
+            }
+        });
     }
 }
 

@@ -1484,6 +1484,84 @@ fn without_room_for_wakers_a_frame_in_the_queue_goes_only_at_the_end_of_its_wait
     );
 }
 
+/// `future`, dropped at `at` if it has not ended by then: a task that stops waiting for its frame.
+#[cfg(feature = "bulkhead")]
+async fn dropped_at<F: Future>(at: embassy_time::Instant, future: F) -> Option<F::Output> {
+    let mut future = core::pin::pin!(future);
+    let mut timer = embassy_time::Timer::at(at);
+    core::future::poll_fn(|cx| {
+        if let core::task::Poll::Ready(v) = future.as_mut().poll(cx) {
+            return core::task::Poll::Ready(Some(v));
+        }
+        core::pin::Pin::new(&mut timer).poll(cx).map(|()| None)
+    })
+    .await
+}
+
+/// Four frames on a link with one slot and a queue of two places (and room for two wakers), each
+/// frame 100 ms on air but the holder's: a holder from 0 ms, two frames that wait behind it from 10
+/// and 20 ms and leave the queue (`dropped`: dropped at 100 ms, with the holder on air until 1 s
+/// and waits of up to 2 s; or else each at the end of a 400 ms wait, with the holder on air until
+/// 700 ms), and a frame that waits behind it from 600 (or 500) ms: when each went (`None`: refused
+/// or dropped first).
+#[cfg(feature = "bulkhead")]
+fn a_frame_queued_after_two_left(dropped: bool) -> [Option<u64>; 4] {
+    const QUEUED: DependencyConfig<HZ> = LINK.bulkhead_queue(2, Duration::from_secs(2));
+    const IMPATIENT: DependencyConfig<HZ> = LINK.bulkhead_queue(2, Duration::from_millis(400));
+    let config = if dropped { &QUEUED } else { &IMPATIENT };
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4, 0, 2> =
+        SharedDependency::new(config, Dependency::new(config, relent_embassy::now()).unwrap());
+    let t0 = embassy_time::Instant::now();
+    let once = CHECKOUT.without_retries();
+    let frame = |after_ms: u64, on_air_ms: u64, drop_ms: Option<u64>| {
+        let (link, once) = (&link, &once);
+        async move {
+            embassy_time::Timer::after_millis(after_ms).await;
+            let mut rng = rng();
+            let sent = RefCell::new(None);
+            let done = link.execute(once, read(10_000), &mut rng, |_| {
+                *sent.borrow_mut() = Some(elapsed_ms(t0));
+                async move {
+                    embassy_time::Timer::after_millis(on_air_ms).await;
+                    Ok::<_, LinkError>(())
+                }
+            });
+            let forever = t0 + embassy_time::Duration::from_secs(3_600);
+            let at = drop_ms.map_or(forever, |ms| t0 + embassy_time::Duration::from_millis(ms));
+            let _ = dropped_at(at, done).await;
+            sent.into_inner()
+        }
+    };
+    let (drop_ms, holder_ms, late_ms) = if dropped { (Some(100), 1_000, 600) } else { (None, 700, 500) };
+    let ((holder, late), (first, second)) = run(join(
+        join(frame(0, holder_ms, None), frame(late_ms, 100, None)),
+        join(frame(10, 100, drop_ms), frame(20, 100, drop_ms)),
+    ));
+    assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
+    [holder, first, second, late]
+}
+
+/// Two frames dropped while they wait in the queue leave it: the frame queued after them is woken
+/// when the slot frees, as they would have been, and goes at 1 s.
+#[cfg(feature = "bulkhead")]
+#[test]
+fn a_frame_queued_after_two_were_dropped_from_the_queue_goes_the_tick_its_slot_frees() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    assert_eq!(a_frame_queued_after_two_left(true), [Some(0), None, None, Some(1_000)]);
+}
+
+/// Two frames whose waits in the queue ended (refused at 410 and 420 ms) leave it too: the frame
+/// queued after them at 500 ms is woken when the slot frees, and goes at 700 ms, not at the end of
+/// its wait.
+#[cfg(feature = "bulkhead")]
+#[test]
+fn a_frame_queued_after_two_waited_their_whole_time_goes_the_tick_its_slot_frees() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    assert_eq!(a_frame_queued_after_two_left(false), [Some(0), None, None, Some(700)]);
+}
+
 /// A free slot wakes only the operations in the bulkhead's queue: a frame waiting out a
 /// Retry-After is not woken by it (were it, its wait would end at once, over and over, while the
 /// slot stays free for the frame in the queue). The frame that waits out its Retry-After is polled

@@ -1,0 +1,327 @@
+//! Frames dropped anywhere, on a link with a bulkhead and a queue (and a breaker of two probes and
+//! a rate limit where those are compiled in), on this crate's test clock.
+//!
+//! The single cases are tested one by one in `mock_time.rs`. This is the question firmware asks
+//! after a day of tasks giving up on their frames at every instant (a newer reading replaces the
+//! queued one, a user presses cancel): is anything held by a frame that is gone, or is a frame left
+//! waiting for a slot that is free? Any number of frames, each with its own answers and dropped at
+//! any instant or not at all, with room for as many wakers as the queue has places, as
+//! `SharedDependency` asks:
+//! - at every millisecond, once the tasks woken at it have run, no frame waits in the queue while a
+//!   slot is free for it, and no more attempts run than the bulkhead allows;
+//! - every frame that was not dropped ends by its deadline;
+//! - with the link reconfigured (another bulkhead, the rate limit added or left out) at any instant
+//!   as they run: the same, but that a frame started before the change may wait for a slot the new
+//!   configuration adds (it is for the frames started after it), so the watch ends at the change;
+//! - once all have ended nothing is held, and once every break and reserved rate unit has passed,
+//!   a new frame's first attempt goes at once and succeeds.
+//!
+//! Each frame is a task of one executor (`join_all`), polled only when its own waker was woken, so
+//! a wake-up the adapter fails to make is not made up for by another task's.
+
+#![cfg(feature = "bulkhead")]
+#![allow(clippy::useless_conversion)] // Conversions that are one only with 32-bit ticks.
+
+use core::cell::Cell;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::Poll;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
+
+use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+use embassy_time::{Instant as Clock, Timer};
+use proptest::prelude::*;
+use relent_embassy::core::{
+    Classify, Context, Dependency, DependencyConfig, Jitter, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+};
+use relent_embassy::{Duration, HZ, SharedDependency, test_clock};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NoAck;
+
+impl Classify<HZ> for NoAck {
+    fn classify(&self) -> Verdict<HZ> {
+        Verdict::Retryable
+    }
+}
+
+/// The queue's places, and the room for wakers the link is given.
+const PLACES: usize = 3;
+/// Every frame's deadline, in milliseconds.
+const DEADLINE_MS: u32 = 5_000;
+
+/// Retries under a budget, `slots` slots with a queue of 3 that waits up to 500 ms, a breaker of
+/// two probes, and 5 frames a second if `rate` (each where its feature is compiled in).
+const fn config(slots: u16, rate: bool) -> DependencyConfig<HZ> {
+    let budget = match RetryBudget::ratio(50, 5) {
+        Ok(b) => b,
+        Err(e) => panic!("{}", e.message()),
+    };
+    let config = DependencyConfig::new(Duration::from_secs(10))
+        .budget(budget)
+        .bulkhead(slots)
+        .bulkhead_queue(PLACES as u16, Duration::from_millis(500));
+    #[cfg(feature = "breaker")]
+    let config = config.breaker(
+        relent_embassy::core::BreakerConfig::consecutive_failures(3, Duration::from_secs(2)).probes(2),
+    );
+    #[cfg(feature = "rate-limit")]
+    let config = if rate {
+        config.rate_limit(
+            relent_embassy::core::RateLimit::new(5, Duration::from_secs(1)).max_wait(Duration::from_secs(1)),
+        )
+    } else {
+        config
+    };
+    #[cfg(not(feature = "rate-limit"))]
+    let _ = rate;
+    config
+}
+
+/// The configurations a link starts with or is changed to: `CONFIGS[2 * (slots - 1) + rate]`.
+static CONFIGS: [DependencyConfig<HZ>; 6] =
+    [config(1, false), config(1, true), config(2, false), config(2, true), config(3, false), config(3, true)];
+
+fn configured(slots: u16, rate: bool) -> &'static DependencyConfig<HZ> {
+    &CONFIGS[2 * usize::from(slots - 1) + usize::from(rate)]
+}
+
+/// How many attempts may run at once, but for a change.
+const SLOTS: u16 = 2;
+
+type Link = SharedDependency<'static, CriticalSectionRawMutex, 4, 0, PLACES>;
+
+fn policy() -> RetryPolicy<HZ> {
+    RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1))
+        .jitter(Jitter::Full)
+        .attempt_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+fn read() -> Context<HZ> {
+    Context::new(
+        Duration::from_millis(DEADLINE_MS.into()),
+        ReplaySafety::replayable_read(Duration::from_secs(60)),
+    )
+}
+
+/// What an attempt does: answers after some milliseconds, or hangs until its timeout drops it.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Ack(u64),
+    NoAck(u64),
+    Hang,
+}
+
+fn answer() -> impl Strategy<Value = Answer> {
+    prop_oneof![(0u64..400).prop_map(Answer::Ack), (0u64..400).prop_map(Answer::NoAck), Just(Answer::Hang)]
+}
+
+/// One task's frame: when it starts, each attempt's answer (the last repeated), and when the task
+/// drops it, counted from its start.
+#[derive(Debug, Clone)]
+struct Frame {
+    start_ms: u64,
+    answers: Vec<Answer>,
+    dropped_after_ms: Option<u64>,
+}
+
+fn frame() -> impl Strategy<Value = Frame> {
+    (0u64..3_000, proptest::collection::vec(answer(), 1..4), proptest::option::weighted(0.6, 0u64..3_000))
+        .prop_map(|(start_ms, answers, dropped_after_ms)| Frame { start_ms, answers, dropped_after_ms })
+}
+
+fn ms_since(t: Clock) -> u64 {
+    (Clock::now() - t).as_millis()
+}
+
+/// Counts the attempts running, each from its start until its future is dropped or ends.
+struct Running<'a>(&'a Cell<u16>);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+/// Runs `frame` (the `seed`th) from its start to its end or its drop, checking that each attempt
+/// keeps within `slots` and that a frame that ends ends by its deadline.
+async fn task(
+    link: &Link,
+    policy: &RetryPolicy<HZ>,
+    frame: Frame,
+    seed: u64,
+    running: &Cell<u16>,
+    slots: u16,
+) {
+    Timer::after_millis(frame.start_ms).await;
+    let started = Clock::now();
+    let mut rng: rand_xoshiro::Xoshiro256PlusPlus = rand_core::SeedableRng::seed_from_u64(seed);
+    let answers = &frame.answers;
+    let send = link.execute(policy, read(), &mut rng, |info| {
+        running.set(running.get() + 1);
+        let now = running.get();
+        assert!(now <= slots, "{now} attempts run at once, with {slots} slots");
+        let index = usize::from(info.number() - 1).min(answers.len() - 1);
+        let answer = answers[index];
+        async move {
+            let _running = Running(running);
+            match answer {
+                Answer::Ack(ms) => {
+                    Timer::after_millis(ms).await;
+                    Ok(())
+                }
+                Answer::NoAck(ms) => {
+                    Timer::after_millis(ms).await;
+                    Err(NoAck)
+                }
+                Answer::Hang => core::future::pending().await,
+            }
+        }
+    });
+    let ended = match frame.dropped_after_ms {
+        Some(ms) => embassy_time::with_timeout(embassy_time::Duration::from_millis(ms), send).await.is_ok(),
+        None => {
+            send.await.unwrap();
+            true
+        }
+    };
+    if ended {
+        let took = ms_since(started);
+        assert!(took <= u64::from(DEADLINE_MS), "a frame ended {took} ms after it started");
+    }
+}
+
+/// Lets every task woken before it run, once or more: it wakes itself and waits its turn.
+async fn yield_now() {
+    let mut yielded = false;
+    core::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
+}
+
+/// A task's waker: marks the task to be polled, and wakes the executor (the joined future).
+struct Task {
+    woken: AtomicBool,
+    executor: Mutex<Option<Waker>>,
+}
+
+impl Wake for Task {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        if let Some(executor) = self.executor.lock().unwrap().as_ref() {
+            executor.wake_by_ref();
+        }
+    }
+}
+
+/// Every future to its end, as tasks of one executor: each is polled first, and then only when
+/// its own waker was woken, in order.
+async fn join_all(mut futures: Vec<Pin<Box<dyn Future<Output = ()> + '_>>>) {
+    let tasks: Vec<_> = futures
+        .iter()
+        .map(|_| Arc::new(Task { woken: AtomicBool::new(true), executor: Mutex::new(None) }))
+        .collect();
+    let mut ended = vec![false; futures.len()];
+    core::future::poll_fn(|cx| {
+        for task in &tasks {
+            *task.executor.lock().unwrap() = Some(cx.waker().clone());
+        }
+        for ((future, task), ended) in futures.iter_mut().zip(&tasks).zip(ended.iter_mut()) {
+            if !*ended && task.woken.swap(false, Ordering::SeqCst) {
+                let waker = Waker::from(task.clone());
+                *ended = future.as_mut().poll(&mut core::task::Context::from_waker(&waker)).is_ready();
+            }
+        }
+        if ended.iter().all(|e| *e) { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+}
+
+/// Whether a frame waits in the queue while a slot is free for it.
+fn waits_with_a_slot_free(link: &Link) -> bool {
+    let config = link.config();
+    link.lock(|state, _| state.bulkhead_waiting() > 0 && state.slot_for_waiting(config))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").map_or(128, |v| v.parse().expect("PROPTEST_CASES: a whole number")),
+        ..ProptestConfig::default()
+    })]
+
+    /// See the module doc.
+    #[test]
+    fn frames_dropped_anywhere_leave_nothing_held_and_no_frame_waiting_for_a_free_slot(
+        frames in proptest::collection::vec(frame(), 1..12),
+        rate in any::<bool>(),
+        change in proptest::option::weighted(0.3, (0u64..4_000, 1u16..4, any::<bool>())),
+    ) {
+        test_clock::reset();
+        let start = configured(SLOTS, rate);
+        let link: Link = SharedDependency::new(start, Dependency::new(start, relent_embassy::now()).unwrap());
+        let policy = policy();
+        let running = Cell::new(0);
+        let slots = change.map_or(SLOTS, |(_, slots, _)| slots.max(SLOTS));
+        let left = Cell::new(frames.len());
+        let changed = Cell::new(false);
+        let stuck = Cell::new(0u32);
+        let mut tasks: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = Vec::new();
+        for (seed, frame) in frames.iter().enumerate() {
+            let (link, policy, running, left) = (&link, &policy, &running, &left);
+            tasks.push(Box::pin(async move {
+                task(link, policy, frame.clone(), seed as u64, running, slots).await;
+                left.set(left.get() - 1);
+            }));
+        }
+        if let Some((at_ms, slots, rate)) = change {
+            let (link, changed) = (&link, &changed);
+            tasks.push(Box::pin(async move {
+                Timer::after_millis(at_ms).await;
+                changed.set(true);
+                link.reconfigure(configured(slots, rate)).unwrap();
+            }));
+        }
+        // The watch: each millisecond, once every task woken at it has run, until a change.
+        let (link_ref, left_ref, changed_ref, stuck_ref) = (&link, &left, &changed, &stuck);
+        tasks.push(Box::pin(async move {
+            while left_ref.get() > 0 && !changed_ref.get() {
+                Timer::after_millis(1).await;
+                for _ in 0..8 {
+                    yield_now().await;
+                }
+                if !changed_ref.get() && waits_with_a_slot_free(link_ref) {
+                    stuck_ref.set(stuck_ref.get() + 1);
+                }
+            }
+        }));
+        test_clock::run(join_all(tasks));
+        prop_assert_eq!(stuck.get(), 0, "milliseconds in which a frame waited with a slot free");
+        prop_assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
+        prop_assert_eq!(running.get(), 0);
+
+        // Past every break (2 s), every reserved unit (1 s at most ahead) and the change.
+        test_clock::advance(embassy_time::Duration::from_secs(10));
+        let t0 = Clock::now();
+        let sent = Cell::new(None);
+        let mut rng: rand_xoshiro::Xoshiro256PlusPlus = rand_core::SeedableRng::seed_from_u64(99);
+        let done = test_clock::run(link.execute(&policy, read(), &mut rng, |_| {
+            sent.set(Some(ms_since(t0)));
+            async { Ok::<_, NoAck>(()) }
+        }))
+        .unwrap();
+        prop_assert_eq!((sent.get(), done.completion.summary.dispatched), (Some(0), 1));
+    }
+}
