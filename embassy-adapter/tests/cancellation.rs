@@ -26,9 +26,6 @@ use core::cell::Cell;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::Poll;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Wake, Waker};
 
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_time::{Instant as Clock, Timer};
@@ -37,6 +34,8 @@ use relent_embassy::core::{
     Classify, Context, Dependency, DependencyConfig, Jitter, ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_embassy::{Duration, HZ, SharedDependency, test_clock};
+
+mod common;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct NoAck;
@@ -209,40 +208,14 @@ async fn yield_now() {
     .await;
 }
 
-/// A task's waker: marks the task to be polled, and wakes the executor (the joined future).
-struct Task {
-    woken: AtomicBool,
-    executor: Mutex<Option<Waker>>,
-}
-
-impl Wake for Task {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        if let Some(executor) = self.executor.lock().unwrap().as_ref() {
-            executor.wake_by_ref();
-        }
-    }
-}
-
-/// Every future to its end, as tasks of one executor: each is polled first, and then only when
-/// its own waker was woken, in order.
+/// Every future to its end, as tasks of one executor (see `common::Task`), in order.
 async fn join_all(mut futures: Vec<Pin<Box<dyn Future<Output = ()> + '_>>>) {
-    let tasks: Vec<_> = futures
-        .iter()
-        .map(|_| Arc::new(Task { woken: AtomicBool::new(true), executor: Mutex::new(None) }))
-        .collect();
+    let tasks: Vec<_> = futures.iter().map(|_| common::Task::new()).collect();
     let mut ended = vec![false; futures.len()];
     core::future::poll_fn(|cx| {
-        for task in &tasks {
-            *task.executor.lock().unwrap() = Some(cx.waker().clone());
-        }
         for ((future, task), ended) in futures.iter_mut().zip(&tasks).zip(ended.iter_mut()) {
-            if !*ended && task.woken.swap(false, Ordering::SeqCst) {
-                let waker = Waker::from(task.clone());
-                *ended = future.as_mut().poll(&mut core::task::Context::from_waker(&waker)).is_ready();
+            if !*ended {
+                *ended = task.step(future.as_mut(), cx.waker()).is_some();
             }
         }
         if ended.iter().all(|e| *e) { Poll::Ready(()) } else { Poll::Pending }

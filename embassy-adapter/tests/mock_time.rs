@@ -32,6 +32,9 @@ use relent_embassy::{AttemptError, Duration, HZ, SharedDependency};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+#[cfg(feature = "bulkhead")]
+mod common;
+
 use test_clock::run;
 
 fn elapsed_ms(since: embassy_time::Instant) -> u64 {
@@ -1379,47 +1382,21 @@ mod nesting {
 /// is not made up for by the other's.
 #[cfg(feature = "bulkhead")]
 async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
-    use std::task::{Context, Poll, Wake, Waker};
-
-    /// A task's waker: marks the task to be polled, and wakes the executor (the joined future).
-    struct Task {
-        woken: AtomicBool,
-        executor: Mutex<Option<Waker>>,
-    }
-    impl Wake for Task {
-        fn wake(self: Arc<Self>) {
-            self.wake_by_ref();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.woken.store(true, Ordering::SeqCst);
-            if let Some(executor) = self.executor.lock().unwrap().as_ref() {
-                executor.wake_by_ref();
-            }
-        }
-    }
-    /// Polls `future` if its task was woken (or never polled), with the task's own waker.
-    fn step<F: Future>(future: core::pin::Pin<&mut F>, task: &Arc<Task>, out: &mut Option<F::Output>) {
-        if out.is_none() && task.woken.swap(false, Ordering::SeqCst) {
-            let waker = Waker::from(task.clone());
-            if let Poll::Ready(v) = future.poll(&mut Context::from_waker(&waker)) {
-                *out = Some(v);
-            }
-        }
-    }
-
     let (mut a, mut b) = (core::pin::pin!(a), core::pin::pin!(b));
-    let task = || Arc::new(Task { woken: AtomicBool::new(true), executor: Mutex::new(None) });
-    let (task_a, task_b) = (task(), task());
+    let (task_a, task_b) = (common::Task::new(), common::Task::new());
     let (mut out_a, mut out_b) = (None, None);
     core::future::poll_fn(|cx| {
-        for t in [&task_a, &task_b] {
-            *t.executor.lock().unwrap() = Some(cx.waker().clone());
+        if out_a.is_none() {
+            out_a = task_a.step(a.as_mut(), cx.waker());
         }
-        step(a.as_mut(), &task_a, &mut out_a);
-        step(b.as_mut(), &task_b, &mut out_b);
-        if out_a.is_some() && out_b.is_some() { Poll::Ready(()) } else { Poll::Pending }
+        if out_b.is_none() {
+            out_b = task_b.step(b.as_mut(), cx.waker());
+        }
+        if out_a.is_some() && out_b.is_some() {
+            core::task::Poll::Ready(())
+        } else {
+            core::task::Poll::Pending
+        }
     })
     .await;
     (out_a.unwrap(), out_b.unwrap())
