@@ -12,7 +12,8 @@
 //! - with the dependency reconfigured (another bulkhead, a rate limit added or left out) at any
 //!   instant as they run, as an operator may: the same, but that a call started before the change
 //!   may wait for a slot the new configuration adds (it is for the calls started after it), so
-//!   the watch for waiting calls ends at the change;
+//!   the watch for waiting calls pauses at the change until every call started before it has
+//!   ended;
 //! - once all have ended, nothing is held (no slot, no place in the queue), and once every break and
 //!   every reserved rate unit has passed, a new call's first attempt goes at once and succeeds.
 
@@ -205,9 +206,19 @@ proptest! {
             let policy = policy();
             let running = Arc::new(AtomicUsize::new(0));
             let slots = change.map_or(SLOTS, |(_, slots, _)| slots.max(SLOTS));
+            // The calls started before the change (or at its millisecond) that have not ended.
+            let before = Arc::new(AtomicUsize::new(0));
             let tasks: Vec<_> = calls
                 .iter()
-                .map(|call| tokio::spawn(client(dep.clone(), policy, call.clone(), running.clone(), slots)))
+                .map(|call| {
+                    let old = change.is_some_and(|(at_ms, ..)| call.start_ms <= at_ms);
+                    before.fetch_add(usize::from(old), Ordering::SeqCst);
+                    let (before, run) = (before.clone(), client(dep.clone(), policy, call.clone(), running.clone(), slots));
+                    tokio::spawn(async move {
+                        run.await;
+                        before.fetch_sub(usize::from(old), Ordering::SeqCst);
+                    })
+                })
                 .collect();
             let changed = Arc::new(AtomicBool::new(false));
             if let Some((at_ms, slots, rate)) = change {
@@ -218,20 +229,22 @@ proptest! {
                     dep.reconfigure(config(slots, rate)).unwrap();
                 });
             }
-            // The watch: each millisecond, once every task woken at it has run, until a change.
+            // The watch: each millisecond, once every task woken at it has run; after a change,
+            // once every call started before it has ended.
             let done = Arc::new(AtomicBool::new(false));
             let watch = {
                 let (dep, done) = (dep.clone(), done.clone());
                 tokio::spawn(async move {
                     let mut stuck = Vec::new();
-                    while !done.load(Ordering::SeqCst) && !changed.load(Ordering::SeqCst) {
+                    while !done.load(Ordering::SeqCst) {
                         sleep(Std::from_millis(1)).await;
                         for _ in 0..8 {
                             tokio::task::yield_now().await;
                         }
                         // Read with the state, in the same poll: a change made at this millisecond
                         // is either seen here or made after.
-                        if !changed.load(Ordering::SeqCst) && waits_with_a_slot_free(&dep) {
+                        let watched = !changed.load(Ordering::SeqCst) || before.load(Ordering::SeqCst) == 0;
+                        if watched && waits_with_a_slot_free(&dep) {
                             stuck.push(dep.gauges());
                         }
                     }
