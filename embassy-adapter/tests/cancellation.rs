@@ -12,7 +12,8 @@
 //! - every frame that was not dropped ends by its deadline;
 //! - with the link reconfigured (another bulkhead, the rate limit added or left out) at any instant
 //!   as they run: the same, but that a frame started before the change may wait for a slot the new
-//!   configuration adds (it is for the frames started after it), so the watch ends at the change;
+//!   configuration adds (it is for the frames started after it), so the watch pauses at the change
+//!   until every frame started before it has ended;
 //! - once all have ended nothing is held, and once every break and reserved rate unit has passed,
 //!   a new frame's first attempt goes at once and succeeds.
 //!
@@ -259,12 +260,17 @@ proptest! {
         let left = Cell::new(frames.len());
         let changed = Cell::new(false);
         let stuck = Cell::new(0u32);
+        // The frames started before the change (or at its millisecond) that have not ended.
+        let before = Cell::new(0);
         let mut tasks: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = Vec::new();
         for (seed, frame) in frames.iter().enumerate() {
-            let (link, policy, running, left) = (&link, &policy, &running, &left);
+            let old = usize::from(change.is_some_and(|(at_ms, ..)| frame.start_ms <= at_ms));
+            before.set(before.get() + old);
+            let (link, policy, running, left, before) = (&link, &policy, &running, &left, &before);
             tasks.push(Box::pin(async move {
                 task(link, policy, frame.clone(), seed as u64, running, slots).await;
                 left.set(left.get() - 1);
+                before.set(before.get() - old);
             }));
         }
         if let Some((at_ms, slots, rate)) = change {
@@ -275,15 +281,17 @@ proptest! {
                 link.reconfigure(configured(slots, rate)).unwrap();
             }));
         }
-        // The watch: each millisecond, once every task woken at it has run, until a change.
-        let (link_ref, left_ref, changed_ref, stuck_ref) = (&link, &left, &changed, &stuck);
+        // The watch: each millisecond, once every task woken at it has run; after a change, once
+        // every frame started before it has ended.
+        let (link_ref, left_ref, changed_ref, stuck_ref, before_ref) = (&link, &left, &changed, &stuck, &before);
         tasks.push(Box::pin(async move {
-            while left_ref.get() > 0 && !changed_ref.get() {
+            while left_ref.get() > 0 {
                 Timer::after_millis(1).await;
                 for _ in 0..8 {
                     yield_now().await;
                 }
-                if !changed_ref.get() && waits_with_a_slot_free(link_ref) {
+                let watched = !changed_ref.get() || before_ref.get() == 0;
+                if watched && waits_with_a_slot_free(link_ref) {
                     stuck_ref.set(stuck_ref.get() + 1);
                 }
             }
