@@ -461,6 +461,10 @@ where
                     // In the bulkhead's queue, the wait also ends when a slot frees (see
                     // `wait`).
                     let queue = (W > 0 && running.op.waits_for_slot()).then_some(&*running);
+                    #[cfg(feature = "defmt")]
+                    if W == 0 && running.op.waits_for_slot() {
+                        crate::shared::warn_no_room_for_waker(W);
+                    }
                     wait(epoch.to_embassy(until), queue).await;
                     None
                 }

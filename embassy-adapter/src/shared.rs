@@ -79,7 +79,8 @@ struct Guarded<'c, const N: usize, const L: usize, const W: usize> {
 /// register again: so its waker keeps no place from them. Each place costs a waker's two
 /// words. An operation that finds no room for its waker (more waiting than `W`) still goes, at the
 /// end of its wait, if a slot is free by then: the core keeps a freed slot for the operations that
-/// wait, so leaving `W` at 0 with a queue leaves slots idle.
+/// wait, so leaving `W` at 0 with a queue leaves slots idle. With feature `defmt` each such wait is
+/// logged at WARN, with what to change.
 pub struct SharedDependency<'c, M: RawMutex, const N: usize, const L: usize = 0, const W: usize = 0> {
     guarded: Mutex<M, Guarded<'c, N, L, W>>,
 }
@@ -251,17 +252,25 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
         op: &Operation<'_, HZ, E>,
         cx: &mut core::task::Context<'_>,
     ) -> Poll<()> {
-        self.guarded.lock(|Guarded { held, .. }| {
+        // `None` if a slot is free for it; else whether it found no room for its waker.
+        let pending = self.guarded.lock(|Guarded { held, .. }| {
             let held = &mut *held.borrow_mut();
             if op.slot_free(&held.state) {
-                return Poll::Ready(());
+                return None;
             }
             let registered = held.waiting.iter().flatten().any(|w| w.will_wake(cx.waker()));
-            if let (false, Some(free)) = (registered, held.waiting.iter_mut().find(|w| w.is_none())) {
-                *free = Some(cx.waker().clone());
+            match (registered, held.waiting.iter_mut().find(|w| w.is_none())) {
+                (false, Some(free)) => *free = Some(cx.waker().clone()),
+                (false, None) => return Some(true),
+                _ => {}
             }
-            Poll::Pending
-        })
+            Some(false)
+        });
+        #[cfg(feature = "defmt")]
+        if pending == Some(true) {
+            warn_no_room_for_waker(W);
+        }
+        if pending.is_none() { Poll::Ready(()) } else { Poll::Pending }
     }
 
     /// For an operation leaving the bulkhead's queue otherwise than by taking a slot it was woken
@@ -281,6 +290,17 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
             }
         });
     }
+}
+
+/// Warns with defmt, outside the lock (feature `defmt`), that an operation waits in the
+/// bulkhead's queue with no room for its waker among `w`: it goes when its wait ends, not when a
+/// slot frees, and the slot idles meanwhile. Give `SharedDependency` the queue's places as `W`.
+#[cfg(feature = "defmt")]
+pub(crate) fn warn_no_room_for_waker(w: usize) {
+    defmt::warn!(
+        "relent: an operation waits in the bulkhead's queue with no room for its waker (W = {}), so it goes at the end of its wait, not when a slot frees: give SharedDependency the queue's places as W",
+        w
+    );
 }
 
 /// Logs an operator's change of the circuit with defmt, outside the lock (feature `defmt`).
