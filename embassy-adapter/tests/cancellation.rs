@@ -21,7 +21,8 @@
 //! rebases the link's state and each frame's operation as it next takes the lock.
 //!
 //! Each frame is a task of one executor (`join_all`), polled only when its own waker was woken, so
-//! a wake-up the adapter fails to make is not made up for by another task's.
+//! a wake-up the adapter fails to make is not made up for by another task's; or all are the futures
+//! of one task, sharing its waker (which the link keeps once for all of them).
 
 #![cfg(feature = "bulkhead")]
 #![allow(clippy::useless_conversion)] // Conversions that are one only with 32-bit ticks.
@@ -212,14 +213,20 @@ async fn yield_now() {
     .await;
 }
 
-/// Every future to its end, as tasks of one executor (see `common::Task`), in order.
-async fn join_all(mut futures: Vec<Pin<Box<dyn Future<Output = ()> + '_>>>) {
+/// Every future to its end: as tasks of one executor (see `common::Task`), in order; or, if
+/// `one_task`, as the futures of one task that all share its waker and are all polled whenever it
+/// is woken, as `embassy_futures::join_array` runs them (a firmware task sending several frames).
+async fn join_all(mut futures: Vec<Pin<Box<dyn Future<Output = ()> + '_>>>, one_task: bool) {
     let tasks: Vec<_> = futures.iter().map(|_| common::Task::new()).collect();
     let mut ended = vec![false; futures.len()];
     core::future::poll_fn(|cx| {
         for ((future, task), ended) in futures.iter_mut().zip(&tasks).zip(ended.iter_mut()) {
             if !*ended {
-                *ended = task.step(future.as_mut(), cx.waker()).is_some();
+                *ended = if one_task {
+                    future.as_mut().poll(cx).is_ready()
+                } else {
+                    task.step(future.as_mut(), cx.waker()).is_some()
+                };
             }
         }
         if ended.iter().all(|e| *e) { Poll::Ready(()) } else { Poll::Pending }
@@ -246,6 +253,7 @@ proptest! {
         rate in any::<bool>(),
         change in proptest::option::weighted(0.3, (0u64..4_000, 1u16..4, any::<bool>())),
         start_ms in 0u64..8_000,
+        one_task in any::<bool>(),
     ) {
         test_clock::reset();
         // With 32-bit ticks, from 5 s before a restart of the core's clock to 3 s after it, so
@@ -296,7 +304,7 @@ proptest! {
                 }
             }
         }));
-        test_clock::run(join_all(tasks));
+        test_clock::run(join_all(tasks, one_task));
         prop_assert_eq!(stuck.get(), 0, "milliseconds in which a frame waited with a slot free");
         prop_assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
         prop_assert_eq!(running.get(), 0);
