@@ -1,5 +1,5 @@
-//! Frames dropped anywhere, on a link with a bulkhead and a queue (and a breaker of two probes and
-//! a rate limit where those are compiled in), on this crate's test clock.
+//! Frames dropped anywhere, on a link with a bulkhead and a queue (and a breaker of two probes, a
+//! rate limit and a duty cycle where those are compiled in), on this crate's test clock.
 //!
 //! The single cases are tested one by one in `mock_time.rs`. This is the question firmware asks
 //! after a day of tasks giving up on their frames at every instant (a newer reading replaces the
@@ -14,8 +14,8 @@
 //!   as they run: the same, but that a frame started before the change may wait for a slot the new
 //!   configuration adds (it is for the frames started after it), so the watch pauses at the change
 //!   until every frame started before it has ended;
-//! - once all have ended nothing is held, and once every break and reserved rate unit has passed,
-//!   a new frame's first attempt goes at once and succeeds.
+//! - once all have ended nothing is held, and once every break, reserved rate unit and airtime has
+//!   passed, a new frame's first attempt goes at once and succeeds.
 //!
 //! With 32-bit ticks the frames run across a restart of the core's clock (every 2^30 ticks), which
 //! rebases the link's state and each frame's operation as it next takes the lock.
@@ -57,7 +57,8 @@ const PLACES: usize = 3;
 const DEADLINE_MS: u32 = 5_000;
 
 /// Retries under a budget, `slots` slots with a queue of 3 that waits up to 500 ms, a breaker of
-/// two probes, and 5 frames a second if `rate` (each where its feature is compiled in).
+/// two probes, 5 frames a second if `rate`, and a duty cycle (each where its feature is compiled
+/// in).
 const fn config(slots: u16, rate: bool) -> DependencyConfig<HZ> {
     let budget = match RetryBudget::ratio(50, 5) {
         Ok(b) => b,
@@ -81,6 +82,10 @@ const fn config(slots: u16, rate: bool) -> DependencyConfig<HZ> {
     };
     #[cfg(not(feature = "rate-limit"))]
     let _ = rate;
+    // 1 s on air in any 4 s.
+    #[cfg(feature = "duty-cycle")]
+    let config = config
+        .duty_cycle(relent_embassy::core::DutyCycle::new(Duration::from_secs(1), Duration::from_secs(4)));
     config
 }
 
@@ -95,7 +100,10 @@ fn configured(slots: u16, rate: bool) -> &'static DependencyConfig<HZ> {
 /// How many attempts may run at once, but for a change.
 const SLOTS: u16 = 2;
 
-type Link = SharedDependency<'static, CriticalSectionRawMutex, 4, 0, PLACES>;
+/// The airtime log's entries, where the duty cycle is compiled in.
+const LOG: usize = if cfg!(feature = "duty-cycle") { 4 } else { 0 };
+
+type Link = SharedDependency<'static, CriticalSectionRawMutex, 4, LOG, PLACES>;
 
 fn policy() -> RetryPolicy<HZ> {
     RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(1))
@@ -105,11 +113,18 @@ fn policy() -> RetryPolicy<HZ> {
         .unwrap()
 }
 
-fn read() -> Context<HZ> {
-    Context::new(
+/// A frame's context: its deadline, and the airtime each of its attempts costs where the duty
+/// cycle is compiled in.
+fn read(airtime_ms: u32) -> Context<HZ> {
+    let context = Context::new(
         Duration::from_millis(DEADLINE_MS.into()),
         ReplaySafety::replayable_read(Duration::from_secs(60)),
-    )
+    );
+    #[cfg(feature = "duty-cycle")]
+    let context = context.airtime(Duration::from_millis(airtime_ms.into()));
+    #[cfg(not(feature = "duty-cycle"))]
+    let _ = airtime_ms;
+    context
 }
 
 /// What an attempt does: answers after some milliseconds, or hangs until its timeout drops it.
@@ -131,11 +146,22 @@ struct Frame {
     start_ms: u64,
     answers: Vec<Answer>,
     dropped_after_ms: Option<u64>,
+    airtime_ms: u32,
 }
 
 fn frame() -> impl Strategy<Value = Frame> {
-    (0u64..3_000, proptest::collection::vec(answer(), 1..4), proptest::option::weighted(0.6, 0u64..3_000))
-        .prop_map(|(start_ms, answers, dropped_after_ms)| Frame { start_ms, answers, dropped_after_ms })
+    (
+        0u64..3_000,
+        proptest::collection::vec(answer(), 1..4),
+        proptest::option::weighted(0.6, 0u64..3_000),
+        1u32..400,
+    )
+        .prop_map(|(start_ms, answers, dropped_after_ms, airtime_ms)| Frame {
+            start_ms,
+            answers,
+            dropped_after_ms,
+            airtime_ms,
+        })
 }
 
 fn ms_since(t: Clock) -> u64 {
@@ -165,7 +191,7 @@ async fn task(
     let started = Clock::now();
     let mut rng: rand_xoshiro::Xoshiro256PlusPlus = rand_core::SeedableRng::seed_from_u64(seed);
     let answers = &frame.answers;
-    let send = link.execute(policy, read(), &mut rng, |info| {
+    let send = link.execute(policy, read(frame.airtime_ms), &mut rng, |info| {
         running.set(running.get() + 1);
         let now = running.get();
         assert!(now <= slots, "{now} attempts run at once, with {slots} slots");
@@ -309,12 +335,13 @@ proptest! {
         prop_assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
         prop_assert_eq!(running.get(), 0);
 
-        // Past every break (2 s), every reserved unit (1 s at most ahead) and the change.
+        // Past every break (2 s), every reserved unit (1 s at most ahead), every airtime (which
+        // counts for 4 s after its end) and the change.
         test_clock::advance(embassy_time::Duration::from_secs(10));
         let t0 = Clock::now();
         let sent = Cell::new(None);
         let mut rng: rand_xoshiro::Xoshiro256PlusPlus = rand_core::SeedableRng::seed_from_u64(99);
-        let done = test_clock::run(link.execute(&policy, read(), &mut rng, |_| {
+        let done = test_clock::run(link.execute(&policy, read(300), &mut rng, |_| {
             sent.set(Some(ms_since(t0)));
             async { Ok::<_, NoAck>(()) }
         }))
