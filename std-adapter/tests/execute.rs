@@ -654,6 +654,43 @@ async fn dropping_a_call_that_waits_in_the_queue_gives_its_place_back_and_the_ne
     assert_eq!(next.await.unwrap(), (Some(ms(100)), None, ms(80)));
 }
 
+/// One call every 10 s, and a call may wait up to 30 s for its unit.
+fn one_call_every_10_s() -> Dependency {
+    let limit =
+        relent_tokio::core::RateLimit::new(1, Duration::from_secs(10)).max_wait(Duration::from_secs(30));
+    payrail(budgeted().rate_limit(limit))
+}
+
+/// A call over the rate limit waits on tokio's clock for the instant its unit falls due, and goes
+/// then; the wait counts in its completion.
+#[tokio::test(start_paused = true)]
+async fn a_call_over_the_rate_limit_waits_for_its_unit_and_goes_the_instant_it_falls_due() {
+    let dep = one_call_every_10_s();
+    let t0 = Instant::now();
+    let ms = Std::from_millis;
+    let first = tokio::spawn(queued_call(dep.clone(), t0, ms(0), ms(1)));
+    let second = tokio::spawn(queued_call(dep.clone(), t0, ms(1_000), ms(1)));
+    assert_eq!(first.await.unwrap(), (Some(ms(0)), None, ms(0)));
+    assert_eq!(second.await.unwrap(), (Some(ms(10_000)), None, ms(9_000)));
+}
+
+/// A call dropped while it waits for its rate unit gives the unit back: the next call takes it
+/// when it falls due, at 10 s, rather than the one after it at 20 s, past its 10 s deadline.
+#[tokio::test(start_paused = true)]
+async fn dropping_a_call_that_waits_for_its_rate_unit_gives_the_unit_back_to_the_next() {
+    let dep = one_call_every_10_s();
+    let t0 = Instant::now();
+    let ms = Std::from_millis;
+    let first = tokio::spawn(queued_call(dep.clone(), t0, ms(0), ms(1)));
+    let dropped = tokio::spawn(queued_call(dep.clone(), t0, ms(1_000), ms(1)));
+    let next = tokio::spawn(queued_call(dep.clone(), t0, ms(6_000), ms(1)));
+    tokio::time::sleep(ms(5_000)).await;
+    dropped.abort();
+    assert!(dropped.await.unwrap_err().is_cancelled());
+    assert_eq!(first.await.unwrap().0, Some(ms(0)));
+    assert_eq!(next.await.unwrap(), (Some(ms(10_000)), None, ms(4_000)));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tasks_through_a_queued_bulkhead_on_a_multi_threaded_runtime_lose_no_slot_and_no_place() {
     // Each attempt holds its slot for a millisecond on the real clock; a queue of 400 places that
