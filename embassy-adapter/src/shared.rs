@@ -75,8 +75,9 @@ struct Guarded<'c, const N: usize, const L: usize, const W: usize> {
 /// With a bulkhead queue ([`DependencyConfig::bulkhead_queue`]), give `W` the queue's places: an
 /// operation waiting for a slot is woken when one frees, and goes then (all the waiting ones are
 /// woken, and the first to ask takes it; the others wait on). One that leaves the queue otherwise
-/// (dropped by its task, or at the end of its wait) wakes them all too, and those still waiting
-/// register again: so its waker keeps no place from them. Each place costs a waker's two
+/// (dropped by its task, at the end of its wait, or taking a slot when polled for something else)
+/// wakes them all too, and those still waiting register again: so its waker keeps no place from
+/// them. Each place costs a waker's two
 /// words. An operation that finds no room for its waker (more waiting than `W`) still goes, at the
 /// end of its wait, if a slot is free by then: the core keeps a freed slot for the operations that
 /// wait, so leaving `W` at 0 with a queue leaves slots idle. With feature `defmt` each such wait is
@@ -232,9 +233,7 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
             // refused or cancelled, a newcomer queued behind them): wake them all. The first to
             // poll takes it; the others find none and wait on.
             if W > 0 && held.state.slot_for_waiting(config.get()) {
-                for waker in held.waiting.iter_mut().filter_map(Option::take) {
-                    waker.wake();
-                }
+                wake_all(&mut held.waiting);
             }
             result
         })
@@ -255,10 +254,15 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
         // `None` if a slot is free for it; else whether it found no room for its waker.
         let pending = self.guarded.lock(|Guarded { held, .. }| {
             let held = &mut *held.borrow_mut();
+            let registered = held.waiting.iter().flatten().any(|w| w.will_wake(cx.waker()));
             if op.slot_free(&held.state) {
+                // Polled for something else than a free slot (which takes every waker), it may
+                // leave its waker behind: as `leave_queue`.
+                if registered {
+                    wake_all(&mut held.waiting);
+                }
                 return None;
             }
-            let registered = held.waiting.iter().flatten().any(|w| w.will_wake(cx.waker()));
             match (registered, held.waiting.iter_mut().find(|w| w.is_none())) {
                 (false, Some(free)) => *free = Some(cx.waker().clone()),
                 (false, None) => return Some(true),
@@ -284,11 +288,17 @@ impl<'c, M: RawMutex, const N: usize, const L: usize, const W: usize> SharedDepe
         self.guarded.lock(|Guarded { held, .. }| {
             let waiting = &mut held.borrow_mut().waiting;
             if waker.is_none_or(|waker| waiting.iter().flatten().any(|w| w.will_wake(waker))) {
-                for waker in waiting.iter_mut().filter_map(Option::take) {
-                    waker.wake();
-                }
+                wake_all(waiting);
             }
         });
+    }
+}
+
+/// Takes every registered waker and wakes it: the operations still waiting register again when
+/// polled.
+fn wake_all(waiting: &mut [Option<Waker>]) {
+    for waker in waiting.iter_mut().filter_map(Option::take) {
+        waker.wake();
     }
 }
 

@@ -1582,6 +1582,83 @@ fn a_free_slot_does_not_end_a_wait_outside_the_bulkhead_s_queue() {
     assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
 }
 
+/// A frame that takes a slot without having been woken for it leaves no waker behind either. Two
+/// slots cut to one while a frame waits: when the first slot frees, the link (now of one slot,
+/// with one still held) wakes nobody, but the waiting frame, started under two, may go; its task
+/// also runs a ticker, whose wake-up polls it, and it goes at 500 ms with its waker still
+/// registered. That task ends. Of two frames that wait next, the second finds room for its waker
+/// only if that one was taken: it goes the tick its slot frees, at 2,010 ms, not at the end of its
+/// wait.
+#[cfg(feature = "bulkhead")]
+#[test]
+fn a_frame_that_takes_a_slot_unwoken_leaves_no_waker_to_keep_a_place() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    test_clock::reset();
+    static TWO: DependencyConfig<HZ> = LINK.bulkhead(2).bulkhead_queue(2, Duration::from_secs(2));
+    static ONE: DependencyConfig<HZ> = TWO.bulkhead(1);
+    let link: SharedDependency<'_, CriticalSectionRawMutex, 4, 0, 2> =
+        SharedDependency::new(&TWO, Dependency::new(&TWO, relent_embassy::now()).unwrap());
+    let t0 = embassy_time::Instant::now();
+    let once = CHECKOUT.without_retries();
+    // One attempt of `on_air_ms`, from `after_ms`: when it went.
+    let frame = |after_ms: u64, on_air_ms: u64| {
+        let (link, once) = (&link, &once);
+        async move {
+            embassy_time::Timer::after_millis(after_ms).await;
+            let mut rng = rng();
+            let sent = RefCell::new(None);
+            link.execute(once, read(10_000), &mut rng, |_| {
+                *sent.borrow_mut() = Some(elapsed_ms(t0));
+                async move {
+                    embassy_time::Timer::after_millis(on_air_ms).await;
+                    Ok::<_, LinkError>(())
+                }
+            })
+            .await
+            .unwrap();
+            sent.into_inner()
+        }
+    };
+    let change = async {
+        embassy_time::Timer::after_millis(100).await;
+        link.reconfigure(&ONE).unwrap();
+    };
+    // The waiting frame and a ticker every 50 ms, in one task: both polled whenever it is woken.
+    let ticked = async {
+        let ended = core::cell::Cell::new(false);
+        let (mut waiting, mut ticker) = (
+            core::pin::pin!(async {
+                let sent = frame(10, 10).await;
+                ended.set(true);
+                sent
+            }),
+            core::pin::pin!(async {
+                while !ended.get() {
+                    embassy_time::Timer::after_millis(50).await;
+                }
+            }),
+        );
+        let mut sent = None;
+        core::future::poll_fn(|cx| {
+            if sent.is_none() {
+                if let core::task::Poll::Ready(v) = waiting.as_mut().poll(cx) {
+                    sent = Some(v);
+                }
+            }
+            let ticking = ticker.as_mut().poll(cx).is_pending();
+            if sent.is_some() && !ticking { core::task::Poll::Ready(()) } else { core::task::Poll::Pending }
+        })
+        .await;
+        sent.unwrap()
+    };
+    let ((short, long), ((unwoken, ()), (next, last))) = run(join(
+        join(frame(0, 500), frame(0, 2_000)),
+        join(join(ticked, change), join(frame(600, 10), frame(610, 10))),
+    ));
+    assert_eq!([short, long, unwoken, next, last], [Some(0), Some(0), Some(500), Some(2_000), Some(2_010)]);
+    assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
+}
+
 /// A second slot given by a reconfiguration while a frame waits in the queue: the waiting frame
 /// started under one slot and goes under it, as the first slot frees at 1 s (woken for the new
 /// slot, it finds none under its own configuration and waits on, with no wake-up loop), while a
