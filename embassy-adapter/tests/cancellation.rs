@@ -20,9 +20,10 @@
 //! With 32-bit ticks the frames run across a restart of the core's clock (every 2^30 ticks), which
 //! rebases the link's state and each frame's operation as it next takes the lock.
 //!
-//! Each frame is a task of one executor (`join_all`), polled only when its own waker was woken, so
-//! a wake-up the adapter fails to make is not made up for by another task's; or all are the futures
-//! of one task, sharing its waker (which the link keeps once for all of them).
+//! The frames are tasks of one executor (`join_all`), each polled only when its own waker was
+//! woken, so that a wake-up the adapter fails to make is not made up for by another task's: a task
+//! for each frame, one for all, or three each with some of them, whose frames share its waker
+//! (which the link keeps once for all of them) and are polled whenever any of them is woken.
 
 #![cfg(feature = "bulkhead")]
 #![allow(clippy::useless_conversion)] // Conversions that are one only with 32-bit ticks.
@@ -239,16 +240,18 @@ async fn yield_now() {
     .await;
 }
 
-/// Every future to its end: as tasks of one executor (see `common::Task`), in order; or, if
-/// `one_task`, as the futures of one task that all share its waker and are all polled whenever it
+type Boxed<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// Every future to its end, as tasks of one executor (see `common::Task`), in order; or, if
+/// `shared`, as the futures of one task that all share its waker and are all polled whenever it
 /// is woken, as `embassy_futures::join_array` runs them (a firmware task sending several frames).
-async fn join_all(mut futures: Vec<Pin<Box<dyn Future<Output = ()> + '_>>>, one_task: bool) {
+async fn join_all(mut futures: Vec<Boxed<'_>>, shared: bool) {
     let tasks: Vec<_> = futures.iter().map(|_| common::Task::new()).collect();
     let mut ended = vec![false; futures.len()];
     core::future::poll_fn(|cx| {
         for ((future, task), ended) in futures.iter_mut().zip(&tasks).zip(ended.iter_mut()) {
             if !*ended {
-                *ended = if one_task {
+                *ended = if shared {
                     future.as_mut().poll(cx).is_ready()
                 } else {
                     task.step(future.as_mut(), cx.waker()).is_some()
@@ -279,7 +282,8 @@ proptest! {
         rate in any::<bool>(),
         change in proptest::option::weighted(0.3, (0u64..4_000, 1u16..4, any::<bool>())),
         start_ms in 0u64..8_000,
-        one_task in any::<bool>(),
+        grouping in 0u8..3,
+        group_of in proptest::collection::vec(0usize..3, 12),
     ) {
         test_clock::reset();
         // With 32-bit ticks, from 5 s before a restart of the core's clock to 3 s after it, so
@@ -296,17 +300,23 @@ proptest! {
         let stuck = Cell::new(0u32);
         // The frames started before the change (or at its millisecond) that have not ended.
         let before = Cell::new(0);
-        let mut tasks: Vec<Pin<Box<dyn Future<Output = ()> + '_>>> = Vec::new();
+        // Which task each frame runs in: one each, all in one, or one of three.
+        let mut groups: Vec<Vec<Boxed<'_>>> = Vec::new();
         for (seed, frame) in frames.iter().enumerate() {
             let old = usize::from(change.is_some_and(|(at_ms, ..)| frame.start_ms <= at_ms));
             before.set(before.get() + old);
             let (link, policy, running, left, before) = (&link, &policy, &running, &left, &before);
-            tasks.push(Box::pin(async move {
+            let future: Boxed<'_> = Box::pin(async move {
                 task(link, policy, frame.clone(), seed as u64, running, slots).await;
                 left.set(left.get() - 1);
                 before.set(before.get() - old);
-            }));
+            });
+            let group = [seed, 0, group_of[seed]][usize::from(grouping)];
+            groups.resize_with(groups.len().max(group + 1), Vec::new);
+            groups[group].push(future);
         }
+        let mut tasks: Vec<Boxed<'_>> =
+            groups.into_iter().map(|group| Box::pin(join_all(group, true)) as Boxed<'_>).collect();
         if let Some((at_ms, slots, rate)) = change {
             let (link, changed) = (&link, &changed);
             tasks.push(Box::pin(async move {
@@ -330,7 +340,7 @@ proptest! {
                 }
             }
         }));
-        test_clock::run(join_all(tasks, one_task));
+        test_clock::run(join_all(tasks, false));
         prop_assert_eq!(stuck.get(), 0, "milliseconds in which a frame waited with a slot free");
         prop_assert_eq!(link.lock(|state, _| (state.in_flight(), state.bulkhead_waiting())), (0, 0));
         prop_assert_eq!(running.get(), 0);
