@@ -211,7 +211,8 @@ impl<'a, M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: Obse
 
 /// Waits until `until`; for an operation in the bulkhead's queue (`until` the end of its wait),
 /// `queue` is the operation, and the wait ends sooner when a slot is free for it (see
-/// [`SharedDependency::poll_slot`]). One future for both waits, and one reference: a second await
+/// [`SharedDependency::poll_slot`]); if its wait ends first, it leaves the queue
+/// ([`SharedDependency::leave_queue`]). One future for both waits, and one reference: a second await
 /// point in the loop cost the firmware 144 bytes of flash with `W` of 0, and a reference beside a
 /// flag, or the dependency's beside the operation's, made the operation's future 8 bytes larger.
 fn wait<'s, M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: Observer<HZ>>(
@@ -224,7 +225,7 @@ fn wait<'s, M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: O
         let queue = queue.filter(|_| W > 0);
         if core::pin::Pin::new(&mut timer).poll(cx).is_ready() {
             if let Some(running) = queue {
-                running.shared.leave_queue(Some(cx.waker()));
+                running.shared.leave_queue();
             }
             return core::task::Poll::Ready(());
         }
@@ -268,7 +269,7 @@ impl<M: RawMutex, const N: usize, const L: usize, const W: usize, E, B: Observer
                 op.abandon(now, state, observer);
             });
             if queued {
-                shared.leave_queue(None);
+                shared.leave_queue();
             }
         }
     }
