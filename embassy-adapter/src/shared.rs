@@ -77,11 +77,10 @@ struct Guarded<'c, const N: usize, const L: usize, const W: usize> {
 /// woken, and the first to ask takes it; the others wait on). One that leaves the queue otherwise
 /// (dropped by its task, at the end of its wait, or taking a slot when polled for something else)
 /// wakes them all too, and those still waiting register again: so its waker keeps no place from
-/// them. Each place costs a waker's two
-/// words. An operation that finds no room for its waker (more waiting than `W`) still goes, at the
-/// end of its wait, if a slot is free by then: the core keeps a freed slot for the operations that
-/// wait, so leaving `W` at 0 with a queue leaves slots idle. With feature `defmt` each such wait is
-/// logged at WARN, with what to change.
+/// them. Each place costs a waker's two words. An operation that finds no room for its waker (more
+/// waiting than `W`) still goes, at the end of its wait, if a slot is free by then: the core keeps
+/// a freed slot for the operations that wait, so leaving `W` at 0 with a queue leaves slots idle.
+/// With feature `defmt` each such wait is logged at WARN, with what to change.
 pub struct SharedDependency<'c, M: RawMutex, const N: usize, const L: usize = 0, const W: usize = 0> {
     guarded: Mutex<M, Guarded<'c, N, L, W>>,
 }
