@@ -868,7 +868,8 @@ impl<const HZ: u64, const N: usize, const L: usize> Dependency<HZ, N, L> {
         cooldown: Part<Cooldown, COOLDOWN>,
     ) -> Self {
         let bulkhead = Part([const { Bulkhead::new() }; BULKHEAD]);
-        // The throttle's carry, under one request, is not saved: it starts again from none.
+        // The throttle's carry, under one request, and its share of sheddable work are not saved:
+        // they start again from none.
         let throttle = Part([const { Throttle::new() }; THROTTLE]);
         // Nor the latency log: it learns again within its samples.
         let latency = Part([const { LatencyLog::new() }; LATENCY]);
