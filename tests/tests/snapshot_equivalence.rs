@@ -1,0 +1,444 @@
+//! A snapshot is the dependency: saved while nothing is in flight and restored on a clock that
+//! kept counting through the sleep (an RTC's, say), the restored state decides everything after
+//! exactly as the original would have, left idle that long. (A clock that restarts, as
+//! relent-embassy's does at each boot, places the window's counts in its own buckets, up to one
+//! bucket's width from where they were: `tests/tests/snapshots.rs` checks that case's rules.)
+//!
+//! `tests/tests/snapshots.rs` checks each part's rules across a sleep, one case at a time; this
+//! checks that no part of the state is lost or moved by a save and a restore, whatever the history
+//! before it: random operations under random protections, then the same random operations on the
+//! original and on the restored copy, compared event for event. A field a snapshot forgot (a
+//! half-open episode's successes, a count window's ring, a rate limit's debt, a token bucket's
+//! partial refill) or an instant rebased one tick off shows as a first difference.
+//!
+//! What a snapshot leaves out by design is left out here too: an adaptive bulkhead limit, the
+//! latency log and the client throttle's carry start fresh on restore (their module docs and the
+//! README's "Surviving deep sleep" say so), so no configuration below turns them on.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use relent_core::{
+    Action, Attempt, BreakerConfig, BudgetKind, CircuitState, Context, Criticality, Dependency,
+    DependencyConfig, DutyCycle, Event, Operation, RateLimit, ReplaySafety, RetryBudget, RetryPolicy,
+    Verdict,
+};
+use relent_tests::rng::seeded;
+use relent_tests::transcript::{D, Failure, HZ, T};
+
+type Dep = Dependency<HZ, 10, 8>;
+
+/// What the script does with one dispatched attempt.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    Succeed(u64),
+    Fail(u64),
+    /// Fails after this long, saying "retry after" the second.
+    FailAfter(u64, u64),
+    /// The caller is cancelled after this long: `abandon`.
+    Cancel(u64),
+    /// The caller drops the attempt and never reports it: the operation cleans up at its deadline.
+    Lose,
+}
+
+fn fate() -> impl Strategy<Value = Fate> {
+    prop_oneof![
+        4 => (0..900u64).prop_map(Fate::Succeed),
+        4 => (0..900u64).prop_map(Fate::Fail),
+        1 => (0..100u64, 0..20_000u64).prop_map(|(t, w)| Fate::FailAfter(t, w)),
+        1 => (0..900u64).prop_map(Fate::Cancel),
+        1 => Just(Fate::Lose),
+    ]
+}
+
+fn budget() -> impl Strategy<Value = RetryBudget<HZ>> {
+    prop_oneof![
+        (0..=50u8, 0..4u32).prop_map(|(percent, floor)| RetryBudget::ratio(percent, floor).unwrap()),
+        (1..8u32, 1..4u32, 1..10_000u64, 2_001..6_000u64).prop_map(|(capacity, refill, period, hold)| {
+            RetryBudget::token_bucket(capacity, refill, D::from_ticks(period), D::from_ticks(hold)).unwrap()
+        }),
+    ]
+}
+
+fn breaker() -> impl Strategy<Value = BreakerConfig<HZ>> {
+    let trip = prop_oneof![
+        (1..4u32, 1..8_000u64).prop_map(|(n, b)| BreakerConfig::consecutive_failures(n, D::from_ticks(b))),
+        (1..=100u8, 1..8u32, 1..8_000u64).prop_map(|(percent, min, b)| BreakerConfig::failure_ratio(
+            percent,
+            min,
+            D::from_ticks(b)
+        )),
+        (1..=64u8, 1..=100u8, any::<u8>(), 1..8_000u64).prop_map(|(size, percent, min, b)| {
+            BreakerConfig::count_window(size, percent, 1 + min % size, D::from_ticks(b))
+        }),
+    ];
+    (trip, 1..4u8, proptest::option::of(100..900u64)).prop_map(|(breaker, probes, slow)| {
+        let breaker = breaker.probes(probes);
+        match slow {
+            Some(s) => breaker.slow_calls(D::from_ticks(s)),
+            None => breaker,
+        }
+    })
+}
+
+prop_compose! {
+    fn config()(
+        window in 1..30u64,
+        budget in budget(),
+        breaker in proptest::option::of(breaker()),
+        bulkhead in proptest::option::of((1..5u16, proptest::option::of((1..4u16, 1..2_000u64)))),
+        rate in proptest::option::of((1..8u32, 100..5_000u64, 1..5u32, prop_oneof![Just(0u64), 0..2_000u64])),
+        duty in proptest::option::of((500..=2_000u64, 2..40u64)),
+        cooldown in proptest::option::of(1..30_000u64),
+        reserve in proptest::option::of(1..=50u8),
+    ) -> DependencyConfig<HZ> {
+        let mut config = DependencyConfig::new(D::from_secs(window)).budget(budget);
+        if let Some(breaker) = breaker {
+            config = config.breaker(breaker);
+        }
+        if let Some((slots, queue)) = bulkhead {
+            config = config.bulkhead(slots);
+            if let Some((places, wait)) = queue {
+                config = config.bulkhead_queue(places, D::from_ticks(wait));
+            }
+        }
+        if let Some((count, period, burst, wait)) = rate {
+            config = config.rate_limit(
+                RateLimit::new(count, D::from_ticks(period)).burst(burst).max_wait(D::from_ticks(wait)),
+            );
+        }
+        if let Some((airtime, window)) = duty {
+            config = config.duty_cycle(DutyCycle::new(D::from_ticks(airtime), D::from_secs(window)));
+        }
+        if let Some(max) = cooldown {
+            config = config.cooldown(D::from_ticks(max));
+        }
+        if let Some(percent) = reserve {
+            config = config.critical_reserve(percent);
+        }
+        config
+    }
+}
+
+/// One operation of a script: when it starts (after the script's first tick), whether it is
+/// sheddable, and how long each of its attempts is on air.
+#[derive(Debug, Clone, Copy)]
+struct Start {
+    after: u64,
+    sheddable: bool,
+    airtime: u64,
+}
+
+fn starts(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Start>> {
+    proptest::collection::vec(
+        (0..20_000u64, any::<bool>(), 1..400u64).prop_map(|(after, sheddable, airtime)| Start {
+            after,
+            sheddable,
+            airtime,
+        }),
+        n,
+    )
+}
+
+const POLICY: RetryPolicy<HZ> = match RetryPolicy::exponential(4, D::from_millis(50), D::from_secs(1))
+    .attempt_timeout(D::from_secs(1))
+    .build()
+{
+    Ok(p) => p,
+    Err(e) => panic!("{}", e.message()),
+};
+
+enum Slot<'a> {
+    Poll(Operation<'a, HZ, Failure>),
+    Out(Operation<'a, HZ, Failure>, Attempt<HZ>, Fate),
+    Abandon(Operation<'a, HZ, Failure>),
+}
+
+/// Everything a script's run saw: every event (dispatches, refusals, waits, the circuit's and the
+/// cooldown's moves, completions) in order, with its instant.
+type Transcript = Vec<Event<HZ>>;
+
+/// Runs `starts` from tick `from` on `dep` to their ends, their attempts' fates taken from `fates`
+/// in turn and the jitter drawn from `seed`, as an adapter would: each operation polled when its
+/// wait ends, and the first waiting for a slot woken when one frees. Ids start at `first_id`.
+fn run(
+    dep: &mut Dep,
+    config: &DependencyConfig<HZ>,
+    from: u64,
+    starts: &[Start],
+    fates: &[Fate],
+    seed: u64,
+    first_id: u64,
+) -> Transcript {
+    let mut rng = seeded(seed);
+    let mut fates = fates.iter().copied().cycle();
+    let mut events = Vec::new();
+    let mut queue: BTreeMap<(u64, usize), Slot> = BTreeMap::new();
+    for (i, s) in starts.iter().enumerate() {
+        let criticality = if s.sheddable { Criticality::Sheddable } else { Criticality::Critical };
+        let context = Context::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_secs(3600)))
+            .id(first_id + i as u64)
+            .criticality(criticality)
+            .airtime(D::from_ticks(s.airtime));
+        let at = from + s.after;
+        let op = Operation::start(&POLICY, config, context, T::from_ticks(at)).unwrap();
+        queue.insert((at, i), Slot::Poll(op));
+    }
+    let mut seq = starts.len();
+    let mut steps = 0;
+    while let Some(((now, _), slot)) = queue.pop_first() {
+        steps += 1;
+        assert!(steps < 100_000, "the script never ends");
+        let at = T::from_ticks(now);
+        let mut record = |e: &Event<HZ>| events.push(*e);
+        let next = match slot {
+            Slot::Poll(mut op) => match op.poll(at, dep, &mut record) {
+                Action::Dispatch(attempt) => {
+                    let fate = fates.next().unwrap();
+                    let when = match fate {
+                        Fate::Succeed(t) | Fate::Fail(t) | Fate::FailAfter(t, _) | Fate::Cancel(t) => {
+                            now + t.min(attempt.timeout().as_ticks())
+                        }
+                        Fate::Lose => now,
+                    };
+                    Some((when, Slot::Out(op, attempt, fate)))
+                }
+                Action::Wait { until } => match fates.next().unwrap() {
+                    Fate::Cancel(t) if now + t < until.as_ticks() => Some((now + t, Slot::Abandon(op))),
+                    _ => Some((until.as_ticks(), Slot::Poll(op))),
+                },
+                Action::Done => None,
+            },
+            Slot::Abandon(mut op) => {
+                op.abandon(at, dep, &mut record);
+                None
+            }
+            Slot::Out(mut op, attempt, fate) => {
+                match fate {
+                    Fate::Succeed(_) => op.on_success(attempt, at, dep, &mut record),
+                    Fate::Fail(_) => {
+                        let f = Failure { name: "f", verdict: Verdict::Retryable };
+                        op.on_failure(attempt, at, dep, &mut rng, f, &mut record);
+                    }
+                    Fate::FailAfter(_, w) => {
+                        let f = Failure { name: "busy", verdict: Verdict::RetryableAfter(D::from_ticks(w)) };
+                        op.on_failure(attempt, at, dep, &mut rng, f, &mut record);
+                    }
+                    Fate::Cancel(_) => op.abandon(at, dep, &mut record),
+                    Fate::Lose => drop(attempt),
+                }
+                Some((now, Slot::Poll(op)))
+            }
+        };
+        if let Some((when, slot)) = next {
+            seq += 1;
+            queue.insert((when, seq), slot);
+        }
+        if dep.slot_for_waiting(config) {
+            let woken = queue.iter().find_map(|(&key, slot)| match slot {
+                Slot::Poll(op) if op.waits_for_slot() => Some(key),
+                _ => None,
+            });
+            if let Some(key) = woken {
+                let slot = queue.remove(&key).unwrap();
+                seq += 1;
+                queue.insert((now, seq), slot);
+            }
+        }
+    }
+    events
+}
+
+/// The last instant a transcript shows.
+fn last_instant(events: &Transcript) -> u64 {
+    events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Completed { at, .. } => Some(at.as_ticks()),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// What the dependency's queries say at `at`: the same on both sides wherever the transcripts are.
+fn readings(dep: &mut Dep, config: &DependencyConfig<HZ>, at: u64) -> impl PartialEq + std::fmt::Debug {
+    let t = T::from_ticks(at);
+    (
+        dep.counts(t),
+        dep.circuit(t),
+        dep.circuit_open_until(t),
+        dep.cooldown_until(t),
+        dep.next_rate_unit(config, t),
+        dep.airtime_used(config, t),
+        dep.next_airtime(config, t, D::from_millis(300)),
+        dep.retries_available(config, t),
+    )
+}
+
+/// One case: a history, the save after it, the sleep, and the script after.
+#[derive(Debug, Clone)]
+struct Case {
+    config: DependencyConfig<HZ>,
+    before: Vec<Start>,
+    after: Vec<Start>,
+    fates: Vec<Fate>,
+    seed: u64,
+    /// From the history's last instant to the save.
+    gap: u64,
+    slept: u64,
+}
+
+prop_compose! {
+    fn case()(
+        config in config(),
+        before in starts(0..12),
+        after in starts(1..12),
+        fates in proptest::collection::vec(fate(), 1..30),
+        seed in any::<u64>(),
+        gap in prop_oneof![Just(0u64), 0..500u64, 0..30_000u64],
+        slept in prop_oneof![Just(0u64), 0..1_000u64, 0..60_000u64],
+    ) -> Case {
+        Case { config, before, after, fates, seed, gap, slept }
+    }
+}
+
+/// What the state held when it was saved, and what the script after met: to check that the cases
+/// reach every part.
+#[derive(Debug, Default)]
+struct Held {
+    parts: Vec<&'static str>,
+    refusals: Vec<&'static str>,
+}
+
+/// Runs `case`'s history on a new dependency, saves it, restores a copy, runs the script after on
+/// both and fails at the first difference, in an event or in what the dependency's queries say.
+fn compare(case: &Case) -> Result<Held, TestCaseError> {
+    let config = &case.config;
+    prop_assert!(config.validate().is_ok(), "{:?}", config.validate());
+    let mut original = Dep::new(config, T::from_ticks(0)).unwrap();
+    let history = run(&mut original, config, 0, &case.before, &case.fates, case.seed, 0);
+    prop_assert_eq!(original.in_flight(), 0);
+    prop_assert_eq!(original.bulkhead_waiting(), 0);
+    let saved_at = last_instant(&history) + case.gap;
+    let held = held(&mut original, config, saved_at);
+    let mut bytes = [0u8; Dep::SNAPSHOT_LEN];
+    prop_assert_eq!(original.save(T::from_ticks(saved_at), &mut bytes), Ok(Dep::SNAPSHOT_LEN));
+    let woke = saved_at + case.slept;
+    let mut restored = Dep::restore(config, &bytes, T::from_ticks(woke), D::from_ticks(case.slept)).unwrap();
+    prop_assert_eq!(readings(&mut restored, config, woke), readings(&mut original, config, woke));
+
+    let (ids, seed) = (case.before.len() as u64, case.seed ^ 1);
+    let expected = run(&mut original, config, woke, &case.after, &case.fates, seed, ids);
+    let got = run(&mut restored, config, woke, &case.after, &case.fates, seed, ids);
+    if let Some(i) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i)) {
+        prop_assert!(
+            false,
+            "event {} differs after a snapshot saved at {} and restored at {}:\n original: {:?}\n restored: {:?}\n(before it: {:?})",
+            i,
+            saved_at,
+            woke,
+            expected.get(i),
+            got.get(i),
+            &expected[i.saturating_sub(3)..i]
+        );
+    }
+    let end = last_instant(&expected);
+    for at in [end, end + 1_000, end + 60_000] {
+        prop_assert_eq!(
+            readings(&mut restored, config, at),
+            readings(&mut original, config, at),
+            "at {}",
+            at
+        );
+    }
+    let refusals = expected
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Refused { problem, .. } => Some(problem.as_str()),
+            _ => None,
+        })
+        .collect();
+    Ok(Held { parts: held, refusals })
+}
+
+/// The parts of `dep`'s state that hold something at `at`.
+fn held(dep: &mut Dep, config: &DependencyConfig<HZ>, at: u64) -> Vec<&'static str> {
+    let t = T::from_ticks(at);
+    let counts = dep.counts(t);
+    let mut parts = Vec::new();
+    if counts.calls > 0 {
+        parts.push("window counts");
+    }
+    match dep.circuit(t) {
+        CircuitState::Open => parts.push("an open circuit"),
+        CircuitState::HalfOpen => parts.push("a half-open circuit"),
+        CircuitState::Closed if counts.failures > 0 && config.circuit_breaker().is_some() => {
+            parts.push("a closed circuit that counts failures")
+        }
+        _ => {}
+    }
+    if dep.cooldown_until(t).is_some_and(|until| until > t) {
+        parts.push("a cooldown");
+    }
+    if config.rate().is_some() && dep.next_rate_unit(config, t) > t {
+        parts.push("a rate limit's debt");
+    }
+    if config.duty().is_some() && dep.airtime_used(config, t).as_ticks() > 0 {
+        parts.push("airtime");
+    }
+    if let Some(BudgetKind::TokenBucket { capacity, .. }) = config.retry_budget().map(|b| b.kind())
+        && dep.retries_available(config, t) < Some(capacity)
+    {
+        parts.push("a token bucket partly spent");
+    }
+    parts
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: relent_tests::cases(10_000), ..ProptestConfig::default() })]
+
+    /// After any history, a snapshot saved with nothing in flight and restored `slept` later on a
+    /// clock that counted through the sleep makes every later decision the original makes.
+    #[test]
+    fn a_restored_snapshot_decides_everything_after_as_the_original_would(case in case()) {
+        compare(&case)?;
+    }
+}
+
+/// The property is only as good as the states it saves: over fixed cases, each part of the state
+/// held something when saved, and the scripts after met each protection's refusal.
+#[test]
+fn the_cases_save_every_part_and_meet_every_refusal_after() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for _ in 0..1_000 {
+        let case = case().new_tree(&mut runner).unwrap().current();
+        let held = compare(&case).unwrap();
+        for key in held.parts.into_iter().chain(held.refusals) {
+            *seen.entry(key).or_default() += 1;
+        }
+    }
+    eprintln!("{seen:?}");
+    for key in [
+        "window counts",
+        "an open circuit",
+        "a half-open circuit",
+        "a closed circuit that counts failures",
+        "a cooldown",
+        "a rate limit's debt",
+        "airtime",
+        "a token bucket partly spent",
+        "circuit_open",
+        "cooldown_active",
+        "rate_limited",
+        "duty_cycle_exceeded",
+        "retry_budget_exhausted",
+        "bulkhead_full",
+    ] {
+        assert!(seen.get(key).copied().unwrap_or(0) >= 10, "{key}: {seen:?}");
+    }
+}
