@@ -1400,7 +1400,8 @@ mod tests {
         // The count window's ring and its two counters take 8 more bytes, with padding.
         let ring = if cfg!(feature = "breaker-count-window") { 8 } else { 0 };
         assert_eq!(core::mem::size_of::<Breaker>(), if t == 8 { 24 } else { 16 } + ring);
-        assert_eq!(core::mem::size_of::<Limiter>(), 2 * t);
+        // The arrival time and its fraction, and the same before the last unit taken.
+        assert_eq!(core::mem::size_of::<Limiter>(), 2 * t + 8);
         assert_eq!(core::mem::size_of::<Cooldown>(), t);
         // Slots in flight, and operations waiting for one; with the adaptive limit, the limit, its
         // steps towards the next slot, and the instant of its last decrease.

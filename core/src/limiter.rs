@@ -144,17 +144,26 @@ impl<const HZ: u64> RateLimit<HZ> {
     }
 }
 
-/// The limiter's state: the TAT as whole ticks plus `frac / count` of a tick.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// The limiter's state: the TAT as whole ticks plus `frac / count` of a tick, and what it was
+/// before the last unit was taken, for [`Limiter::give_back`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(crate) struct Limiter {
     tat: Ticks,
     frac: u32,
+    /// The TAT before the last unit taken, while that take is the last change to it but for a
+    /// give-back; `Ticks::MAX` after a rebase, a restore, or a new limit that moves the TAT or
+    /// changes the unit of its fraction. A unit reserved ahead (for an attempt that waits for it,
+    /// or for airtime) moves the TAT to its instant: without this, giving it back could only move
+    /// the TAT back to that instant, and the limit stayed spent until then for a unit that never
+    /// went.
+    before: Ticks,
+    before_frac: u32,
 }
 
 impl Limiter {
     pub(crate) const fn new() -> Self {
-        Self { tat: 0, frac: 0 }
+        Self { tat: 0, frac: 0, before: Ticks::MAX, before_frac: 0 }
     }
 
     /// Moves the theoretical arrival time `by` ticks earlier. One before the new clock's start is
@@ -165,6 +174,7 @@ impl Limiter {
         } else {
             self.tat = crate::time::earlier(self.tat, by);
         }
+        self.before = Ticks::MAX;
     }
 
     /// The earliest tick at or after `now` at which a unit may go: the TAT less the tolerance,
@@ -188,20 +198,30 @@ impl Limiter {
 
     /// Gives back the unit [taken](Self::take) at `at` for an attempt that will not go out (its
     /// operation ended while it waited for it), when it is the last unit taken: the arrival time
-    /// is then exactly where that take left it, and goes back to `at`, never earlier than it was
-    /// before. After a later take it stays spent: moving the arrival time back then could let two
-    /// units go closer together than the limit allows, so the rate errs low instead.
+    /// is then exactly where that take left it, from one no later than `at`, and goes back to what
+    /// it was before the take. Where that is no longer known (another unit was given back since),
+    /// it goes back to `at`, never earlier than it was. After a later take the unit stays spent:
+    /// moving the arrival time back then could let two units go closer together than the limit
+    /// allows, so the rate errs low instead.
     pub(crate) fn give_back<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, at: Ticks) {
-        let mut taken = Self { tat: at, frac: 0 };
+        let mut taken = Self::new();
+        taken.tat = at;
         taken.take(limit, at);
-        if *self == taken {
-            (self.tat, self.frac) = (at, 0);
+        // Matched, the arrival time before the take was no later than `at`: one recorded later is
+        // not that one (a give-back since left `before` where the arrival time is now, past `at`).
+        if (self.tat, self.frac) == (taken.tat, taken.frac) {
+            (self.tat, self.frac) = if (self.before, self.before_frac) <= (at, 0) {
+                (self.before, self.before_frac)
+            } else {
+                (at, 0)
+            };
         }
     }
 
     /// Takes the unit due at `next_at(limit, now)`: the TAT moves on by one interval from itself,
     /// or from `now` if it had fallen behind.
     pub(crate) fn take<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, now: Ticks) {
+        (self.before, self.before_frac) = (self.tat, self.frac);
         if self.tat < now {
             (self.tat, self.frac) = (now, 0);
         }
@@ -223,6 +243,9 @@ impl Limiter {
     /// forgotten by the limiter; its attempt still goes at its instant. With another count, a
     /// fraction of a tick in the arrival time is rounded up to a whole tick, never down.
     pub(crate) fn carry<const HZ: u64>(&mut self, from: &RateLimit<HZ>, to: &RateLimit<HZ>, now: Ticks) {
+        // What the last take started from stays for a give-back to restore while the arrival time
+        // stays, and its fraction, if it has one, stays in the same unit.
+        let was = (self.tat, self.frac);
         if from.count != to.count && self.frac > 0 {
             (self.tat, self.frac) = (self.tat.saturating_add(1), 0);
         }
@@ -237,6 +260,9 @@ impl Limiter {
             .saturating_add(carry);
         if (self.tat, self.frac) > (latest, frac) {
             (self.tat, self.frac) = (latest, frac);
+        }
+        if (self.tat, self.frac) != was || (from.count != to.count && self.before_frac > 0) {
+            self.before = Ticks::MAX;
         }
     }
 }
@@ -271,7 +297,9 @@ impl Limiter {
     pub(crate) fn restore(r: &mut crate::snapshot::Reader<'_>, rebase: crate::snapshot::Rebase) -> Self {
         let (ahead, frac) = (r.ticks(), r.u32());
         match ahead.checked_sub(rebase.slept) {
-            Some(left) if left > 0 || frac > 0 => Self { tat: rebase.now.saturating_add(left), frac },
+            Some(left) if left > 0 || frac > 0 => {
+                Self { tat: rebase.now.saturating_add(left), frac, ..Self::new() }
+            }
             _ => Self::new(),
         }
     }
@@ -386,12 +414,12 @@ mod tests {
         let mut buf = [0u8; Limiter::SNAPSHOT_LEN];
         l.save(&mut Writer::new(&mut buf), 1);
         let restored = Limiter::restore(&mut Reader::new(&buf), Rebase { now: 1, slept: 0 });
-        assert_eq!(restored, l);
+        assert_eq!((restored.tat, restored.frac), (l.tat, l.frac));
         assert_eq!(restored.next_at(&limit, 1), 4, "3 1/3, rounded up: not 3");
         // Saved once the arrival time has passed, there is nothing ahead, and no fraction either.
         l.save(&mut Writer::new(&mut buf), 5);
         let restored = Limiter::restore(&mut Reader::new(&buf), Rebase { now: 5, slept: 0 });
-        assert_eq!(restored, Limiter::new());
+        assert_eq!((restored.tat, restored.frac), (0, 0));
     }
 
     #[test]
@@ -445,6 +473,84 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_unit_reserved_ahead_and_given_back_leaves_the_limit_as_it_was() {
+        // One unit per 100 ticks. A unit at 0; then, at 200, a unit reserved for 5,000 (an attempt
+        // that waits for airtime until then).
+        let limit = RateLimit::<HZ>::new(1, Duration::<HZ>::from_ticks(100));
+        let mut l = Limiter::new();
+        l.take(&limit, 0);
+        l.take(&limit, 5_000);
+        assert_eq!(l.next_at(&limit, 200), 5_100);
+        // Its operation ends at 200 without it: a unit is due at once, as before the reservation.
+        l.give_back(&limit, 5_000);
+        assert_eq!((l.tat, l.frac, l.next_at(&limit, 200)), (100, 0, 200));
+        // Given back twice, nothing moves: the unit taken at 0 is not the one reserved.
+        l.give_back(&limit, 5_000);
+        assert_eq!(l.tat, 100);
+    }
+
+    #[test]
+    fn reservations_given_back_in_any_order_never_free_a_unit_taken_since() {
+        let limit = RateLimit::<HZ>::new(1, Duration::<HZ>::from_ticks(100));
+        let two = || {
+            let mut l = Limiter::new();
+            l.take(&limit, 0);
+            l.take(&limit, 5_000); // reserved by a
+            l.take(&limit, 9_000); // reserved by b
+            l
+        };
+        // The later given back first goes back whole, to the arrival time a's left. a's then goes
+        // back to its own instant: what it started from is no longer known, so the limit errs low
+        // (a unit due at 5,000 rather than at once), and never stays spent past it.
+        let mut l = two();
+        l.give_back(&limit, 9_000);
+        assert_eq!(l.next_at(&limit, 200), 5_100);
+        l.give_back(&limit, 5_000);
+        assert_eq!(l.next_at(&limit, 200), 5_000);
+        // In the order taken, a's is not the last unit and stays spent; b's goes back to a's.
+        let mut l = two();
+        l.give_back(&limit, 5_000);
+        assert_eq!(l.next_at(&limit, 200), 9_100);
+        l.give_back(&limit, 9_000);
+        assert_eq!(l.next_at(&limit, 200), 5_100);
+        // A unit taken after a reservation keeps it spent: giving it back could let two go closer
+        // together than the limit allows.
+        let mut l = Limiter::new();
+        l.take(&limit, 5_000);
+        l.take(&limit, 200);
+        l.give_back(&limit, 5_000);
+        assert_eq!(l.next_at(&limit, 200), 5_200);
+    }
+
+    #[test]
+    fn after_a_rebase_or_a_new_count_a_reservation_goes_back_only_to_its_instant() {
+        // What the last take started from is forgotten where it no longer names the same instant.
+        // (Units may be waited for up to 100 ticks, so that no change cuts the reservation.)
+        let limit =
+            RateLimit::<HZ>::new(3, Duration::<HZ>::from_ticks(10)).max_wait(Duration::<HZ>::from_ticks(100));
+        let mut l = Limiter::new();
+        l.take(&limit, 0); // 3 1/3
+        l.take(&limit, 50); // reserved for 50: 53 1/3
+        let mut rebased = l.clone();
+        rebased.rebase(20);
+        rebased.give_back(&limit, 30);
+        assert_eq!((rebased.tat, rebased.frac), (30, 0));
+        let four =
+            RateLimit::<HZ>::new(4, Duration::<HZ>::from_ticks(10)).max_wait(Duration::<HZ>::from_ticks(100));
+        let mut recounted = l.clone();
+        recounted.carry(&limit, &four, 0);
+        // 53 1/3 in thirds is rounded up to 54 in quarters: not what a take at 50 leaves, so the
+        // unit stays spent.
+        recounted.give_back(&four, 50);
+        assert_eq!((recounted.tat, recounted.frac), (54, 0));
+        // With the same count, the arrival time it started from is still known.
+        let mut same = l.clone();
+        same.carry(&limit, &limit, 0);
+        same.give_back(&limit, 50);
+        assert_eq!((same.tat, same.frac), (3, 1));
     }
 
     #[test]

@@ -215,6 +215,35 @@ fn a_rate_limit_and_a_duty_cycle_both_waited_for_reserve_one_instant() {
 }
 
 #[test]
+fn a_frame_cancelled_while_it_waits_for_airtime_gives_its_rate_unit_back_whole() {
+    // One attempt per 4 s, waiting up to 5 s for a unit; 3 s of airtime per minute.
+    let config = link()
+        .rate_limit(RateLimit::new(1, D::from_secs(4)).max_wait(D::from_secs(5)))
+        .duty_cycle(DutyCycle::new(D::from_secs(3), D::from_secs(60)));
+    let mut dep = Dep::new(config);
+    let t = T::from_ticks;
+    // A 2.5 s frame at 0 leaves 0.5 s of airtime until it leaves the window at 62.5 s.
+    let long = |id| uplink(id, 120).airtime(D::from_millis(2_500));
+    let (first, _) = run(&POLICY, long(1), &mut dep, 0, &[Step::Ok(2_500)], &mut Fixed::top());
+    assert_eq!(first[0], "0.000 dispatch #1 timeout 3.000");
+    // At 56 s another waits 6.5 s for its airtime, until 62.5 s, its rate unit reserved for then;
+    // its caller gives up at once.
+    let mut a = Operation::<HZ, Failure>::start(&POLICY, &dep.config, long(2), t(56_000)).unwrap();
+    assert_eq!(a.poll(t(56_000), &mut dep.state, &mut ()), Action::Wait { until: t(62_500) });
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(56_000)), t(66_500));
+    a.abandon(t(56_000), &mut dep.state, &mut ());
+    // The limit is as it was before the reservation: a short frame that fits the airtime left goes
+    // at once. (The give-back once moved the rate limit's arrival time back only to 62.5 s, the
+    // reserved unit's instant, 6.5 s away: the short frame was refused `rate_limited`, its wait
+    // longer than 5 s, for a unit no frame used.)
+    assert_eq!(dep.state.next_rate_unit(&dep.config, t(56_000)), t(56_000));
+    let short = uplink(3, 60).airtime(D::from_millis(500));
+    let (b, done) = run(&POLICY, short, &mut dep, 56_000, &[Step::Ok(500)], &mut Fixed::top());
+    assert_eq!(b[0], "56.000 dispatch #1 timeout 3.000");
+    assert_eq!(done.disposition, Disposition::Succeeded);
+}
+
+#[test]
 fn airtime_is_required_and_must_fit_the_allowance_and_the_state_needs_a_log() {
     let config = link();
     let no_airtime = Context::new(D::from_secs(60), ReplaySafety::replayable_read(D::from_secs(60)));
@@ -368,6 +397,7 @@ proptest! {
         fates in proptest::collection::vec(fate(), 1..20),
         log in 0..3usize,
         seed in any::<u64>(),
+        rate in proptest::option::of((1..5u32, 500..10_000u64, 1..3u32, 0..10_000u64)),
     ) {
         starts.sort_unstable();
         let duty = DutyCycle::per_mille(per_mille, D::from_secs(window_s));
@@ -375,6 +405,14 @@ proptest! {
         // Costs above the allowance are refused at start (tested above); keep the ones that fit.
         let costs: Vec<u64> = costs.iter().map(|&c| c.min(allowance)).collect();
         let config = DependencyConfig::new(D::from_secs(60)).budget(valid(RetryBudget::ratio(50, 20))).duty_cycle(duty);
+        // With a rate limit too, an attempt that waits for airtime reserves its rate unit for the
+        // instant it goes, and a cancelled one gives it back: the rate must hold all the same.
+        let config = match rate {
+            Some((count, period, burst, wait)) => config.rate_limit(
+                RateLimit::new(count, D::from_ticks(period)).burst(burst).max_wait(D::from_ticks(wait)),
+            ),
+            None => config,
+        };
         let sent = match log {
             0 => transmissions::<1>(&config, &starts, &costs, &fates, seed),
             1 => transmissions::<3>(&config, &starts, &costs, &fates, seed),
@@ -382,6 +420,19 @@ proptest! {
         };
         let busiest = busiest_window(&sent, window_s * 1_000);
         prop_assert!(busiest <= allowance, "{busiest} ms on air in a {window_s} s window, allowed {allowance}: {sent:?}");
+        // In any span [t1, t2], at most `burst + (t2 - t1) × count / period` attempts.
+        if let Some((count, period, burst, _)) = rate {
+            let (count, period, burst) = (u128::from(count), u128::from(period), u128::from(burst));
+            for (i, &(first, _)) in sent.iter().enumerate() {
+                for (j, &(last, _)) in sent.iter().enumerate().skip(i) {
+                    let n = (j - i + 1) as u128;
+                    prop_assert!(
+                        n.saturating_sub(burst) * period <= u128::from(last - first) * count,
+                        "{n} attempts in [{first}, {last}] with {count} per {period} and a burst of {burst}: {sent:?}"
+                    );
+                }
+            }
+        }
     }
 }
 
