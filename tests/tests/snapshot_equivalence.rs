@@ -1,8 +1,10 @@
-//! A snapshot is the dependency: saved while nothing is in flight and restored on a clock that
-//! kept counting through the sleep (an RTC's, say), the restored state decides everything after
-//! exactly as the original would have, left idle that long. (A clock that restarts, as
-//! relent-embassy's does at each boot, places the window's counts in its own buckets, up to one
-//! bucket's width from where they were: `tests/tests/snapshots.rs` checks that case's rules.)
+//! A snapshot is the dependency: saved while nothing is in flight and restored after a sleep, the
+//! restored state decides everything after exactly as the original would have, left idle that
+//! long. The restoring clock either counted through the sleep (an RTC's, say) or reads any whole
+//! number of the dependency's windows ahead (a clock that started elsewhere, as after a reboot), so
+//! that a part saved as an instant rather than as what remains of it shows too. (A clock ahead by
+//! other amounts places the window's counts in its own buckets, up to a bucket's width from where
+//! they were: `tests/tests/snapshots.rs` checks that case's rules.)
 //!
 //! `tests/tests/snapshots.rs` checks each part's rules across a sleep, one case at a time; this
 //! checks that no part of the state is lost or moved by a save and a restore, whatever the history
@@ -288,6 +290,10 @@ struct Case {
     /// From the history's last instant to the save.
     gap: u64,
     slept: u64,
+    /// How many of the dependency's windows the restoring clock reads ahead of the saving one (0:
+    /// it counted through the sleep; more: a clock that started elsewhere, as after a reboot).
+    /// Whole windows, so that the window's buckets start at the same instants on both.
+    ahead: u64,
 }
 
 prop_compose! {
@@ -299,8 +305,9 @@ prop_compose! {
         seed in any::<u64>(),
         gap in prop_oneof![Just(0u64), 0..500u64, 0..30_000u64],
         slept in prop_oneof![Just(0u64), 0..1_000u64, 0..60_000u64],
+        ahead in prop_oneof![Just(0u64), 0..1_000u64],
     ) -> Case {
-        Case { config, before, after, fates, seed, gap, slept }
+        Case { config, before, after, fates, seed, gap, slept, ahead }
     }
 }
 
@@ -326,34 +333,45 @@ fn compare(case: &Case) -> Result<Held, TestCaseError> {
     let mut bytes = [0u8; Dep::SNAPSHOT_LEN];
     prop_assert_eq!(original.save(T::from_ticks(saved_at), &mut bytes), Ok(Dep::SNAPSHOT_LEN));
     let woke = saved_at + case.slept;
-    let mut restored = Dep::restore(config, &bytes, T::from_ticks(woke), D::from_ticks(case.slept)).unwrap();
-    prop_assert_eq!(readings(&mut restored, config, woke), readings(&mut original, config, woke));
+    // The restored copy's clock reads `shift` more than the original's at every instant.
+    let shift = case.ahead * config.window().as_ticks();
+    let mut restored =
+        Dep::restore(config, &bytes, T::from_ticks(woke + shift), D::from_ticks(case.slept)).unwrap();
+    prop_assert_eq!(
+        in_original_time(&readings(&mut restored, config, woke + shift), shift),
+        format!("{:?}", readings(&mut original, config, woke))
+    );
 
     let (ids, seed) = (case.before.len() as u64, case.seed ^ 1);
-    let expected = run(&mut original, config, woke, &case.after, &case.fates, seed, ids);
-    let got = run(&mut restored, config, woke, &case.after, &case.fates, seed, ids);
+    let transcript = run(&mut original, config, woke, &case.after, &case.fates, seed, ids);
+    let expected: Vec<String> = transcript.iter().map(|e| format!("{e:?}")).collect();
+    let got: Vec<String> = run(&mut restored, config, woke + shift, &case.after, &case.fates, seed, ids)
+        .iter()
+        .map(|e| in_original_time(e, shift))
+        .collect();
     if let Some(i) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i)) {
         prop_assert!(
             false,
-            "event {} differs after a snapshot saved at {} and restored at {}:\n original: {:?}\n restored: {:?}\n(before it: {:?})",
+            "event {} differs after a snapshot saved at {} and restored at {} ({} on the restoring clock):\n original: {:?}\n restored: {:?}\n(before it: {:?})",
             i,
             saved_at,
             woke,
+            woke + shift,
             expected.get(i),
             got.get(i),
             &expected[i.saturating_sub(3)..i]
         );
     }
-    let end = last_instant(&expected);
+    let end = last_instant(&transcript);
     for at in [end, end + 1_000, end + 60_000] {
         prop_assert_eq!(
-            readings(&mut restored, config, at),
-            readings(&mut original, config, at),
+            in_original_time(&readings(&mut restored, config, at + shift), shift),
+            format!("{:?}", readings(&mut original, config, at)),
             "at {}",
             at
         );
     }
-    let refusals = expected
+    let refusals = transcript
         .iter()
         .filter_map(|e| match *e {
             Event::Refused { problem, .. } => Some(problem.as_str()),
@@ -361,6 +379,24 @@ fn compare(case: &Case) -> Result<Held, TestCaseError> {
         })
         .collect();
     Ok(Held { parts: held, refusals })
+}
+
+/// `value`'s `Debug` text with every instant in it moved `by` ticks earlier: what the restored copy,
+/// on a clock `by` ahead of the original's, says in the original's time.
+fn in_original_time(value: &impl std::fmt::Debug, by: u64) -> String {
+    const INSTANT: &str = "MonotonicInstant { ticks: ";
+    let text = format!("{value:?}");
+    let (mut out, mut rest) = (String::new(), text.as_str());
+    while let Some(i) = rest.find(INSTANT) {
+        let (head, tail) = rest.split_at(i + INSTANT.len());
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let ticks: u64 = tail[..digits].parse().unwrap();
+        out.push_str(head);
+        out.push_str(&(ticks - by).to_string());
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The parts of `dep`'s state that hold something at `at`.
