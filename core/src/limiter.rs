@@ -152,8 +152,8 @@ pub(crate) struct Limiter {
     tat: Ticks,
     frac: u32,
     /// The TAT before the last unit taken, while that take is the last change to it but for a
-    /// give-back; `Ticks::MAX` after a rebase, a restore, or a new limit that moves the TAT or
-    /// changes the unit of its fraction. A unit reserved ahead (for an attempt that waits for it,
+    /// give-back (and moved with it by a rebase); `Ticks::MAX` after a restore, or a new limit that
+    /// moves the TAT or changes the unit of its fraction. A unit reserved ahead (for an attempt that waits for it,
     /// or for airtime) moves the TAT to its instant: without this, giving it back could only move
     /// the TAT back to that instant, and the limit stayed spent until then for a unit that never
     /// went.
@@ -174,7 +174,14 @@ impl Limiter {
         } else {
             self.tat = crate::time::earlier(self.tat, by);
         }
-        self.before = Ticks::MAX;
+        // What the last take started from moves with it, where it is known.
+        if self.before != Ticks::MAX {
+            if self.before < by {
+                (self.before, self.before_frac) = (0, 0);
+            } else {
+                self.before = crate::time::earlier(self.before, by);
+            }
+        }
     }
 
     /// The earliest tick at or after `now` at which a unit may go: the TAT less the tolerance,
@@ -526,18 +533,24 @@ mod tests {
     }
 
     #[test]
-    fn after_a_rebase_or_a_new_count_a_reservation_goes_back_only_to_its_instant() {
-        // What the last take started from is forgotten where it no longer names the same instant.
-        // (Units may be waited for up to 100 ticks, so that no change cuts the reservation.)
+    fn a_reservation_given_back_after_a_rebase_or_a_new_count_never_frees_more_than_it_took() {
+        // A rebase moves what the last take started from with the arrival time; a new count whose
+        // rounding moved the arrival time forgets it. (Units may be waited for up to 100 ticks,
+        // so that no change cuts the reservation.)
         let limit =
             RateLimit::<HZ>::new(3, Duration::<HZ>::from_ticks(10)).max_wait(Duration::<HZ>::from_ticks(100));
         let mut l = Limiter::new();
         l.take(&limit, 0); // 3 1/3
         l.take(&limit, 50); // reserved for 50: 53 1/3
         let mut rebased = l.clone();
+        rebased.rebase(2);
+        rebased.give_back(&limit, 48);
+        assert_eq!((rebased.tat, rebased.frac), (1, 1), "3 1/3, 2 ticks earlier");
+        // Rebased past it, what it started from is as long ago as anything: tick 0.
+        let mut rebased = l.clone();
         rebased.rebase(20);
         rebased.give_back(&limit, 30);
-        assert_eq!((rebased.tat, rebased.frac), (30, 0));
+        assert_eq!((rebased.tat, rebased.frac), (0, 0));
         let four =
             RateLimit::<HZ>::new(4, Duration::<HZ>::from_ticks(10)).max_wait(Duration::<HZ>::from_ticks(100));
         let mut recounted = l.clone();
