@@ -18,7 +18,7 @@
 //! fraction of a request and its share of sheddable work. Everything else is restored to the tick:
 //! on a clock that counted through the sleep, or one that reads whole windows ahead of it, a
 //! restored state decides as the one saved would have, left idle that long
-//! (`tests/tests/snapshot_equivalence.rs`).
+//! (`tests/tests/equivalence.rs`).
 //!
 //! The format: magic `RLNT`, a version byte, the tick rate, bucket count, airtime-log length and
 //! set of protections compiled in that it was written for, the state (only the parts compiled in), and a CRC-32 (IEEE) of all of it. A truncated, corrupted, other-version or mismatched

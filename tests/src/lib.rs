@@ -6,6 +6,7 @@
 //! each attempt did and records what the core decided.
 
 pub mod evidence;
+pub mod fate;
 pub mod rng;
 pub mod transcript;
 

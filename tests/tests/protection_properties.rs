@@ -7,32 +7,11 @@ use proptest::prelude::*;
 use relent_core::{
     Action, AdaptiveLimit, Attempt, BreakerConfig, CircuitState, ClientThrottle, Context, Dependency,
     DependencyConfig, Event, MAX_EVENTS_PER_CALL, Operation, Problem, RateLimit, ReplaySafety, RetryBudget,
-    RetryPolicy, Verdict,
+    RetryPolicy,
 };
+use relent_tests::fate::{Fate, fate};
 use relent_tests::rng::seeded;
 use relent_tests::transcript::{D, Failure, HZ, T};
-
-/// What the script does with one dispatched attempt.
-#[derive(Debug, Clone, Copy)]
-enum Fate {
-    Succeed(u64),
-    Fail(u64),
-    FailAfter(u64, u64),
-    /// The caller is cancelled after this long: `abandon`.
-    Cancel(u64),
-    /// The caller drops the attempt and never reports it: the operation cleans up at its deadline.
-    Lose,
-}
-
-fn fate() -> impl Strategy<Value = Fate> {
-    prop_oneof![
-        4 => (0..800u64).prop_map(Fate::Succeed),
-        4 => (0..800u64).prop_map(Fate::Fail),
-        1 => (0..100u64, 0..20_000u64).prop_map(|(t, w)| Fate::FailAfter(t, w)),
-        1 => (0..800u64).prop_map(Fate::Cancel),
-        1 => Just(Fate::Lose),
-    ]
-}
 
 prop_compose! {
     fn config()(
@@ -184,20 +163,14 @@ fn simulate(
                         run.over_limit += 1;
                     }
                     let fate = fates.next().unwrap();
-                    let timeout = attempt.timeout().as_ticks();
-                    let when = match fate {
-                        Fate::Succeed(t) | Fate::Fail(t) | Fate::FailAfter(t, _) | Fate::Cancel(t) => {
-                            now + t.min(timeout)
-                        }
-                        Fate::Lose => now,
-                    };
-                    Some((when, Slot::Out(op, attempt, fate)))
+                    Some((fate.reported_at(now, attempt.timeout().as_ticks()), Slot::Out(op, attempt, fate)))
                 }
                 // Its caller is cancelled while it waits (what it reserved is given back), when the
                 // next fate says so and before the wait ends.
-                Action::Wait { until } => match fates.next().unwrap() {
-                    Fate::Cancel(t) if now + t < until.as_ticks() => Some((now + t, Slot::Abandon(op))),
-                    _ => Some((until.as_ticks(), Slot::Poll(op))),
+                Action::Wait { until } => match fates.next().unwrap().gives_up_waiting(now, until.as_ticks())
+                {
+                    Some(then) => Some((then, Slot::Abandon(op))),
+                    None => Some((until.as_ticks(), Slot::Poll(op))),
                 },
                 Action::Done => None,
             },
@@ -206,19 +179,7 @@ fn simulate(
                 None
             }
             Slot::Out(mut op, attempt, fate) => {
-                match fate {
-                    Fate::Succeed(_) => op.on_success(attempt, at, &mut dep, &mut record),
-                    Fate::Fail(_) => {
-                        let f = Failure { name: "f", verdict: Verdict::Retryable };
-                        op.on_failure(attempt, at, &mut dep, &mut rng, f, &mut record);
-                    }
-                    Fate::FailAfter(_, w) => {
-                        let f = Failure { name: "busy", verdict: Verdict::RetryableAfter(D::from_ticks(w)) };
-                        op.on_failure(attempt, at, &mut dep, &mut rng, f, &mut record);
-                    }
-                    Fate::Cancel(_) => op.abandon(at, &mut dep, &mut record),
-                    Fate::Lose => drop(attempt),
-                }
+                fate.report(&mut op, attempt, at, &mut dep, &mut rng, &mut record);
                 Some((now, Slot::Poll(op)))
             }
         };
@@ -268,7 +229,7 @@ proptest! {
     fn permits_never_exceed_the_bulkhead_and_never_leak(
         config in config(),
         starts in proptest::collection::vec(0..20_000u64, 1..60),
-        fates in proptest::collection::vec(fate(), 1..40),
+        fates in proptest::collection::vec(fate(800), 1..40),
         seed in any::<u64>(),
         hedge in proptest::option::of(0..1_500u64),
     ) {
@@ -292,7 +253,7 @@ proptest! {
     fn half_open_never_admits_more_than_its_probes(
         config in config(),
         starts in proptest::collection::vec(0..20_000u64, 1..60),
-        fates in proptest::collection::vec(fate(), 1..40),
+        fates in proptest::collection::vec(fate(800), 1..40),
         seed in any::<u64>(),
         hedge in proptest::option::of(0..1_500u64),
     ) {
@@ -334,7 +295,7 @@ proptest! {
     fn the_limiter_never_admits_more_than_its_rate_plus_burst_in_any_window(
         config in config(),
         starts in proptest::collection::vec(0..20_000u64, 1..80),
-        fates in proptest::collection::vec(fate(), 1..40),
+        fates in proptest::collection::vec(fate(800), 1..40),
         seed in any::<u64>(),
         hedge in proptest::option::of(0..1_500u64),
     ) {
@@ -359,7 +320,7 @@ proptest! {
     fn the_cooldown_never_moves_earlier(
         config in config(),
         starts in proptest::collection::vec(0..20_000u64, 1..60),
-        fates in proptest::collection::vec(fate(), 1..40),
+        fates in proptest::collection::vec(fate(800), 1..40),
         seed in any::<u64>(),
         hedge in proptest::option::of(0..1_500u64),
     ) {
@@ -388,7 +349,7 @@ fn the_simulation_reaches_every_protection() {
     for _ in 0..200 {
         let config = config().new_tree(&mut runner).unwrap().current();
         let starts = proptest::collection::vec(0..20_000u64, 1..60).new_tree(&mut runner).unwrap().current();
-        let fates = proptest::collection::vec(fate(), 1..40).new_tree(&mut runner).unwrap().current();
+        let fates = proptest::collection::vec(fate(800), 1..40).new_tree(&mut runner).unwrap().current();
         let hedge = proptest::option::of(0..1_500u64).new_tree(&mut runner).unwrap().current();
         let run = simulate(&config, &starts, &fates, 7, hedge);
         for e in &run.events {

@@ -1,58 +1,41 @@
-//! A snapshot is the dependency: saved while nothing is in flight and restored after a sleep, the
-//! restored state decides everything after exactly as the original would have, left idle that
+//! What must change nothing: the two ways relent-core's state crosses a change of clock, checked
+//! against the state that did not cross it, event for event, after random operations under random
+//! protections. A field one of them forgot (a half-open episode's successes, a count window's
+//! ring, a rate limit's debt, a token bucket's partial refill, an operation's replay statement) or
+//! an instant moved a tick off shows as a first difference.
+//!
+//! **A snapshot is the dependency.** Saved while nothing is in flight and restored after a sleep,
+//! the restored state decides everything after exactly as the original would have, left idle that
 //! long. The restoring clock either counted through the sleep (an RTC's, say) or reads any whole
 //! number of the dependency's windows ahead (a clock that started elsewhere, as after a reboot), so
 //! that a part saved as an instant rather than as what remains of it shows too. (A clock ahead by
 //! other amounts places the window's counts in its own buckets, up to a bucket's width from where
-//! they were: `tests/tests/snapshots.rs` checks that case's rules.)
+//! they were: `tests/tests/snapshots.rs` checks that case's rules, one case at a time.) What a
+//! snapshot leaves out by design is left out of these configurations: an adaptive bulkhead limit,
+//! the latency log and the client throttle's carry start fresh on restore (their module docs and
+//! the README's "Surviving deep sleep" say so).
 //!
-//! `tests/tests/snapshots.rs` checks each part's rules across a sleep, one case at a time; this
-//! checks that no part of the state is lost or moved by a save and a restore, whatever the history
-//! before it: random operations under random protections, then the same random operations on the
-//! original and on the restored copy, compared event for event. A field a snapshot forgot (a
-//! half-open episode's successes, a count window's ring, a rate limit's debt, a token bucket's
-//! partial refill) or an instant rebased one tick off shows as a first difference.
-//!
-//! What a snapshot leaves out by design is left out here too: an adaptive bulkhead limit, the
-//! latency log and the client throttle's carry start fresh on restore (their module docs and the
-//! README's "Surviving deep sleep" say so), so no configuration below turns them on.
+//! **A restarted clock is the same clock.** relent-embassy restarts the core's clock every 2^30
+//! ticks with 32-bit ticks, rebasing the dependency and every operation, with attempts out and
+//! operations waiting. A script run with its clock restarted by any number of ticks at any instant
+//! gives the events of the same script run without the restart, each moved by the restart's ticks,
+//! with every protection (the adaptive limit, the throttle and the latency log too): the window's
+//! buckets move with the clock, unlike a snapshot's, which start where the restoring clock's do.
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use relent_core::{
-    Action, Attempt, BreakerConfig, BudgetKind, CircuitState, Context, Criticality, Dependency,
-    DependencyConfig, DutyCycle, Event, Operation, RateLimit, ReplaySafety, RetryBudget, RetryPolicy,
-    Verdict,
+    Action, AdaptiveLimit, Attempt, BreakerConfig, BudgetKind, CircuitState, ClientThrottle, Completion,
+    Context, Criticality, Dependency, DependencyConfig, DutyCycle, Event, Operation, RateLimit, ReplaySafety,
+    RetryBudget, RetryPolicy,
 };
+use relent_tests::fate::{Fate, fate};
 use relent_tests::rng::seeded;
 use relent_tests::transcript::{D, Failure, HZ, T};
 
 type Dep = Dependency<HZ, 10, 8>;
-
-/// What the script does with one dispatched attempt.
-#[derive(Debug, Clone, Copy)]
-enum Fate {
-    Succeed(u64),
-    Fail(u64),
-    /// Fails after this long, saying "retry after" the second.
-    FailAfter(u64, u64),
-    /// The caller is cancelled after this long: `abandon`.
-    Cancel(u64),
-    /// The caller drops the attempt and never reports it: the operation cleans up at its deadline.
-    Lose,
-}
-
-fn fate() -> impl Strategy<Value = Fate> {
-    prop_oneof![
-        4 => (0..900u64).prop_map(Fate::Succeed),
-        4 => (0..900u64).prop_map(Fate::Fail),
-        1 => (0..100u64, 0..20_000u64).prop_map(|(t, w)| Fate::FailAfter(t, w)),
-        1 => (0..900u64).prop_map(Fate::Cancel),
-        1 => Just(Fate::Lose),
-    ]
-}
 
 fn budget() -> impl Strategy<Value = RetryBudget<HZ>> {
     prop_oneof![
@@ -123,22 +106,51 @@ prop_compose! {
     }
 }
 
+prop_compose! {
+    /// [`config`], and what a snapshot leaves out but a clock's restart keeps: a client throttle,
+    /// an adaptive bulkhead limit and a latency log.
+    fn config_all()(
+        config in config(),
+        throttle in proptest::option::of(1_000..3_000u16),
+        adaptive in proptest::option::of((50..900u64, any::<u16>(), 1..1_000u16)),
+        latency in proptest::option::of(20..100u16),
+    ) -> DependencyConfig<HZ> {
+        let mut config = config;
+        if let Some(k) = throttle {
+            config = config.client_throttle(ClientThrottle::new(k));
+        }
+        if let (Some((slow, floor, kept)), Some(slots)) = (adaptive, config.bulkhead_slots()) {
+            config = config.adaptive_limit(
+                AdaptiveLimit::new(D::from_ticks(slow)).min_slots(1 + floor % slots).decrease_to_permille(kept),
+            );
+        }
+        if let Some(samples) = latency {
+            config = config.latency_samples(samples);
+        }
+        config
+    }
+}
+
 /// One operation of a script: when it starts (after the script's first tick), whether it is
-/// sheddable, and how long each of its attempts is on air.
+/// sheddable, how long each of its attempts is on air, and for how long it may be sent at all (its
+/// replay statement).
 #[derive(Debug, Clone, Copy)]
 struct Start {
     after: u64,
     sheddable: bool,
     airtime: u64,
+    safe_for: u64,
 }
 
 fn starts(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Start>> {
+    starts_within(n, 20_000)
+}
+
+/// `n` operations starting within `spread` ticks of the script's first.
+fn starts_within(n: std::ops::Range<usize>, spread: u64) -> impl Strategy<Value = Vec<Start>> {
     proptest::collection::vec(
-        (0..20_000u64, any::<bool>(), 1..400u64).prop_map(|(after, sheddable, airtime)| Start {
-            after,
-            sheddable,
-            airtime,
-        }),
+        (0..spread, any::<bool>(), 1..400u64, prop_oneof![Just(3_600_000u64), 1..3_000u64])
+            .prop_map(|(after, sheddable, airtime, safe_for)| Start { after, sheddable, airtime, safe_for }),
         n,
     )
 }
@@ -157,9 +169,18 @@ enum Slot<'a> {
     Abandon(Operation<'a, HZ, Failure>),
 }
 
-/// Everything a script's run saw: every event (dispatches, refusals, waits, the circuit's and the
-/// cooldown's moves, completions) in order, with its instant.
-type Transcript = Vec<Event<HZ>>;
+/// What a script's run saw, in order: every event (dispatches, refusals, waits, the circuit's and
+/// the cooldown's moves, completions), with its instant, and every completion as its caller takes
+/// it (with when to try again).
+type Transcript = Vec<Seen>;
+
+#[derive(Debug)]
+enum Seen {
+    Event(Event<HZ>),
+    // Compared through `Debug`, which dead-code analysis does not count as a read.
+    #[allow(dead_code)]
+    Done(Completion<HZ, Failure>),
+}
 
 /// Runs `starts` from tick `from` on `dep` to their ends, their attempts' fates taken from `fates`
 /// in turn and the jitter drawn from `seed`, as an adapter would: each operation polled when its
@@ -173,13 +194,36 @@ fn run(
     seed: u64,
     first_id: u64,
 ) -> Transcript {
+    run_restarting(dep, config, from, starts, fates, seed, first_id, None).0
+}
+
+/// What a restart found going on: the parts of the state that held something, and the operations'
+/// doings.
+type AtRestart = Vec<&'static str>;
+
+/// As [`run`], and with `restart` = `(at, by)` the clock restarts `by` ticks back at the first step
+/// at or after `at`, as relent-embassy's does every 2^30 ticks with 32-bit ticks: the dependency
+/// and every operation are rebased, each attempt out is taken back from its operation (as the
+/// adapters hold none), and the script goes on in the new clock's time. Returns the transcript, how
+/// many of its events came before the restart, and what the restart found going on.
+#[allow(clippy::too_many_arguments)]
+fn run_restarting(
+    dep: &mut Dep,
+    config: &DependencyConfig<HZ>,
+    from: u64,
+    starts: &[Start],
+    fates: &[Fate],
+    seed: u64,
+    first_id: u64,
+    mut restart: Option<(u64, u64)>,
+) -> (Transcript, usize, AtRestart) {
     let mut rng = seeded(seed);
     let mut fates = fates.iter().copied().cycle();
     let mut events = Vec::new();
     let mut queue: BTreeMap<(u64, usize), Slot> = BTreeMap::new();
     for (i, s) in starts.iter().enumerate() {
         let criticality = if s.sheddable { Criticality::Sheddable } else { Criticality::Critical };
-        let context = Context::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_secs(3600)))
+        let context = Context::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_ticks(s.safe_for)))
             .id(first_id + i as u64)
             .criticality(criticality)
             .airtime(D::from_ticks(s.airtime));
@@ -189,47 +233,69 @@ fn run(
     }
     let mut seq = starts.len();
     let mut steps = 0;
-    while let Some(((now, _), slot)) = queue.pop_first() {
+    let mut before_restart = None;
+    let mut found = AtRestart::new();
+    while let Some(((now, key), slot)) = queue.pop_first() {
+        if let Some((_, by)) = restart.filter(|&(at, _)| now >= at) {
+            restart = None;
+            before_restart = Some(events.len());
+            found = held(dep, config, now);
+            for slot in queue.values() {
+                found.push(match slot {
+                    Slot::Out(..) => "an attempt out",
+                    Slot::Poll(op) if op.waits_for_slot() => "an operation in the bulkhead's queue",
+                    Slot::Poll(op) if op.dispatched() > 0 => "an operation between attempts",
+                    _ => continue,
+                });
+            }
+            queue.insert((now, key), slot);
+            dep.rebase(D::from_ticks(by));
+            for ((t, key), slot) in std::mem::take(&mut queue) {
+                let slot = match slot {
+                    Slot::Poll(mut op) => {
+                        op.rebase(D::from_ticks(by));
+                        Slot::Poll(op)
+                    }
+                    Slot::Abandon(mut op) => {
+                        op.rebase(D::from_ticks(by));
+                        Slot::Abandon(op)
+                    }
+                    Slot::Out(mut op, _, fate) => {
+                        op.rebase(D::from_ticks(by));
+                        let attempt = op.attempt().expect("an attempt out is its operation's");
+                        Slot::Out(op, attempt, fate)
+                    }
+                };
+                queue.insert((t - by, key), slot);
+            }
+            continue;
+        }
         steps += 1;
         assert!(steps < 100_000, "the script never ends");
         let at = T::from_ticks(now);
-        let mut record = |e: &Event<HZ>| events.push(*e);
+        let mut record = |e: &Event<HZ>| events.push(Seen::Event(*e));
         let next = match slot {
             Slot::Poll(mut op) => match op.poll(at, dep, &mut record) {
                 Action::Dispatch(attempt) => {
                     let fate = fates.next().unwrap();
-                    let when = match fate {
-                        Fate::Succeed(t) | Fate::Fail(t) | Fate::FailAfter(t, _) | Fate::Cancel(t) => {
-                            now + t.min(attempt.timeout().as_ticks())
-                        }
-                        Fate::Lose => now,
-                    };
-                    Some((when, Slot::Out(op, attempt, fate)))
+                    Some((fate.reported_at(now, attempt.timeout().as_ticks()), Slot::Out(op, attempt, fate)))
                 }
-                Action::Wait { until } => match fates.next().unwrap() {
-                    Fate::Cancel(t) if now + t < until.as_ticks() => Some((now + t, Slot::Abandon(op))),
-                    _ => Some((until.as_ticks(), Slot::Poll(op))),
+                Action::Wait { until } => match fates.next().unwrap().gives_up_waiting(now, until.as_ticks())
+                {
+                    Some(then) => Some((then, Slot::Abandon(op))),
+                    None => Some((until.as_ticks(), Slot::Poll(op))),
                 },
-                Action::Done => None,
+                Action::Done => {
+                    events.push(Seen::Done(op.take_completion().expect("a completion once done")));
+                    None
+                }
             },
             Slot::Abandon(mut op) => {
                 op.abandon(at, dep, &mut record);
                 None
             }
             Slot::Out(mut op, attempt, fate) => {
-                match fate {
-                    Fate::Succeed(_) => op.on_success(attempt, at, dep, &mut record),
-                    Fate::Fail(_) => {
-                        let f = Failure { name: "f", verdict: Verdict::Retryable };
-                        op.on_failure(attempt, at, dep, &mut rng, f, &mut record);
-                    }
-                    Fate::FailAfter(_, w) => {
-                        let f = Failure { name: "busy", verdict: Verdict::RetryableAfter(D::from_ticks(w)) };
-                        op.on_failure(attempt, at, dep, &mut rng, f, &mut record);
-                    }
-                    Fate::Cancel(_) => op.abandon(at, dep, &mut record),
-                    Fate::Lose => drop(attempt),
-                }
+                fate.report(&mut op, attempt, at, dep, &mut rng, &mut record);
                 Some((now, Slot::Poll(op)))
             }
         };
@@ -249,15 +315,20 @@ fn run(
             }
         }
     }
-    events
+    // A restart due after the script's last step comes once it has ended, on the dependency alone.
+    if let Some((_, by)) = restart {
+        dep.rebase(D::from_ticks(by));
+    }
+    let before = before_restart.unwrap_or(events.len());
+    (events, before, found)
 }
 
 /// The last instant a transcript shows.
 fn last_instant(events: &Transcript) -> u64 {
     events
         .iter()
-        .filter_map(|e| match *e {
-            Event::Completed { at, .. } => Some(at.as_ticks()),
+        .filter_map(|e| match e {
+            Seen::Event(Event::Completed { at, .. }) => Some(at.as_ticks()),
             _ => None,
         })
         .max()
@@ -276,6 +347,7 @@ fn readings(dep: &mut Dep, config: &DependencyConfig<HZ>, at: u64) -> impl Parti
         dep.airtime_used(config, t),
         dep.next_airtime(config, t, D::from_millis(300)),
         dep.retries_available(config, t),
+        (dep.bulkhead_limit(config), dep.throttle_ppm(config, t), dep.latency_percentile(config, 90)),
     )
 }
 
@@ -301,7 +373,7 @@ prop_compose! {
         config in config(),
         before in starts(0..12),
         after in starts(1..12),
-        fates in proptest::collection::vec(fate(), 1..30),
+        fates in proptest::collection::vec(fate(900), 1..30),
         seed in any::<u64>(),
         gap in prop_oneof![Just(0u64), 0..500u64, 0..30_000u64],
         slept in prop_oneof![Just(0u64), 0..1_000u64, 0..60_000u64],
@@ -338,7 +410,7 @@ fn compare(case: &Case) -> Result<Held, TestCaseError> {
     let mut restored =
         Dep::restore(config, &bytes, T::from_ticks(woke + shift), D::from_ticks(case.slept)).unwrap();
     prop_assert_eq!(
-        in_original_time(&readings(&mut restored, config, woke + shift), shift),
+        in_original_time(&readings(&mut restored, config, woke + shift), shift as i64),
         format!("{:?}", readings(&mut original, config, woke))
     );
 
@@ -347,7 +419,7 @@ fn compare(case: &Case) -> Result<Held, TestCaseError> {
     let expected: Vec<String> = transcript.iter().map(|e| format!("{e:?}")).collect();
     let got: Vec<String> = run(&mut restored, config, woke + shift, &case.after, &case.fates, seed, ids)
         .iter()
-        .map(|e| in_original_time(e, shift))
+        .map(|e| in_original_time(e, shift as i64))
         .collect();
     if let Some(i) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i)) {
         prop_assert!(
@@ -365,7 +437,7 @@ fn compare(case: &Case) -> Result<Held, TestCaseError> {
     let end = last_instant(&transcript);
     for at in [end, end + 1_000, end + 60_000] {
         prop_assert_eq!(
-            in_original_time(&readings(&mut restored, config, at + shift), shift),
+            in_original_time(&readings(&mut restored, config, at + shift), shift as i64),
             format!("{:?}", readings(&mut original, config, at)),
             "at {}",
             at
@@ -373,8 +445,8 @@ fn compare(case: &Case) -> Result<Held, TestCaseError> {
     }
     let refusals = transcript
         .iter()
-        .filter_map(|e| match *e {
-            Event::Refused { problem, .. } => Some(problem.as_str()),
+        .filter_map(|e| match e {
+            Seen::Event(Event::Refused { problem, .. }) => Some(problem.as_str()),
             _ => None,
         })
         .collect();
@@ -383,7 +455,7 @@ fn compare(case: &Case) -> Result<Held, TestCaseError> {
 
 /// `value`'s `Debug` text with every instant in it moved `by` ticks earlier: what the restored copy,
 /// on a clock `by` ahead of the original's, says in the original's time.
-fn in_original_time(value: &impl std::fmt::Debug, by: u64) -> String {
+fn in_original_time(value: &impl std::fmt::Debug, by: i64) -> String {
     const INSTANT: &str = "MonotonicInstant { ticks: ";
     let text = format!("{value:?}");
     let (mut out, mut rest) = (String::new(), text.as_str());
@@ -392,7 +464,7 @@ fn in_original_time(value: &impl std::fmt::Debug, by: u64) -> String {
         let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
         let ticks: u64 = tail[..digits].parse().unwrap();
         out.push_str(head);
-        out.push_str(&(ticks - by).to_string());
+        out.push_str(&ticks.checked_add_signed(-by).unwrap().to_string());
         rest = &tail[digits..];
     }
     out.push_str(rest);
@@ -424,10 +496,19 @@ fn held(dep: &mut Dep, config: &DependencyConfig<HZ>, at: u64) -> Vec<&'static s
     if config.duty().is_some() && dep.airtime_used(config, t).as_ticks() > 0 {
         parts.push("airtime");
     }
-    if let Some(BudgetKind::TokenBucket { capacity, .. }) = config.retry_budget().map(|b| b.kind())
-        && dep.retries_available(config, t) < Some(capacity)
-    {
-        parts.push("a token bucket partly spent");
+    if dep.bulkhead_limit(config) < config.bulkhead_slots() {
+        parts.push("an adaptive limit lowered");
+    }
+    if dep.throttle_ppm(config, t).is_some_and(|ppm| ppm > 0) {
+        parts.push("a throttle refusing some");
+    }
+    if dep.latency_percentile(config, 50).is_some() {
+        parts.push("a latency log that knows its median");
+    }
+    if let Some(BudgetKind::TokenBucket { capacity, .. }) = config.retry_budget().map(|b| b.kind()) {
+        if dep.retries_available(config, t) < Some(capacity) {
+            parts.push("a token bucket partly spent");
+        }
     }
     parts
 }
@@ -435,11 +516,118 @@ fn held(dep: &mut Dep, config: &DependencyConfig<HZ>, at: u64) -> Vec<&'static s
 proptest! {
     #![proptest_config(ProptestConfig { cases: relent_tests::cases(10_000), ..ProptestConfig::default() })]
 
+    /// A restart of the clock by any number of ticks, at any instant, with operations waiting or
+    /// attempts out, changes no decision and no instant but by the restart's ticks.
+    #[test]
+    fn a_restarted_clock_changes_no_decision(
+        config in config_all(),
+        ops in starts_within(1..24, 5_000),
+        fates in proptest::collection::vec(fate(900), 1..30),
+        seed in any::<u64>(),
+        at in 0..8_000u64,
+        by in prop_oneof![1..10_000u64, Just(1 << 30), 1..BASE - 1_000_000],
+    ) {
+        compare_restart(&config, &ops, &fates, seed, at, by)?;
+    }
+
     /// After any history, a snapshot saved with nothing in flight and restored `slept` later on a
     /// clock that counted through the sleep makes every later decision the original makes.
     #[test]
     fn a_restored_snapshot_decides_everything_after_as_the_original_would(case in case()) {
         compare(&case)?;
+    }
+}
+
+/// Where the scripts of the restart property start: far enough from tick 0 that a restart by as
+/// many ticks as they draw leaves every instant they hold on the new clock.
+const BASE: u64 = 1 << 32;
+
+/// A script run twice on fresh dependencies, the second time with its clock restarted at
+/// `BASE + at` by `by` ticks, must give the same events at the same instants (the second's read
+/// back in the first's time) and leave the same state. Returns what the restart found going on.
+fn compare_restart(
+    config: &DependencyConfig<HZ>,
+    ops: &[Start],
+    fates: &[Fate],
+    seed: u64,
+    at: u64,
+    by: u64,
+) -> Result<AtRestart, TestCaseError> {
+    prop_assert!(config.validate().is_ok(), "{:?}", config.validate());
+    let mut plain = Dep::new(config, T::from_ticks(BASE)).unwrap();
+    let mut restarted = plain.clone();
+    let (expected, ..) = run_restarting(&mut plain, config, BASE, ops, fates, seed, 0, None);
+    let (got, before, found) =
+        run_restarting(&mut restarted, config, BASE, ops, fates, seed, 0, Some((BASE + at, by)));
+    let expected: Vec<String> = expected.iter().map(|e| format!("{e:?}")).collect();
+    let got: Vec<String> = got
+        .iter()
+        .enumerate()
+        .map(|(i, e)| if i < before { format!("{e:?}") } else { in_original_time(e, -(by as i64)) })
+        .collect();
+    if let Some(i) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i)) {
+        prop_assert!(
+            false,
+            "event {} differs with the clock restarted by {} at {} (after {} events):\n plain:     {:?}\n restarted: {:?}\n(before it: {:?})",
+            i,
+            by,
+            BASE + at,
+            before,
+            expected.get(i),
+            got.get(i),
+            &expected[i.saturating_sub(3)..i]
+        );
+    }
+    let end = BASE + 30_000;
+    for t in [end, end + 1_000, end + 60_000] {
+        prop_assert_eq!(
+            in_original_time(&readings(&mut restarted, config, t - by), -(by as i64)),
+            format!("{:?}", readings(&mut plain, config, t)),
+            "at {}",
+            t
+        );
+    }
+    Ok(found)
+}
+
+/// The restart property is only as good as what its restarts find: over fixed cases, each part of
+/// the state held something at a restart, and operations were out, between attempts and queued.
+#[test]
+fn the_restarts_find_every_part_holding_something_and_operations_under_way() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for _ in 0..1_000 {
+        let config = config_all().new_tree(&mut runner).unwrap().current();
+        let ops = starts_within(1..24, 5_000).new_tree(&mut runner).unwrap().current();
+        let fates = proptest::collection::vec(fate(900), 1..30).new_tree(&mut runner).unwrap().current();
+        let at = (0..8_000u64).new_tree(&mut runner).unwrap().current();
+        let by = (1..BASE - 1_000_000).new_tree(&mut runner).unwrap().current();
+        let mut found = compare_restart(&config, &ops, &fates, 7, at, by).unwrap();
+        found.sort_unstable();
+        found.dedup();
+        for key in found {
+            *seen.entry(key).or_default() += 1;
+        }
+    }
+    eprintln!("{seen:?}");
+    for key in [
+        "window counts",
+        "an open circuit",
+        "a half-open circuit",
+        "a cooldown",
+        "a rate limit's debt",
+        "airtime",
+        "a token bucket partly spent",
+        "an adaptive limit lowered",
+        "a throttle refusing some",
+        "a latency log that knows its median",
+        "an attempt out",
+        "an operation between attempts",
+        "an operation in the bulkhead's queue",
+    ] {
+        assert!(seen.get(key).copied().unwrap_or(0) >= 10, "{key}: {seen:?}");
     }
 }
 
