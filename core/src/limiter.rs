@@ -153,10 +153,10 @@ pub(crate) struct Limiter {
     frac: u32,
     /// The TAT before the last unit taken, while that take is the last change to it but for a
     /// give-back (and moved with it by a rebase); `Ticks::MAX` after a restore, or a new limit that
-    /// moves the TAT or changes the unit of its fraction. A unit reserved ahead (for an attempt that waits for it,
-    /// or for airtime) moves the TAT to its instant: without this, giving it back could only move
-    /// the TAT back to that instant, and the limit stayed spent until then for a unit that never
-    /// went.
+    /// moves the TAT or changes the unit of its fraction. A unit reserved ahead (for an attempt
+    /// that waits for it, or for airtime) moves the TAT to its instant: without this, giving it
+    /// back could only move the TAT back to that instant, and the limit stayed spent until then
+    /// for a unit that never went.
     before: Ticks,
     before_frac: u32,
 }
@@ -206,8 +206,9 @@ impl Limiter {
     /// Gives back the unit [taken](Self::take) at `at` for an attempt that will not go out (its
     /// operation ended while it waited for it), when it is the last unit taken: the arrival time
     /// is then exactly where that take left it, from one no later than `at`, and goes back to what
-    /// it was before the take. Where that is no longer known (another unit was given back since),
-    /// it goes back to `at`, never earlier than it was. After a later take the unit stays spent:
+    /// it was before the take. Where that is no longer known (another unit was given back since,
+    /// or the limiter was restored or given a new limit), it goes back to `at`, never earlier than
+    /// it was. After a later take the unit stays spent:
     /// moving the arrival time back then could let two units go closer together than the limit
     /// allows, so the rate errs low instead.
     pub(crate) fn give_back<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, at: Ticks) {
