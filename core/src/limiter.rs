@@ -208,12 +208,10 @@ impl Limiter {
     /// is then exactly where that take left it, from one no later than `at`, and goes back to what
     /// it was before the take. Where that is no longer known (another unit was given back since,
     /// or the limiter was restored or given a new limit), it goes back to `at`, never earlier than
-    /// it was. After a later take the unit stays spent:
-    /// moving the arrival time back then could let two units go closer together than the limit
-    /// allows, so the rate errs low instead.
+    /// it was. After a later take the unit stays spent: moving the arrival time back then could let
+    /// two units go closer together than the limit allows, so the rate errs low instead.
     pub(crate) fn give_back<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, at: Ticks) {
-        let mut taken = Self::new();
-        taken.tat = at;
+        let mut taken = Self { tat: at, ..Self::new() };
         taken.take(limit, at);
         // Matched, the arrival time before the take was no later than `at`: one recorded later is
         // not that one (a give-back since left `before` where the arrival time is now, past `at`).
