@@ -1,8 +1,10 @@
-//! What must change nothing: the two ways relent-core's state crosses a change of clock, checked
-//! against the state that did not cross it, event for event, after random operations under random
-//! protections. A field one of them forgot (a half-open episode's successes, a count window's
-//! ring, a rate limit's debt, a token bucket's partial refill, an operation's replay statement) or
-//! an instant moved a tick off shows as a first difference.
+//! What must change nothing: the two ways relent-core's state crosses a change of clock, and a
+//! reconfiguration that changes no number, checked against the state that did not go through them,
+//! event for event, after random operations (some of them hedged, some with a policy patient enough
+//! to wait for airtime) under random protections. A field one of them forgot (a half-open
+//! episode's successes, a count window's ring, a rate limit's debt, a token bucket's partial
+//! refill, an operation's replay statement, a hedge's plan) or an instant moved a tick off shows
+//! as a first difference.
 //!
 //! **A snapshot is the dependency.** Saved while nothing is in flight and restored after a sleep,
 //! the restored state decides everything after exactly as the original would have, left idle that
@@ -21,6 +23,13 @@
 //! gives the events of the same script run without the restart, each moved by the restart's ticks,
 //! with every protection (the adaptive limit, the throttle and the latency log too): the window's
 //! buckets move with the clock, unlike a snapshot's, which start where the restoring clock's do.
+//! A hedge not yet sent is a plan the adapter holds, and is rebased with the rest.
+//!
+//! **A configuration reloaded unchanged changes nothing.** `Dependency::reconfigure` to a copy of
+//! the configuration the dependency has, at any instant of the same scripts, with attempts out and
+//! operations waiting (those under way keep the configuration they started with, as the adapters'
+//! do), gives the same events at the same instants: each part's carry-over rule must leave alone
+//! what the new numbers do not change.
 
 use std::collections::BTreeMap;
 
@@ -28,8 +37,8 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use relent_core::{
     Action, AdaptiveLimit, Attempt, BreakerConfig, BudgetKind, CircuitState, ClientThrottle, Completion,
-    Context, Criticality, Dependency, DependencyConfig, DutyCycle, Event, Operation, RateLimit, ReplaySafety,
-    RetryBudget, RetryPolicy,
+    Context, Criticality, Dependency, DependencyConfig, Disposition, DutyCycle, Event, HedgePlan, Operation,
+    OperationId, RateLimit, ReplaySafety, RetryBudget, RetryPolicy,
 };
 use relent_tests::fate::{Fate, fate};
 use relent_tests::rng::seeded;
@@ -74,7 +83,9 @@ prop_compose! {
         breaker in proptest::option::of(breaker()),
         bulkhead in proptest::option::of((1..5u16, proptest::option::of((1..4u16, 1..2_000u64)))),
         rate in proptest::option::of((1..8u32, 100..5_000u64, 1..5u32, prop_oneof![Just(0u64), 0..2_000u64])),
-        duty in proptest::option::of((500..=2_000u64, 2..40u64)),
+        // Windows of a few seconds too, where an attempt may wait for airtime (for as long as the
+        // policy's longest backoff, 1 s) rather than be refused.
+        duty in proptest::option::of((500..=2_000u64, prop_oneof![2_000..5_000u64, 2_000..40_000u64])),
         cooldown in proptest::option::of(1..30_000u64),
         reserve in proptest::option::of(1..=50u8),
     ) -> DependencyConfig<HZ> {
@@ -94,7 +105,7 @@ prop_compose! {
             );
         }
         if let Some((airtime, window)) = duty {
-            config = config.duty_cycle(DutyCycle::new(D::from_ticks(airtime), D::from_secs(window)));
+            config = config.duty_cycle(DutyCycle::new(D::from_ticks(airtime), D::from_ticks(window)));
         }
         if let Some(max) = cooldown {
             config = config.cooldown(D::from_ticks(max));
@@ -132,14 +143,17 @@ prop_compose! {
 }
 
 /// One operation of a script: when it starts (after the script's first tick), whether it is
-/// sheddable, how long each of its attempts is on air, and for how long it may be sent at all (its
-/// replay statement).
+/// sheddable, how long each of its attempts is on air, for how long it may be sent at all (its
+/// replay statement), whether it runs under [`PATIENT`] rather than [`POLICY`], and how long after
+/// its start a hedge of it is sent if it is still running then.
 #[derive(Debug, Clone, Copy)]
 struct Start {
     after: u64,
     sheddable: bool,
     airtime: u64,
     safe_for: u64,
+    patient: bool,
+    hedge: Option<u64>,
 }
 
 fn starts(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Start>> {
@@ -149,8 +163,22 @@ fn starts(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Start>> {
 /// `n` operations starting within `spread` ticks of the script's first.
 fn starts_within(n: std::ops::Range<usize>, spread: u64) -> impl Strategy<Value = Vec<Start>> {
     proptest::collection::vec(
-        (0..spread, any::<bool>(), 1..400u64, prop_oneof![Just(3_600_000u64), 1..3_000u64])
-            .prop_map(|(after, sheddable, airtime, safe_for)| Start { after, sheddable, airtime, safe_for }),
+        (
+            0..spread,
+            any::<bool>(),
+            1..400u64,
+            prop_oneof![Just(3_600_000u64), 1..3_000u64],
+            any::<bool>(),
+            prop_oneof![3 => Just(None), 1 => prop_oneof![0..300u64, 0..1_500u64].prop_map(Some)],
+        )
+            .prop_map(|(after, sheddable, airtime, safe_for, patient, hedge)| Start {
+                after,
+                sheddable,
+                airtime,
+                safe_for,
+                patient,
+                hedge,
+            }),
         n,
     )
 }
@@ -163,11 +191,26 @@ const POLICY: RetryPolicy<HZ> = match RetryPolicy::exponential(4, D::from_millis
     Err(e) => panic!("{}", e.message()),
 };
 
+/// A policy whose attempts may wait longer, as long as its longest backoff, for airtime.
+const PATIENT: RetryPolicy<HZ> = match RetryPolicy::exponential(3, D::from_millis(200), D::from_secs(4))
+    .attempt_timeout(D::from_millis(700))
+    .build()
+{
+    Ok(p) => p,
+    Err(e) => panic!("{}", e.message()),
+};
+
 enum Slot<'a> {
     Poll(Operation<'a, HZ, Failure>),
     Out(Operation<'a, HZ, Failure>, Attempt<HZ>, Fate),
     Abandon(Operation<'a, HZ, Failure>),
+    /// A hedge to start, from the plan its operation gave when it started.
+    Hedge(HedgePlan<HZ>, &'static RetryPolicy<HZ>),
 }
+
+/// A slot of the script's queue, and the race it belongs to: the index of the operation, which its
+/// hedge shares.
+type Entry<'a> = (usize, Slot<'a>);
 
 /// What a script's run saw, in order: every event (dispatches, refusals, waits, the circuit's and
 /// the cooldown's moves, completions), with its instant, and every completion as its caller takes
@@ -194,33 +237,47 @@ fn run(
     seed: u64,
     first_id: u64,
 ) -> Transcript {
-    run_restarting(dep, config, from, starts, fates, seed, first_id, None).0
+    run_changing(dep, config, from, starts, fates, seed, first_id, None).0
 }
 
-/// What a restart found going on: the parts of the state that held something, and the operations'
-/// doings.
-type AtRestart = Vec<&'static str>;
+/// What happens to a running script at one instant, that must change no decision.
+#[derive(Debug, Clone, Copy)]
+enum Change<'c> {
+    /// The clock restarts `by` ticks back, as relent-embassy's does every 2^30 ticks with 32-bit
+    /// ticks: the dependency and every operation are rebased, each attempt out is taken back from
+    /// its operation (as the adapters hold none), and the script goes on in the new clock's time.
+    Restart { by: u64 },
+    /// The dependency is carried over to `to`, a copy of its configuration, as a configuration
+    /// file reloaded unchanged: the operations under way go on under the configuration they
+    /// started with, and those that start after it under `to`.
+    Reconfigure { to: &'c DependencyConfig<HZ> },
+}
 
-/// As [`run`], and with `restart` = `(at, by)` the clock restarts `by` ticks back at the first step
-/// at or after `at`, as relent-embassy's does every 2^30 ticks with 32-bit ticks: the dependency
-/// and every operation are rebased, each attempt out is taken back from its operation (as the
-/// adapters hold none), and the script goes on in the new clock's time. Returns the transcript, how
-/// many of its events came before the restart, and what the restart found going on.
+/// Where the ids of hedges start: a hedge of the operation of id `n` is `HEDGE_IDS + n`.
+const HEDGE_IDS: u64 = 1 << 32;
+
+/// What a change found going on: the parts of the state that held something, and the operations'
+/// doings.
+type AtChange = Vec<&'static str>;
+
+/// As [`run`], and with `change` = `(at, change)` the change comes at the first step at or after
+/// `at`. Returns the transcript, how many of its events came before the change, and what the change
+/// found going on.
 #[allow(clippy::too_many_arguments)]
-fn run_restarting(
+fn run_changing<'c>(
     dep: &mut Dep,
-    config: &DependencyConfig<HZ>,
+    config: &'c DependencyConfig<HZ>,
     from: u64,
     starts: &[Start],
     fates: &[Fate],
     seed: u64,
     first_id: u64,
-    mut restart: Option<(u64, u64)>,
-) -> (Transcript, usize, AtRestart) {
+    mut change: Option<(u64, Change<'c>)>,
+) -> (Transcript, usize, AtChange) {
     let mut rng = seeded(seed);
     let mut fates = fates.iter().copied().cycle();
     let mut events = Vec::new();
-    let mut queue: BTreeMap<(u64, usize), Slot> = BTreeMap::new();
+    let mut queue: BTreeMap<(u64, usize), Entry> = BTreeMap::new();
     for (i, s) in starts.iter().enumerate() {
         let criticality = if s.sheddable { Criticality::Sheddable } else { Criticality::Critical };
         let context = Context::new(D::from_secs(5), ReplaySafety::replayable_read(D::from_ticks(s.safe_for)))
@@ -228,29 +285,53 @@ fn run_restarting(
             .criticality(criticality)
             .airtime(D::from_ticks(s.airtime));
         let at = from + s.after;
-        let op = Operation::start(&POLICY, config, context, T::from_ticks(at)).unwrap();
-        queue.insert((at, i), Slot::Poll(op));
+        let config = match change {
+            Some((when, Change::Reconfigure { to })) if at >= when => to,
+            _ => config,
+        };
+        let policy = if s.patient { &PATIENT } else { &POLICY };
+        let op = Operation::start(policy, config, context, T::from_ticks(at)).unwrap();
+        if let Some(after) = s.hedge {
+            let plan = op.hedge_plan().expect("a read of up to 4 attempts may be hedged");
+            queue.insert((at + after, starts.len() + i), (i, Slot::Hedge(plan, policy)));
+        }
+        queue.insert((at, i), (i, Slot::Poll(op)));
     }
-    let mut seq = starts.len();
+    let mut seq = 2 * starts.len();
     let mut steps = 0;
-    let mut before_restart = None;
-    let mut found = AtRestart::new();
-    while let Some(((now, key), slot)) = queue.pop_first() {
-        if let Some((_, by)) = restart.filter(|&(at, _)| now >= at) {
-            restart = None;
-            before_restart = Some(events.len());
+    let mut before_change = None;
+    let mut found = AtChange::new();
+    let mut config = config;
+    while let Some(((now, key), (race, slot))) = queue.pop_first() {
+        if let Some((_, happens)) = change.filter(|&(at, _)| now >= at) {
+            change = None;
+            before_change = Some(events.len());
             found = held(dep, config, now);
-            for slot in queue.values() {
+            for (_, slot) in queue.values() {
                 found.push(match slot {
+                    Slot::Out(op, ..) if op.is_hedge() => "a hedge's attempt out",
                     Slot::Out(..) => "an attempt out",
                     Slot::Poll(op) if op.waits_for_slot() => "an operation in the bulkhead's queue",
-                    Slot::Poll(op) if op.dispatched() > 0 => "an operation between attempts",
+                    Slot::Poll(op) => match last_wait(&events, op.id(), now) {
+                        Some(wait) => wait,
+                        None if op.dispatched() > 0 => "an operation between attempts",
+                        None => continue,
+                    },
+                    Slot::Hedge(..) => "a hedge due",
                     _ => continue,
                 });
             }
-            queue.insert((now, key), slot);
+            queue.insert((now, key), (race, slot));
+            let by = match happens {
+                Change::Restart { by } => by,
+                Change::Reconfigure { to } => {
+                    dep.reconfigure(config, to, T::from_ticks(now)).unwrap();
+                    config = to;
+                    continue;
+                }
+            };
             dep.rebase(D::from_ticks(by));
-            for ((t, key), slot) in std::mem::take(&mut queue) {
+            for ((t, key), (race, slot)) in std::mem::take(&mut queue) {
                 let slot = match slot {
                     Slot::Poll(mut op) => {
                         op.rebase(D::from_ticks(by));
@@ -265,8 +346,12 @@ fn run_restarting(
                         let attempt = op.attempt().expect("an attempt out is its operation's");
                         Slot::Out(op, attempt, fate)
                     }
+                    Slot::Hedge(mut plan, policy) => {
+                        plan.rebase(D::from_ticks(by));
+                        Slot::Hedge(plan, policy)
+                    }
                 };
-                queue.insert((t - by, key), slot);
+                queue.insert((t - by, key), (race, slot));
             }
             continue;
         }
@@ -286,7 +371,21 @@ fn run_restarting(
                     None => Some((until.as_ticks(), Slot::Poll(op))),
                 },
                 Action::Done => {
-                    events.push(Seen::Done(op.take_completion().expect("a completion once done")));
+                    let completion = op.take_completion().expect("a completion once done");
+                    if completion.disposition == Disposition::Succeeded {
+                        // The race is won: the other side is abandoned (or never sent).
+                        let other = queue.iter().find_map(|(&key, (r, _))| (*r == race).then_some(key));
+                        if let Some(key) = other {
+                            seq += 1;
+                            match queue.remove(&key).unwrap() {
+                                (_, Slot::Poll(op) | Slot::Out(op, ..) | Slot::Abandon(op)) => {
+                                    queue.insert((now, seq), (race, Slot::Abandon(op)));
+                                }
+                                (_, Slot::Hedge(..)) => {}
+                            }
+                        }
+                    }
+                    events.push(Seen::Done(completion));
                     None
                 }
             },
@@ -298,13 +397,20 @@ fn run_restarting(
                 fate.report(&mut op, attempt, at, dep, &mut rng, &mut record);
                 Some((now, Slot::Poll(op)))
             }
+            // Sent only while the operation runs: it is the other of its race in the queue.
+            Slot::Hedge(plan, policy) if queue.values().any(|(r, _)| *r == race) => {
+                let mut hedge = Operation::start_hedge(policy, config, plan, at);
+                assert!(hedge.assign_id(HEDGE_IDS + first_id + race as u64));
+                Some((now, Slot::Poll(hedge)))
+            }
+            Slot::Hedge(..) => None,
         };
         if let Some((when, slot)) = next {
             seq += 1;
-            queue.insert((when, seq), slot);
+            queue.insert((when, seq), (race, slot));
         }
         if dep.slot_for_waiting(config) {
-            let woken = queue.iter().find_map(|(&key, slot)| match slot {
+            let woken = queue.iter().find_map(|(&key, (_, slot))| match slot {
                 Slot::Poll(op) if op.waits_for_slot() => Some(key),
                 _ => None,
             });
@@ -315,12 +421,28 @@ fn run_restarting(
             }
         }
     }
-    // A restart due after the script's last step comes once it has ended, on the dependency alone.
-    if let Some((_, by)) = restart {
-        dep.rebase(D::from_ticks(by));
+    // A change due after the script's last step comes once it has ended, on the dependency alone.
+    match change {
+        Some((_, Change::Restart { by })) => dep.rebase(D::from_ticks(by)),
+        Some((at, Change::Reconfigure { to })) => dep.reconfigure(config, to, T::from_ticks(at)).unwrap(),
+        None => {}
     }
-    let before = before_restart.unwrap_or(events.len());
+    let before = before_change.unwrap_or(events.len());
     (events, before, found)
+}
+
+/// What operation `id` waits for at `now`, by the last wait it reported, if it still waits for it.
+fn last_wait(events: &Transcript, id: OperationId, now: u64) -> Option<&'static str> {
+    events.iter().rev().find_map(|e| match *e {
+        Seen::Event(Event::WaitingForAirtime { operation, until, .. }) if operation == id => {
+            Some((until.as_ticks() > now).then_some("an operation waiting for airtime"))
+        }
+        Seen::Event(Event::WaitingForRateLimit { operation, until, .. }) if operation == id => {
+            Some((until.as_ticks() > now).then_some("an operation waiting for a rate unit"))
+        }
+        Seen::Event(Event::AttemptDispatched { operation, .. }) if operation == id => Some(None),
+        _ => None,
+    })?
 }
 
 /// The last instant a transcript shows.
@@ -447,6 +569,9 @@ fn compare(case: &Case) -> Result<Held, TestCaseError> {
         .iter()
         .filter_map(|e| match e {
             Seen::Event(Event::Refused { problem, .. }) => Some(problem.as_str()),
+            Seen::Event(Event::AttemptSucceeded { operation, .. }) if operation.0 >= HEDGE_IDS => {
+                Some("a hedge that won")
+            }
             _ => None,
         })
         .collect();
@@ -527,7 +652,23 @@ proptest! {
         at in 0..8_000u64,
         by in prop_oneof![1..10_000u64, Just(1 << 30), 1..BASE - 1_000_000],
     ) {
-        compare_restart(&config, &ops, &fates, seed, at, by)?;
+        compare_change(&config, &ops, &fates, seed, at, Change::Restart { by })?;
+    }
+
+    /// A dependency carried over to a copy of its configuration (a configuration file reloaded
+    /// unchanged), at any instant, with operations waiting or attempts out, changes no decision:
+    /// as `Dependency::reconfigure` promises, carrying a state over to the configuration it has
+    /// changes nothing.
+    #[test]
+    fn a_reconfiguration_to_the_same_configuration_changes_no_decision(
+        config in config_all(),
+        ops in starts_within(1..24, 5_000),
+        fates in proptest::collection::vec(fate(900), 1..30),
+        seed in any::<u64>(),
+        at in 0..8_000u64,
+    ) {
+        let same = config;
+        compare_change(&config, &ops, &fates, seed, at, Change::Reconfigure { to: &same })?;
     }
 
     /// After any history, a snapshot saved with nothing in flight and restored `slept` later on a
@@ -542,23 +683,27 @@ proptest! {
 /// many ticks as they draw leaves every instant they hold on the new clock.
 const BASE: u64 = 1 << 32;
 
-/// A script run twice on fresh dependencies, the second time with its clock restarted at
-/// `BASE + at` by `by` ticks, must give the same events at the same instants (the second's read
-/// back in the first's time) and leave the same state. Returns what the restart found going on.
-fn compare_restart(
+/// A script run twice on fresh dependencies, the second time with `change` at `BASE + at`, must
+/// give the same events at the same instants (after a restart, the second's read back in the
+/// first's time) and leave the same state. Returns what the change found going on.
+fn compare_change(
     config: &DependencyConfig<HZ>,
     ops: &[Start],
     fates: &[Fate],
     seed: u64,
     at: u64,
-    by: u64,
-) -> Result<AtRestart, TestCaseError> {
+    change: Change<'_>,
+) -> Result<AtChange, TestCaseError> {
     prop_assert!(config.validate().is_ok(), "{:?}", config.validate());
     let mut plain = Dep::new(config, T::from_ticks(BASE)).unwrap();
-    let mut restarted = plain.clone();
-    let (expected, ..) = run_restarting(&mut plain, config, BASE, ops, fates, seed, 0, None);
+    let mut changed = plain.clone();
+    let (expected, ..) = run_changing(&mut plain, config, BASE, ops, fates, seed, 0, None);
     let (got, before, found) =
-        run_restarting(&mut restarted, config, BASE, ops, fates, seed, 0, Some((BASE + at, by)));
+        run_changing(&mut changed, config, BASE, ops, fates, seed, 0, Some((BASE + at, change)));
+    let (by, after) = match change {
+        Change::Restart { by } => (by, config),
+        Change::Reconfigure { to } => (0, to),
+    };
     let expected: Vec<String> = expected.iter().map(|e| format!("{e:?}")).collect();
     let got: Vec<String> = got
         .iter()
@@ -568,9 +713,9 @@ fn compare_restart(
     if let Some(i) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i)) {
         prop_assert!(
             false,
-            "event {} differs with the clock restarted by {} at {} (after {} events):\n plain:     {:?}\n restarted: {:?}\n(before it: {:?})",
+            "event {} differs with {:?} at {} (after {} events):\n plain:   {:?}\n changed: {:?}\n(before it: {:?})",
             i,
-            by,
+            change,
             BASE + at,
             before,
             expected.get(i),
@@ -581,7 +726,7 @@ fn compare_restart(
     let end = BASE + 30_000;
     for t in [end, end + 1_000, end + 60_000] {
         prop_assert_eq!(
-            in_original_time(&readings(&mut restarted, config, t - by), -(by as i64)),
+            in_original_time(&readings(&mut changed, after, t - by), -(by as i64)),
             format!("{:?}", readings(&mut plain, config, t)),
             "at {}",
             t
@@ -591,24 +736,30 @@ fn compare_restart(
 }
 
 /// The restart property is only as good as what its restarts find: over fixed cases, each part of
-/// the state held something at a restart, and operations were out, between attempts and queued.
+/// the state held something at a restart, and operations were out, between attempts and queued;
+/// and the same at a reconfiguration, which runs the same cases.
 #[test]
-fn the_restarts_find_every_part_holding_something_and_operations_under_way() {
+fn the_restarts_and_reconfigurations_find_every_part_holding_something_and_operations_under_way() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for _ in 0..1_000 {
         let config = config_all().new_tree(&mut runner).unwrap().current();
         let ops = starts_within(1..24, 5_000).new_tree(&mut runner).unwrap().current();
         let fates = proptest::collection::vec(fate(900), 1..30).new_tree(&mut runner).unwrap().current();
         let at = (0..8_000u64).new_tree(&mut runner).unwrap().current();
         let by = (1..BASE - 1_000_000).new_tree(&mut runner).unwrap().current();
-        let mut found = compare_restart(&config, &ops, &fates, 7, at, by).unwrap();
-        found.sort_unstable();
-        found.dedup();
-        for key in found {
-            *seen.entry(key).or_default() += 1;
+        let same = config;
+        for (change, what) in
+            [(Change::Restart { by }, "restart"), (Change::Reconfigure { to: &same }, "reconfigure")]
+        {
+            let mut found = compare_change(&config, &ops, &fates, 7, at, change).unwrap();
+            found.sort_unstable();
+            found.dedup();
+            for key in found {
+                *seen.entry((what, key)).or_default() += 1;
+            }
         }
     }
     eprintln!("{seen:?}");
@@ -626,8 +777,14 @@ fn the_restarts_find_every_part_holding_something_and_operations_under_way() {
         "an attempt out",
         "an operation between attempts",
         "an operation in the bulkhead's queue",
+        "an operation waiting for airtime",
+        "an operation waiting for a rate unit",
+        "a hedge due",
+        "a hedge's attempt out",
     ] {
-        assert!(seen.get(key).copied().unwrap_or(0) >= 10, "{key}: {seen:?}");
+        for what in ["restart", "reconfigure"] {
+            assert!(seen.get(&(what, key)).copied().unwrap_or(0) >= 10, "{what}, {key}: {seen:?}");
+        }
     }
 }
 
@@ -662,6 +819,7 @@ fn the_cases_save_every_part_and_meet_every_refusal_after() {
         "duty_cycle_exceeded",
         "retry_budget_exhausted",
         "bulkhead_full",
+        "a hedge that won",
     ] {
         assert!(seen.get(key).copied().unwrap_or(0) >= 10, "{key}: {seen:?}");
     }
