@@ -461,6 +461,10 @@ impl Dependency {
     /// (66 instructions on the production bench's success path); a dependency never reconfigured
     /// reads one flag instead (13).
     ///
+    /// A `config` equal to the one in force (a file reloaded unchanged, by a watcher or on a
+    /// timer) changes nothing, not even that: it is logged at DEBUG
+    /// (`relent: dependency configuration unchanged`) and the dependency runs on as it was.
+    ///
     /// A policy checked against the old configuration is checked again by each operation as it
     /// starts: a token bucket whose hold no longer outlasts a policy's attempt timeout refuses
     /// that policy's operations (`StartError::Budget`), so check the policies you run with
@@ -515,6 +519,14 @@ impl Dependency {
             let mut locked = self.inner.lock();
             let now = self.inner.clock.now();
             let (state, from) = locked.with_config(&self.inner.config);
+            if *from == config {
+                // Carrying the state over would change nothing (relent-core promises it, and
+                // `tests/tests/equivalence.rs` checks it): the operations keep the path of a
+                // dependency never reconfigured, if it was never.
+                drop(locked);
+                crate::trace::unchanged(&self.inner.name);
+                return Ok(());
+            }
             state.reconfigure(from, &config, now)?;
             locked.reconfigured = Some(Arc::new(config));
             // Under the lock: an operation that sees the flag finds the configuration set.
@@ -668,6 +680,24 @@ mod tests {
         let (a, b) = (child(), child());
         assert_ne!(a, b);
         assert_ne!(a, process_seed().to_string());
+    }
+
+    /// A configuration equal to the one in force changes nothing: a dependency never reconfigured
+    /// keeps its operations off the lock for their configuration, and a reconfigured one keeps
+    /// the configuration it shares with the operations it started.
+    #[test]
+    fn a_configuration_reloaded_unchanged_changes_nothing_not_even_the_path() {
+        let calm = DependencyConfig::new(crate::Duration::from_secs(10));
+        let dep = Dependency::with_seed("payrail", calm, 7).unwrap();
+        dep.reconfigure(calm).unwrap();
+        assert!(!dep.inner.reconfigured.load(Ordering::Relaxed), "never reconfigured");
+        assert!(dep.inner.lock().reconfigured.is_none());
+        let incident = calm.bulkhead(4);
+        dep.reconfigure(incident).unwrap();
+        let shared = dep.inner.lock().reconfigured.clone().unwrap();
+        dep.reconfigure(incident).unwrap();
+        assert!(Arc::ptr_eq(&shared, dep.inner.lock().reconfigured.as_ref().unwrap()));
+        assert_eq!(dep.config(), incident);
     }
 
     #[test]

@@ -41,6 +41,12 @@ pub(crate) fn reconfigured(dependency: &str, config: &relent_core::DependencyCon
     tracing::info!(dependency, config = ?config, "relent: dependency reconfigured");
 }
 
+/// A reconfiguration to the configuration in force, which changes nothing: at DEBUG, as a file
+/// reloaded on a timer would otherwise log at INFO each time.
+pub(crate) fn unchanged(dependency: &str) {
+    tracing::debug!(dependency, "relent: dependency configuration unchanged");
+}
+
 /// The most events one step under the lock makes: a report and the poll after it, two calls into
 /// the core.
 pub(crate) const STEP_EVENTS: usize = 2 * MAX_EVENTS_PER_CALL;
