@@ -214,9 +214,16 @@ impl<const HZ: u64, E: Classify<HZ>> Completion<HZ, E> {
     /// errors give it: [`Ended`]'s rule, where a policy of one attempt leaves the last failure's
     /// own verdict (none: not retryable). `retry_in` is the wait `not_before` leaves from now, read
     /// on the adapter's clock.
+    ///
+    /// A hedge's completion (`Operation::start_hedge`) counts one attempt, as an operation of one
+    /// attempt does; but that attempt was a repeat, under a policy of several: the hedge and its
+    /// operation were the retrying layer, and its failure is not retryable to the operation that ran
+    /// it. (The adapters return a hedge's completion only when it succeeded.)
     pub fn outer_verdict(&self, retry_in: Option<Duration<HZ>>) -> Verdict<HZ> {
-        Ended::of(self, retry_in)
-            .verdict(|| self.last_failure.as_ref().map_or(Verdict::NotRetryable, E::classify))
+        Ended::of(self, retry_in).verdict(|| match self.summary.retries {
+            0 => self.last_failure.as_ref().map_or(Verdict::NotRetryable, E::classify),
+            _ => Verdict::NotRetryable,
+        })
     }
 }
 

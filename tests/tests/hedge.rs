@@ -198,7 +198,11 @@ fn a_failed_hedge_ends_and_the_operation_it_hedges_retries_on_its_own() {
         ]
         .map(|l| if l.starts_with("wait") { format!("op1: {l}") } else { l.to_string() })
     );
-    assert_eq!(hedge.take_completion().unwrap().last_failure, Some(REFUSED), "its failure is kept");
+    let ended = hedge.take_completion().unwrap();
+    assert_eq!(ended.last_failure, Some(REFUSED), "its failure is kept");
+    // Its one attempt was a repeat, under a policy of 3: it was the retrying layer, and an operation
+    // that ran it inside an attempt does not retry it again (seed 000: exactly one layer retries).
+    assert_eq!(ended.outer_verdict(None), Verdict::NotRetryable);
     // A non-retryable failure of a hedge ends it the same way, returned as it is.
     let config = tokens(3);
     let mut dep = state(config);
