@@ -1,7 +1,7 @@
 //! What each input in a directory reaches, one line each: its size, then the operations that spent
 //! their policy's attempts, the attempts dispatched after a wait in the bulkhead's queue, the
-//! operations the client throttle refused and those a bulkhead refused below its size (its adaptive
-//! limit), then its path. The seeds are made with it (the crate
+//! operations the client throttle refused, those a bulkhead refused below its size (its adaptive
+//! limit) and the attempts hedges dispatched, then its path. The seeds are made with it (the crate
 //! doc): the smallest inputs of a run's corpus that reach each of these are kept beside libFuzzer's
 //! merge, which counts edges and not these.
 //!
@@ -19,12 +19,13 @@ fn main() {
         let mut r = relent_fuzz::Reached::default();
         relent_fuzz::run_counting(&data, &mut r);
         println!(
-            "{} {} {} {} {} {}",
+            "{} {} {} {} {} {} {}",
             data.len(),
             r.spent,
             r.dispatched_from_queue,
             r.throttled_refusals,
             r.adaptive_refusals,
+            r.hedges_dispatched,
             path.display()
         );
     }

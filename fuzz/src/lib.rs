@@ -11,7 +11,7 @@
 //! twice, reports another operation's attempt, drops operations without abandoning them, rebases by
 //! any amount, isolates and closes the circuit as an operator would, states operations sheddable
 //! against a critical reserve (from bits the script already drew: an odd id, a window divisible by
-//! three), and restores snapshots whose bytes are arbitrary but carry a valid CRC (what a flash
+//! three), starts hedges of running operations (for a context of id 2), and restores snapshots whose bytes are arbitrary but carry a valid CRC (what a flash
 //! page written by another firmware could hold). libFuzzer steers the bytes toward branches no
 //! input has taken yet.
 //!
@@ -96,6 +96,17 @@ impl Events {
     }
 }
 
+/// Whether `op` is a hedge of another (never, where hedges are compiled out).
+fn is_hedge<const HZ: u64, E>(op: &Operation<'_, HZ, E>) -> bool {
+    #[cfg(feature = "hedge")]
+    return op.is_hedge();
+    #[cfg(not(feature = "hedge"))]
+    return {
+        let _ = op;
+        false
+    };
+}
+
 /// Buckets in the dependency's window, and entries in its airtime log: small, so that scripts fill
 /// them.
 const BUCKETS: usize = 4;
@@ -157,6 +168,10 @@ pub struct Reached {
     pub dispatched_from_queue: u32,
     /// First attempts that went once every wait had passed, at a script's end.
     pub alive: u32,
+    /// Hedges started (feature `hedge`).
+    pub hedges: u32,
+    /// Attempts dispatched by hedges.
+    pub hedges_dispatched: u32,
 }
 
 /// The share of each limit an operation started with `context` may not
@@ -568,6 +583,12 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 self.uncounted = true;
             }
         }
+        // A hedge of another operation still running instead, for a context of id 2: no input
+        // byte of its own, so the kept seeds decode as before.
+        #[cfg(feature = "hedge")]
+        if context.operation_id().0 == 2 && self.hedge(k) {
+            return Ok(());
+        }
         let now = self.now;
         let safe_until = context.safety().valid_for().map_or(Instant::<HZ>::from_ticks(0), |d| after(now, d));
         let (held_back, airtime) = (held_back(self.config, &context), context.attempt_airtime());
@@ -587,6 +608,39 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             assert!(!slot.op.is_done() && slot.op.dispatched() == 0 && slot.op.attempt().is_none());
         }
         Ok(())
+    }
+
+    /// Starts in slot `k` a hedge of the first other operation still running that may be hedged,
+    /// from the plan it gives now, and says whether there was one. The hedge inherits what the
+    /// script knows of its operation: its replay statement's end, its share held back, its
+    /// airtime. The caller of a hedge abandons the loser when one wins; a script need not.
+    #[cfg(feature = "hedge")]
+    fn hedge(&mut self, k: usize) -> bool {
+        let now = self.now;
+        let found = self.slots.iter().enumerate().filter(|&(j, _)| j != k).find_map(|(_, s)| {
+            let s = s.as_ref().filter(|s| !s.op.is_done())?;
+            let plan = s.op.hedge_plan().ok()?;
+            assert_eq!(plan.deadline(), s.op.deadline(), "a hedge's deadline is its operation's");
+            Some((plan, s.safe_until, s.held_back, s.airtime))
+        });
+        let Some((plan, safe_until, held_back, airtime)) = found else { return false };
+        let op = Operation::start_hedge(self.policy, self.config, plan, now);
+        assert!(op.is_hedge() && !op.is_done() && op.attempt().is_none());
+        assert_eq!((op.dispatched(), op.deadline()), (0, plan.deadline()));
+        self.slots[k] = Some(Slot {
+            op,
+            held_back,
+            airtime,
+            reserved: false,
+            out: None,
+            stale: None,
+            seen: now,
+            taken: false,
+            safe_until,
+            not_before: None,
+        });
+        self.reached.hedges += 1;
+        true
     }
 
     /// Gives operation `k` the current time, as every call with `now` does.
@@ -646,7 +700,8 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 assert!(!was_done, "an ended operation dispatched {attempt:?}");
                 assert!(!isolated, "{attempt:?} dispatched through an isolated circuit");
                 assert!(slot.out.is_none(), "a second attempt dispatched while {:?} was out", slot.out);
-                assert_eq!(attempt.number(), slot.op.dispatched());
+                // A hedge's one attempt is numbered 2, after its operation's first.
+                assert_eq!(attempt.number(), slot.op.dispatched() + u8::from(is_hedge(&slot.op)));
                 assert!(attempt.number() >= 1 && attempt.number() <= policy.max_attempts().max(1));
                 assert_eq!(attempt.started(), slot.seen, "an attempt dispatched at another time than now");
                 assert_eq!(attempt.deadline(), slot.op.deadline());
@@ -710,6 +765,12 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 }
                 self.reached.dispatched += 1;
                 self.reached.retries += u32::from(attempt.is_retry());
+                #[cfg(feature = "hedge")]
+                if slot.op.is_hedge() {
+                    assert_eq!(attempt.number(), 2, "a hedge sends one attempt, numbered 2");
+                    assert!(attempt.is_retry(), "a hedge is paid for as a retry");
+                    self.reached.hedges_dispatched += 1;
+                }
                 slot.out = Some(attempt);
                 slot.reserved = false;
                 None
@@ -856,7 +917,13 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let c = completion.expect("an ended operation has its completion");
         assert_eq!(c.operation, slot.op.id());
         assert_eq!(c.summary.dispatched, slot.op.dispatched());
-        assert_eq!(c.summary.retries, c.summary.dispatched.saturating_sub(1));
+        if is_hedge(&slot.op) {
+            // Its one attempt, if sent, counted as a retry.
+            assert!(c.summary.dispatched <= 1);
+            assert_eq!(c.summary.retries, c.summary.dispatched);
+        } else {
+            assert_eq!(c.summary.retries, c.summary.dispatched.saturating_sub(1));
+        }
         assert!(c.summary.dispatched <= policy.max_attempts().max(1));
         match c.disposition {
             Disposition::Succeeded => assert!(c.problem.is_none() && c.summary.dispatched >= 1),
@@ -987,6 +1054,18 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             }
             for out_of_range in [0, 100] {
                 assert_eq!(self.state.latency_percentile(config, out_of_range), None);
+            }
+            // A hedge's delay at a percentile is the log's, never below its floor; refused out of
+            // range or without a log (written here from the docs).
+            let floor = Duration::<HZ>::from_ticks(3);
+            for (percent, learnt) in [(0, None), (50, percentiles[1]), (99, percentiles[4]), (100, None)] {
+                let delay = relent_core::HedgeDelay::percentile(percent).at_least(floor);
+                let expected = match (percent, config.latency_log_samples()) {
+                    (0 | 100, _) => Err(relent_core::StartError::HedgePercentileOutOfRange { percent }),
+                    (_, None) => Err(relent_core::StartError::HedgeWithoutLatencyLog),
+                    _ => Ok(learnt.map(|d| d.max(floor))),
+                };
+                assert_eq!(self.state.hedge_delay(config, delay), expected, "at the {percent}th percentile");
             }
         }
         assert!(self.state.next_rate_unit(config, now) >= now);

@@ -5,7 +5,8 @@
 //! Why a target of its own beside `operations`: that one's checks read one configuration for the
 //! whole script, and a script here has two, decoded as `operations` decodes one (the ends of the
 //! tick range, the edges of every validation, either one possibly invalid), and switches the
-//! dependency between them while operations started under either run on. `tests/tests/reconfigure.rs`
+//! dependency between them while operations started under either run on, and hedges of them
+//! started under the configuration in force. `tests/tests/reconfigure.rs`
 //! checks the rules over two valid configurations of moderate numbers; this reaches the extremes.
 //!
 //! After every call the script checks what holds for any two configurations: the slots and queue
@@ -40,6 +41,8 @@ pub struct Reconfigured {
     pub woken_without_slot: u32,
     /// First attempts that went once every wait had passed, at a script's end.
     pub alive: u32,
+    /// Hedges started (feature `hedge`).
+    pub hedges: u32,
 }
 
 /// Runs the reconfiguring script that `data` encodes, adding what it reached to `reached`.
@@ -128,6 +131,19 @@ impl<'p, const HZ: u64> World<'p, '_, HZ> {
         let context = context::<HZ>(u)?;
         self.abandon(k);
         let on = self.current;
+        // For a context of id 2, a hedge of the first other operation running that may be hedged,
+        // under the configuration in force, as relent-tokio starts one (no input byte of its own).
+        #[cfg(feature = "hedge")]
+        if context.operation_id().0 == 2 {
+            let plan = self.running.iter().flatten().find_map(|r| r.op.hedge_plan().ok());
+            if let Some(plan) = plan {
+                let op = Operation::start_hedge(self.policy, &self.configs[on], plan, self.now);
+                self.running[k] = Some(Running { on, op, out: None });
+                self.reached.hedges += 1;
+                self.poll(k);
+                return Ok(());
+            }
+        }
         if let Some(op) = accepted(Operation::start(self.policy, &self.configs[on], context, self.now)) {
             self.running[k] = Some(Running { on, op, out: None });
             self.poll(k);

@@ -39,6 +39,7 @@ fn the_kept_seeds_keep_every_promise() {
         shed_refusals,
         dispatched_from_queue,
         alive,
+        hedges_dispatched,
         ..
     } = reached;
     for (what, n) in [
@@ -59,6 +60,7 @@ fn the_kept_seeds_keep_every_promise() {
         ("sheddable operations refused by a bulkhead with its reserve free", shed_refusals),
         ("attempts dispatched after a wait in the queue", dispatched_from_queue),
         ("first attempts that went once every wait had passed", alive),
+        ("attempts dispatched by hedges", hedges_dispatched),
     ] {
         assert!(n >= 10, "the seeds reach {n} {what}: make them again");
     }
@@ -100,6 +102,7 @@ fn the_kept_reconfiguring_seeds_keep_every_promise() {
         woken_dispatched,
         woken_without_slot,
         alive,
+        hedges,
     } = reached;
     for (what, n) in [
         ("changes", changes),
@@ -108,6 +111,7 @@ fn the_kept_reconfiguring_seeds_keep_every_promise() {
         ("woken operations dispatched", woken_dispatched),
         ("woken operations without a slot of their own", woken_without_slot),
         ("first attempts that went once every wait had passed", alive),
+        ("hedges started", hedges),
     ] {
         assert!(n >= 5, "the seeds reach {n} {what}: make them again");
     }
