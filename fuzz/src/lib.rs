@@ -492,6 +492,30 @@ struct Slot<'p, const HZ: u64> {
     not_before: Option<Instant<HZ>>,
 }
 
+impl<'p, const HZ: u64> Slot<'p, HZ> {
+    /// An operation just started at `now`, with what the script knows of it from its context.
+    fn started(
+        op: Operation<'p, HZ, Verdict<HZ>>,
+        now: Instant<HZ>,
+        safe_until: Instant<HZ>,
+        held_back: u8,
+        airtime: Duration<HZ>,
+    ) -> Self {
+        Self {
+            op,
+            out: None,
+            stale: None,
+            seen: now,
+            taken: false,
+            held_back,
+            airtime,
+            reserved: false,
+            safe_until,
+            not_before: None,
+        }
+    }
+}
+
 /// The script's world: the policy, the dependency, its operations and the clock.
 struct World<'p, const HZ: u64> {
     policy: &'p RetryPolicy<HZ>,
@@ -592,18 +616,8 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let now = self.now;
         let safe_until = context.safety().valid_for().map_or(Instant::<HZ>::from_ticks(0), |d| after(now, d));
         let (held_back, airtime) = (held_back(self.config, &context), context.attempt_airtime());
-        self.slots[k] = accepted(Operation::start(self.policy, self.config, context, now)).map(|op| Slot {
-            op,
-            held_back,
-            airtime,
-            reserved: false,
-            out: None,
-            stale: None,
-            seen: now,
-            taken: false,
-            safe_until,
-            not_before: None,
-        });
+        self.slots[k] = accepted(Operation::start(self.policy, self.config, context, now))
+            .map(|op| Slot::started(op, now, safe_until, held_back, airtime));
         if let Some(slot) = &self.slots[k] {
             assert!(!slot.op.is_done() && slot.op.dispatched() == 0 && slot.op.attempt().is_none());
         }
@@ -627,18 +641,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let op = Operation::start_hedge(self.policy, self.config, plan, now);
         assert!(op.is_hedge() && !op.is_done() && op.attempt().is_none());
         assert_eq!((op.dispatched(), op.deadline()), (0, plan.deadline()));
-        self.slots[k] = Some(Slot {
-            op,
-            held_back,
-            airtime,
-            reserved: false,
-            out: None,
-            stale: None,
-            seen: now,
-            taken: false,
-            safe_until,
-            not_before: None,
-        });
+        self.slots[k] = Some(Slot::started(op, now, safe_until, held_back, airtime));
         self.reached.hedges += 1;
         true
     }
