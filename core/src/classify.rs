@@ -149,8 +149,10 @@ impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Atte
 /// - A refusal with no end in sight (a full bulkhead), and a success: not retryable.
 ///
 /// With a whole [`Completion`] at hand, [`Completion::outer_verdict`] applies it, asking the last
-/// failure's own [`Classify`] for `single`. relent-tokio's `RetryReport` keeps only these fields
-/// of a completion, and builds an `Ended` itself.
+/// failure's own [`Classify`] for `single` (or nothing, for a hedge: its one attempt was a repeat
+/// under a policy of several). relent-tokio's `RetryReport` keeps only these fields of a
+/// completion, and builds an `Ended` itself (never of a hedge that failed: the adapters return a
+/// hedge's completion only when it succeeded).
 ///
 /// ```
 /// use relent_core::{Disposition, Duration, Ended, Problem, Verdict};

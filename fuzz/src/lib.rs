@@ -1069,6 +1069,23 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                     _ => Ok(learnt.map(|d| d.max(floor))),
                 };
                 assert_eq!(self.state.hedge_delay(config, delay), expected, "at the {percent}th percentile");
+                // The same with a delay until it is learnt: that delay where the log knows nothing.
+                let fallback = Duration::<HZ>::from_ticks(7);
+                let expected = expected.map(|chosen| chosen.or(Some(fallback.max(floor))));
+                let delay = delay.until_learnt(fallback);
+                assert_eq!(
+                    self.state.hedge_delay(config, delay),
+                    expected,
+                    "until the {percent}th is learnt"
+                );
+            }
+            // A fixed delay reads nothing, and is never below its floor either.
+            for fixed in [0, 3, 50] {
+                let delay = relent_core::HedgeDelay::after(Duration::<HZ>::from_ticks(fixed)).at_least(floor);
+                assert_eq!(
+                    self.state.hedge_delay(config, delay),
+                    Ok(Some(Duration::<HZ>::from_ticks(fixed.max(3))))
+                );
             }
         }
         assert!(self.state.next_rate_unit(config, now) >= now);
