@@ -192,6 +192,37 @@ async fn a_hedge_the_budget_refuses_is_not_sent() {
     assert_eq!((got.hedge, got.hedge_sent), (false, false), "refused, so not sent");
 }
 
+/// A hedge starts as an operation does: under the configuration in force when it starts. Here the
+/// dependency loses its retry budget's share between the operation's start and the hedge's delay,
+/// so the hedge, paid as a retry, is refused by the new budget, while the operation goes on.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_due_after_a_reconfiguration_runs_under_the_new_configuration() {
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(800, Some(Ok(1))), (30, Some(Ok(2)))]);
+    let hedged = dep.execute_hedged_detailed(&POLICY, read(), HEDGE_AFTER, |a| script.call(a));
+    let change = async {
+        sleep(Std::from_millis(100)).await;
+        dep.reconfigure(budgeted().budget(valid(RetryBudget::ratio(0, 0)))).unwrap();
+    };
+    let (got, ()) = tokio::join!(hedged, change);
+    let got = got.unwrap();
+    assert_eq!((got.value, script.ms(), got.hedge_sent), (Some(1), 800, false));
+    assert_eq!(script.calls(), [(1, 0)]);
+
+    // The same, reconfigured to the numbers it had: the hedge goes at 200 ms and wins.
+    let dep = quotes(budgeted());
+    let script = Script::new(&[(800, Some(Ok(1))), (30, Some(Ok(2)))]);
+    let hedged = dep.execute_hedged_detailed(&POLICY, read(), HEDGE_AFTER, |a| script.call(a));
+    let change = async {
+        sleep(Std::from_millis(100)).await;
+        dep.reconfigure(budgeted()).unwrap();
+    };
+    let (got, ()) = tokio::join!(hedged, change);
+    let got = got.unwrap();
+    assert_eq!((got.value, script.ms(), got.hedge, got.hedge_sent), (Some(2), 230, true, true));
+    assert_eq!(script.calls(), [(1, 0), (2, 200)]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_hedge_s_attempt_gets_what_is_left_of_the_deadline() {
     let dep = quotes(budgeted());
