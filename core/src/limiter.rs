@@ -211,7 +211,7 @@ impl Limiter {
     /// it was. After a later take the unit stays spent: moving the arrival time back then could let
     /// two units go closer together than the limit allows, so the rate errs low instead.
     pub(crate) fn give_back<const HZ: u64>(&mut self, limit: &RateLimit<HZ>, at: Ticks) {
-        let mut taken = Self { tat: at, ..Self::new() };
+        let mut taken = Self::new();
         taken.take(limit, at);
         // Matched, the arrival time before the take was no later than `at`: one recorded later is
         // not that one (a give-back since left `before` where the arrival time is now, past `at`).
@@ -563,6 +563,39 @@ mod tests {
         same.carry(&limit, &limit, 0);
         same.give_back(&limit, 50);
         assert_eq!((same.tat, same.frac), (3, 1));
+    }
+
+    /// What the last take started from is kept only while it means what it meant: moved exactly to
+    /// the new clock's start by a rebase, its fraction is kept, as the arrival time's is; and a
+    /// change of limit that moves the arrival time (a debt cut), or that changes the count while
+    /// it holds a fraction (thirds are not quarters), forgets it, so that a give-back goes back
+    /// to the unit's instant instead.
+    #[test]
+    fn what_the_last_take_started_from_is_kept_only_while_it_means_what_it_meant() {
+        let at = |tat, frac, before, before_frac| Limiter { tat, frac, before, before_frac };
+        let mut rebased = at(300, 0, 100, 2);
+        rebased.rebase(100);
+        assert_eq!((rebased.before, rebased.before_frac), (0, 2));
+
+        let thirds = RateLimit::<HZ>::new(3, Duration::<HZ>::from_ticks(1_000));
+        let quarters = RateLimit::<HZ>::new(4, Duration::<HZ>::from_ticks(1_000))
+            .max_wait(Duration::<HZ>::from_ticks(2_000));
+        let mut recounted = at(1_000, 0, 600, 2);
+        recounted.carry(&thirds, &quarters, 0);
+        assert_eq!((recounted.tat, recounted.frac, recounted.before), (1_000, 0, Ticks::MAX));
+        // A unit a quarter-second interval took at 750 is given back to 750, not to 600 and two
+        // thirds read as two quarters.
+        recounted.give_back(&quarters, 750);
+        assert_eq!((recounted.tat, recounted.frac), (750, 0));
+
+        let patient = RateLimit::<HZ>::new(20, Duration::<HZ>::from_ticks(1_000))
+            .max_wait(Duration::<HZ>::from_ticks(1_000));
+        let strict = RateLimit::<HZ>::new(20, Duration::<HZ>::from_ticks(1_000));
+        let mut cut = at(250, 0, 0, 0);
+        cut.carry(&patient, &strict, 100);
+        assert_eq!((cut.tat, cut.before), (150, Ticks::MAX), "the debt cut to one interval ahead");
+        cut.give_back(&strict, 100);
+        assert_eq!((cut.tat, cut.frac), (100, 0));
     }
 
     #[test]
