@@ -452,7 +452,8 @@ impl Dependency {
     /// (tokens up to the new capacity, a rate debt cut to the new limit, a cooldown to the new
     /// longest), and a protection added or left out starts fresh. Operations already running go
     /// on under the configuration they started with, over the same state, until they end; those
-    /// that start after this returns run under `config`. It never waits for them. An operation
+    /// that start after this returns run under `config`, and so does a hedge sent after it for an
+    /// operation from before. It never waits for them. An operation
     /// waiting in the bulkhead's queue waits for a slot under its own configuration too: a slot
     /// `config` adds goes to the operations started after the change, and one from before, woken
     /// for it, passes the wake-up on to the next in the queue. Logged at INFO
