@@ -142,17 +142,17 @@ impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Atte
 ///   its budget refused a retry (the SRE book's "overloaded; don't retry"), its deadline or replay
 ///   statement ran out, or its failure was not retryable: not retryable.
 /// - One whose policy allowed a single attempt, spent on the first, left the retrying to its
-///   caller: the verdict on that attempt's failure (`single`).
+///   caller: the verdict on that attempt's failure (`single`). A hedge's one attempt is not such
+///   an attempt: it was a retry (`retries` is 1), a repeat under a policy of several, so the hedge
+///   and its operation were the retrying layer.
 /// - One deferred or rejected with a known wait (a Retry-After it could not wait, a cooldown, an
 ///   open circuit, a rate limit, airtime): retryable after that wait, so that an outer operation
 ///   with more patience waits for it, and one with less defers in turn, with the same wait.
 /// - A refusal with no end in sight (a full bulkhead), and a success: not retryable.
 ///
 /// With a whole [`Completion`] at hand, [`Completion::outer_verdict`] applies it, asking the last
-/// failure's own [`Classify`] for `single` (or nothing, for a hedge: its one attempt was a repeat
-/// under a policy of several). relent-tokio's `RetryReport` keeps only these fields of a
-/// completion, and builds an `Ended` itself (never of a hedge that failed: the adapters return a
-/// hedge's completion only when it succeeded).
+/// failure's own [`Classify`] for `single`. relent-tokio's `RetryReport` keeps only these fields
+/// of a completion, and builds an `Ended` itself.
 ///
 /// ```
 /// use relent_core::{Disposition, Duration, Ended, Problem, Verdict};
@@ -161,11 +161,17 @@ impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Atte
 ///     disposition: Disposition::Deferred,
 ///     problem: Some(Problem::RetryAfterExceedsMaximumDelay),
 ///     dispatched: 1,
+///     retries: 0,
 ///     retry_in: Some(Duration::<1_000>::from_secs(30)),
 /// };
 /// assert_eq!(busy.verdict(|| Verdict::Retryable), Verdict::RetryableAfter(Duration::<1_000>::from_secs(30)));
-/// let spent = Ended::<1_000> { disposition: Disposition::Failed, problem: Some(Problem::AttemptsExhausted), dispatched: 3, retry_in: None };
+/// let spent = Ended::<1_000> { disposition: Disposition::Failed, problem: Some(Problem::AttemptsExhausted), dispatched: 3, retries: 2, retry_in: None };
 /// assert_eq!(spent.verdict(|| Verdict::Retryable), Verdict::NotRetryable);
+/// // A policy of one attempt leaves the retrying to its caller; a hedge's one attempt does not.
+/// let single = Ended::<1_000> { disposition: Disposition::Failed, problem: Some(Problem::AttemptsExhausted), dispatched: 1, retries: 0, retry_in: None };
+/// assert_eq!(single.verdict(|| Verdict::Retryable), Verdict::Retryable);
+/// let hedge = Ended::<1_000> { retries: 1, ..single };
+/// assert_eq!(hedge.verdict(|| Verdict::Retryable), Verdict::NotRetryable);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -176,6 +182,8 @@ pub struct Ended<const HZ: u64> {
     pub problem: Option<Problem>,
     /// The attempts it dispatched.
     pub dispatched: u8,
+    /// Of those, retries: one fewer than `dispatched`, or, for a hedge, its one attempt.
+    pub retries: u8,
     /// For a deferred or rejected operation, the wait from now until it may be tried again, where
     /// known (the completion's `not_before`, less now).
     pub retry_in: Option<Duration<HZ>>,
@@ -188,13 +196,14 @@ impl<const HZ: u64> Ended<HZ> {
             disposition: completion.disposition,
             problem: completion.problem,
             dispatched: completion.summary.dispatched,
+            retries: completion.summary.retries,
             retry_in,
         }
     }
 
     /// The verdict of the operation that ran this one in an attempt (the rule above). `single` is
     /// the verdict on the last failure itself, asked for only when the inner operation's policy
-    /// allowed it one attempt.
+    /// allowed it one attempt: it spent one, and that one was not a retry.
     pub fn verdict(&self, single: impl FnOnce() -> Verdict<HZ>) -> Verdict<HZ> {
         match self.disposition {
             Disposition::Deferred | Disposition::Rejected => match self.retry_in {
@@ -202,7 +211,9 @@ impl<const HZ: u64> Ended<HZ> {
                 None => Verdict::NotRetryable,
             },
             Disposition::Failed
-                if self.problem == Some(Problem::AttemptsExhausted) && self.dispatched == 1 =>
+                if self.problem == Some(Problem::AttemptsExhausted)
+                    && self.dispatched == 1
+                    && self.retries == 0 =>
             {
                 single()
             }
@@ -218,14 +229,12 @@ impl<const HZ: u64, E: Classify<HZ>> Completion<HZ, E> {
     /// on the adapter's clock.
     ///
     /// A hedge's completion (`Operation::start_hedge`) counts one attempt, as an operation of one
-    /// attempt does; but that attempt was a repeat, under a policy of several: the hedge and its
-    /// operation were the retrying layer, and its failure is not retryable to the operation that ran
-    /// it. (The adapters return a hedge's completion only when it succeeded.)
+    /// attempt does; but that attempt was a retry, a repeat under a policy of several: the hedge
+    /// and its operation were the retrying layer, and its failure is not retryable to the
+    /// operation that ran it. (The adapters return a hedge's completion only when it succeeded.)
     pub fn outer_verdict(&self, retry_in: Option<Duration<HZ>>) -> Verdict<HZ> {
-        Ended::of(self, retry_in).verdict(|| match self.summary.retries {
-            0 => self.last_failure.as_ref().map_or(Verdict::NotRetryable, E::classify),
-            _ => Verdict::NotRetryable,
-        })
+        Ended::of(self, retry_in)
+            .verdict(|| self.last_failure.as_ref().map_or(Verdict::NotRetryable, E::classify))
     }
 }
 
@@ -297,10 +306,11 @@ mod tests {
     #[test]
     fn an_inner_operations_end_is_retried_by_its_caller_only_when_it_left_the_retrying_to_it() {
         type D = Duration<1_000>;
-        let end = |disposition, problem, dispatched, retry_in| Ended::<1_000> {
+        let end = |disposition, problem, dispatched: u8, retry_in| Ended::<1_000> {
             disposition,
             problem,
             dispatched,
+            retries: dispatched.saturating_sub(1),
             retry_in,
         };
         let wait = Some(D::from_secs(30));
@@ -313,6 +323,11 @@ mod tests {
             (end(Disposition::Failed, None, 1, None), Verdict::NotRetryable),
             // A policy of one attempt: the caller retries by the failure's own verdict.
             (end(Disposition::Failed, Some(Problem::AttemptsExhausted), 1, None), single()),
+            // A hedge's one attempt was a retry: the hedge and its operation were the retrying layer.
+            (
+                Ended { retries: 1, ..end(Disposition::Failed, Some(Problem::AttemptsExhausted), 1, None) },
+                Verdict::NotRetryable,
+            ),
             // Deferred or rejected: the wait is handed up, or nothing when there is none.
             (
                 end(Disposition::Deferred, Some(Problem::RetryAfterExceedsDeadline), 1, wait),
@@ -354,6 +369,7 @@ mod tests {
                 disposition: Disposition::Rejected,
                 problem: Some(Problem::CooldownActive),
                 dispatched: 0,
+                retries: 0,
                 retry_in: wait
             }
         );

@@ -273,6 +273,9 @@ pub struct RetryReport {
     pub problem: Option<Problem>,
     /// Attempts sent.
     pub dispatched: u8,
+    /// Of those, retries: one fewer than `dispatched`, or, for a hedge, its one attempt (a repeat
+    /// of the request, as a retry is).
+    pub retries: u8,
     /// Time spent waiting between attempts.
     pub waited: std::time::Duration,
     /// Time from the first attempt to the end.
@@ -328,6 +331,7 @@ impl RetryReport {
             disposition: completion.disposition,
             problem: completion.problem,
             dispatched: completion.summary.dispatched,
+            retries: completion.summary.retries,
             waited: std_duration(completion.summary.waited),
             elapsed: std_duration(completion.summary.elapsed),
             retry_after: completion.retry_after.map(std_duration),
@@ -491,6 +495,7 @@ impl Classify<HZ> for RetryReport {
             disposition: self.disposition,
             problem: self.problem,
             dispatched: self.dispatched,
+            retries: self.retries,
             retry_in: self.retry_in.map(ticks),
         };
         ended.verdict(|| match self.retry_after {

@@ -163,7 +163,10 @@ async fn a_keyless_post_that_times_out_is_sent_once_and_a_keyed_one_is_retried()
     let err = svc.ready().await.unwrap().call(request(Method::POST, "/orders", None)).await.unwrap_err();
     assert!(matches!(err, HttpError::TimedOut { .. }), "{err}");
     let report = err.report().unwrap();
-    assert_eq!((report.dispatched, report.single_attempt), (1, Some(SingleAttempt::NotIdempotent)));
+    assert_eq!(
+        (report.dispatched, report.retries, report.single_attempt),
+        (1, 0, Some(SingleAttempt::NotIdempotent))
+    );
     assert_eq!(report.replay_safety, ReplaySafety::Unsafe);
     assert_eq!(provider.attempts("/orders").len(), 1);
     let response =
@@ -698,7 +701,11 @@ async fn an_inner_service_that_fails_to_get_ready_fails_the_attempt_with_its_err
     let response = svc.ready().await.unwrap().call(request(Method::GET, "/quote", None)).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let report = response.extensions().get::<RetryReport>().unwrap();
-    assert_eq!((report.dispatched, report.waited), (2, ms(100)), "a refused connection is retried");
+    assert_eq!(
+        (report.dispatched, report.retries, report.waited),
+        (2, 1, ms(100)),
+        "a refused connection is retried"
+    );
     assert_eq!((*calls.lock().unwrap(), t0.elapsed()), (1, ms(100)), "one call, after the backoff");
 
     *failures.lock().unwrap() = u32::MAX;
@@ -860,7 +867,10 @@ async fn a_read_still_out_after_the_hedge_delay_gets_a_second_copy_and_the_first
     assert_eq!((response.status(), t0.elapsed()), (StatusCode::OK, ms(70)));
     assert_eq!(provider.attempts("/quote"), [ms(0), ms(50)]);
     let report = response.extensions().get::<RetryReport>().unwrap();
-    assert_eq!((report.hedge, report.dispatched, report.disposition), (true, 1, Disposition::Succeeded));
+    assert_eq!(
+        (report.hedge, report.dispatched, report.retries, report.disposition),
+        (true, 1, 1, Disposition::Succeeded)
+    );
     assert!(report.hedge_sent);
 
     // Answered before the delay: one copy, no hedge.
