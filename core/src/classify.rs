@@ -45,7 +45,8 @@ impl<const HZ: u64> Verdict<HZ> {
     }
 }
 
-/// Implemented by the caller for its error type: says whether a failure is worth retrying.
+/// Implemented by the caller for its error type: says whether a failure is worth retrying. A type
+/// the caller does not own goes in a [`Judged`], with its verdict.
 ///
 /// ```
 /// use relent_core::{Classify, Verdict};
@@ -70,6 +71,89 @@ pub trait Classify<const HZ: u64> {
 impl<const HZ: u64> Classify<HZ> for Verdict<HZ> {
     fn classify(&self) -> Self {
         *self
+    }
+}
+
+/// A failure of a type that does not implement [`Classify`], with the verdict the caller gave it:
+/// a client library's error (`std::io::Error`, a database driver's, a gRPC status), which the
+/// orphan rule keeps a caller from implementing `Classify` for, and which it would otherwise wrap
+/// in a type of its own for each call.
+///
+/// Transparent, as [`AttemptError::Failed`] is: it displays the error, and its `source` is the
+/// error's source. The error itself is the public `error`, or [`Judged::into_inner`].
+///
+/// ```
+/// use relent_core::{Classify, Judged, Verdict};
+///
+/// /// What this service retries of its socket's errors: a refused connection never arrived.
+/// fn verdict(e: &std::io::Error) -> Verdict<1_000> {
+///     match e.kind() {
+///         std::io::ErrorKind::ConnectionRefused => Verdict::Retryable,
+///         _ => Verdict::NotRetryable,
+///     }
+/// }
+///
+/// let refused = Judged::by(std::io::Error::from(std::io::ErrorKind::ConnectionRefused), verdict);
+/// assert_eq!(refused.classify(), Verdict::Retryable);
+/// assert_eq!(refused.to_string(), "connection refused");
+/// let reset = Judged::by(std::io::Error::from(std::io::ErrorKind::ConnectionReset), verdict);
+/// assert_eq!(reset.classify(), Verdict::NotRetryable);
+/// assert_eq!(reset.into_inner().kind(), std::io::ErrorKind::ConnectionReset);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Judged<const HZ: u64, E> {
+    /// The failure.
+    pub error: E,
+    /// The verdict on it.
+    pub verdict: Verdict<HZ>,
+}
+
+impl<const HZ: u64, E> Judged<HZ, E> {
+    /// `error`, with `verdict`.
+    pub const fn new(error: E, verdict: Verdict<HZ>) -> Self {
+        Self { error, verdict }
+    }
+
+    /// `error`, with the verdict `judge` gives it: `.map_err(|e| Judged::by(e, verdict))` in an
+    /// attempt, with one function for every call to the same client.
+    pub fn by(error: E, judge: impl FnOnce(&E) -> Verdict<HZ>) -> Self {
+        let verdict = judge(&error);
+        Self { error, verdict }
+    }
+
+    /// `error`, retryable.
+    pub const fn retryable(error: E) -> Self {
+        Self { error, verdict: Verdict::Retryable }
+    }
+
+    /// `error`, not worth repeating.
+    pub const fn not_retryable(error: E) -> Self {
+        Self { error, verdict: Verdict::NotRetryable }
+    }
+
+    /// The failure, without its verdict.
+    pub fn into_inner(self) -> E {
+        self.error
+    }
+}
+
+impl<const HZ: u64, E> Classify<HZ> for Judged<HZ, E> {
+    fn classify(&self) -> Verdict<HZ> {
+        self.verdict
+    }
+}
+
+impl<const HZ: u64, E: core::fmt::Display> core::fmt::Display for Judged<HZ, E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// As [`AttemptError`]'s: the message is the error's, so the chain goes on below it.
+impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Judged<HZ, E> {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        self.error.source()
     }
 }
 
@@ -300,6 +384,25 @@ mod tests {
         let failed = AttemptError::<1_000, _>::Failed(Unreachable(Refused));
         assert_eq!(failed.to_string(), "host unreachable");
         assert_eq!(failed.source().map(ToString::to_string).as_deref(), Some("connection refused"));
+    }
+
+    /// A judged error is classified by its verdict alone, whatever the error would say, and is as
+    /// transparent as an attempt error: its message, then its error's causes.
+    #[test]
+    fn a_judged_error_has_its_verdict_and_the_errors_message_and_causes() {
+        use core::error::Error;
+        let wait = Verdict::RetryableAfter(Duration::<1_000>::from_ticks(250));
+        let judged = Judged::new(Unreachable(Refused), wait);
+        assert_eq!(judged.classify(), wait);
+        assert_eq!(AttemptError::Failed(judged).classify(), wait, "through an attempt's failure");
+        let judged = Judged::new(Unreachable(Refused), wait);
+        assert_eq!(judged.to_string(), "host unreachable");
+        assert_eq!(judged.source().map(ToString::to_string).as_deref(), Some("connection refused"));
+        assert_eq!(Judged::<1_000, _>::retryable(Refused).classify(), Verdict::Retryable);
+        assert_eq!(Judged::<1_000, _>::not_retryable(Refused).verdict, Verdict::NotRetryable);
+        let by =
+            Judged::<1_000, _>::by(7u8, |n| if *n > 5 { Verdict::Retryable } else { Verdict::NotRetryable });
+        assert_eq!((by.verdict, by.into_inner()), (Verdict::Retryable, 7));
     }
 
     /// Every disposition, with and without a wait, one attempt and three: the outer verdict.

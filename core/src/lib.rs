@@ -68,7 +68,7 @@ mod window;
 pub use adaptive::AdaptiveLimit;
 pub use breaker::{BreakerConfig, CircuitState, Trip};
 pub use budget::{BudgetKind, RetryBudget};
-pub use classify::{AttemptError, Classify, Ended, Verdict};
+pub use classify::{AttemptError, Classify, Ended, Judged, Verdict};
 pub use completion::{Completion, Disposition, Outcome, Problem, Summary};
 #[cfg(feature = "criticality")]
 pub use criticality::Criticality;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as Std;
 
 use relent_tokio::core::{
-    CircuitState, Classify, Context, DependencyConfig, Disposition, DutyCycle, Jitter, Problem, ReplaySafety,
-    RetryBudget, RetryPolicy, Verdict,
+    CircuitState, Classify, Context, DependencyConfig, Disposition, DutyCycle, Jitter, Judged, Problem,
+    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
 use relent_tokio::{AttemptError, Dependency, Duration, Error, HZ};
 use tokio::time::Instant;
@@ -257,6 +257,33 @@ async fn a_failure_that_is_not_retryable_comes_back_as_it_is_after_one_attempt()
     assert_eq!(err.code(), "");
     assert_eq!(err.to_string(), "payrail: failed after 1 attempt(s); last failure: BadRequest");
     assert_eq!(err.into_last_failure(), Some(PayrailError::BadRequest));
+}
+
+/// A client library's own error (here the socket's), which no one but its crate can implement
+/// `Classify` for, goes in a `Judged` with the verdict the caller gives it, and comes back as it was.
+#[tokio::test(start_paused = true)]
+async fn a_client_librarys_own_error_is_retried_by_the_verdict_judged_on_it() {
+    use std::io::ErrorKind::{ConnectionRefused, ConnectionReset};
+    fn verdict(e: &std::io::Error) -> Verdict<HZ> {
+        match e.kind() {
+            ConnectionRefused => Verdict::Retryable,
+            _ => Verdict::NotRetryable,
+        }
+    }
+    let dep = payrail(budgeted());
+    let kinds = Mutex::new(vec![ConnectionReset, ConnectionRefused]);
+    let t0 = Instant::now();
+    let err = dep
+        .execute(&CHECKOUT, read(Std::from_secs(10)), |_| {
+            let kind = kinds.lock().unwrap().pop().unwrap();
+            async move { Err::<(), _>(Judged::by(std::io::Error::from(kind), verdict)) }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(t0.elapsed(), Std::from_millis(100), "refused, retried after 100 ms, then reset");
+    assert_eq!(chain(&err), ["payrail: failed after 2 attempt(s); last failure: connection reset"]);
+    let last = err.into_last_failure().unwrap();
+    assert_eq!((last.error.kind(), last.verdict), (ConnectionReset, Verdict::NotRetryable));
 }
 
 #[tokio::test(start_paused = true)]
