@@ -266,7 +266,7 @@ pub struct Ended<const HZ: u64> {
     pub problem: Option<Problem>,
     /// The attempts it dispatched.
     pub dispatched: u8,
-    /// Of those, retries: one fewer than `dispatched`, or, for a hedge, its one attempt.
+    /// Of those, retries: all but the first, or, for a hedge, its one attempt.
     pub retries: u8,
     /// For a deferred or rejected operation, the wait from now until it may be tried again, where
     /// known (the completion's `not_before`, less now).

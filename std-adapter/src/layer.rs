@@ -273,7 +273,7 @@ pub struct RetryReport {
     pub problem: Option<Problem>,
     /// Attempts sent.
     pub dispatched: u8,
-    /// Of those, retries: one fewer than `dispatched`, or, for a hedge, its one attempt (a repeat
+    /// Of those, retries: all but the first, or, for a hedge, its one attempt (a repeat
     /// of the request, as a retry is).
     pub retries: u8,
     /// Time spent waiting between attempts.
