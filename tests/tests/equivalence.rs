@@ -307,10 +307,12 @@ fn run_changing<'c>(
             change = None;
             before_change = Some(events.len());
             found = held(dep, config, now);
-            // A hedge is due only while its operation runs (sent then, or never).
-            let running =
-                |race: usize| queue.values().any(|(r, s)| *r == race && !matches!(s, Slot::Hedge(..)));
-            let running_now = !matches!(slot, Slot::Hedge(..));
+            // A hedge is due only while its operation runs (sent then, or never): the operation is
+            // in the queue, or the step the change came at.
+            let popped = (race, !matches!(slot, Slot::Hedge(..)));
+            let running = |r: usize| {
+                popped == (r, true) || queue.values().any(|(q, s)| *q == r && !matches!(s, Slot::Hedge(..)))
+            };
             for (r, slot) in queue.values() {
                 found.push(match slot {
                     Slot::Out(op, ..) if op.is_hedge() => "a hedge's attempt out",
@@ -321,7 +323,7 @@ fn run_changing<'c>(
                         None if op.dispatched() > 0 => "an operation between attempts",
                         None => continue,
                     },
-                    Slot::Hedge(..) if running(*r) || (running_now && *r == race) => "a hedge due",
+                    Slot::Hedge(..) if running(*r) => "a hedge due",
                     _ => continue,
                 });
             }
@@ -705,8 +707,7 @@ const BASE: u64 = 1 << 32;
 /// give the same events at the same instants (after a restart, the second's read back in the
 /// first's time) and leave the same state. Returns what the change found going on.
 fn compare_change(script: &Script, change: Change<'_>) -> Result<AtChange, TestCaseError> {
-    let Script { config, ops, fates, seed, at } = script;
-    let (config, seed, at) = (config, *seed, *at);
+    let &Script { ref config, ref ops, ref fates, seed, at } = script;
     prop_assert!(config.validate().is_ok(), "{:?}", config.validate());
     let mut plain = Dep::new(config, T::from_ticks(BASE)).unwrap();
     let mut changed = plain.clone();
