@@ -9,6 +9,8 @@ pub mod config;
 mod dependency;
 mod error;
 mod execute;
+#[cfg(feature = "tonic")]
+pub mod grpc;
 mod hedge;
 pub mod http;
 mod inbound;

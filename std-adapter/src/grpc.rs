@@ -1,0 +1,406 @@
+//! gRPC helpers (feature `tonic`): how a call's [`tonic::Status`] is judged, by its code and the
+//! server's pushback, and how a service passes a wait on to its own callers.
+//!
+//! A gRPC client returns every failure as a `Status`, the far side's faults and the answers to a
+//! wrong request alike, and the caller cannot implement [`Classify`](relent_core::Classify) on it.
+//! [`GrpcClassifier::judge`] splits a call's result in two, as the HTTP layer splits responses:
+//!
+//! - **the exchange worked**: the reply, or a status that answers the caller's own request
+//!   (`NOT_FOUND`, `INVALID_ARGUMENT`, ...), comes back as `Ok` and counts as a success for the
+//!   dependency (its breaker does not see it), as a 404 through the HTTP layer does;
+//! - **a failure of the far side**: an `Err` holding the status in a [`Judged`] with its verdict,
+//!   which the operation retries or not, and which counts against the dependency.
+//!
+//! The default rule for each code is the HTTP helpers' rule for the HTTP status gRPC maps it to
+//! (`google.rpc.Code`'s own table, as in AIP-193), so a dependency reached over gRPC is judged as
+//! it would be over HTTP (seed 000, "What Is Safe to Retry"):
+//!
+//! | code | HTTP | rule |
+//! |---|---|---|
+//! | `UNAVAILABLE`, `RESOURCE_EXHAUSTED` | 503, 429 | retried: the far side says "not now" |
+//! | `UNKNOWN`, `INTERNAL`, `DATA_LOSS`, `UNIMPLEMENTED`, `DEADLINE_EXCEEDED` | 500, 501, 504 | a failure, not retried |
+//! | `OK` and every other code | 200, 4xx, 499 | the exchange worked: the caller's answer |
+//!
+//! Two more readings, from gRPC's own documents:
+//!
+//! - **Server pushback** (gRFC A6, "gRPC Retry Design"): a retried status with
+//!   `grpc-retry-pushback-ms` ([`PUSHBACK`]) is retried no sooner than that many milliseconds
+//!   ([`Verdict::RetryableAfter`], a wait too long for the deadline defers the operation, as a
+//!   `Retry-After` does); a value that is not a non-negative integer is the server saying "do not
+//!   retry", and the status is not retried. On a status that is not retried it changes nothing.
+//! - **A timeout of tonic's own**: tonic reports its client-side timeout (`Endpoint::timeout`, a
+//!   request's `set_timeout`) as `CANCELLED`, with [`tonic::TimeoutExpired`] as the status's cause.
+//!   That is an attempt timing out, not an answer: retried, as an attempt that outlives relent's
+//!   own timeout is ([`AttemptError::TimedOut`](crate::AttemptError::TimedOut)), whatever the rule
+//!   for `CANCELLED`.
+//!
+//! Every rule can be overridden per code ([`GrpcClassifier::rule`]). As everywhere in Relent, a
+//! call is repeated only under a replay-safety statement that allows it: the classifier never
+//! decides that a call may be sent twice.
+//!
+//! tonic's generated clients send each request as a stream, which the tower layers cannot replay;
+//! the call goes through [`Dependency::execute`](crate::Dependency::execute) instead, the client
+//! cloned into each attempt (a tonic `Channel` is cheap to clone):
+//!
+//! ```
+//! # use relent_tokio::core::{Context, DependencyConfig, ReplaySafety, RetryBudget, RetryPolicy};
+//! # use relent_tokio::grpc::GrpcClassifier;
+//! # use relent_tokio::{Dependency, Duration, HZ};
+//! # #[derive(Clone)]
+//! # struct PricingClient;
+//! # impl PricingClient {
+//! #     async fn quote(&mut self, r: tonic::Request<String>) -> Result<tonic::Response<u64>, tonic::Status> {
+//! #         Err(tonic::Status::not_found(format!("no price for {}", r.get_ref())))
+//! #     }
+//! # }
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let client = PricingClient;
+//! let pricing = Dependency::new("pricing", DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 5)?))?;
+//! let policy: RetryPolicy<HZ> = RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2)).build()?;
+//! let grpc = GrpcClassifier::default();
+//! let read = Context::new(Duration::from_secs(5), ReplaySafety::replayable_read(Duration::from_secs(60)));
+//!
+//! let answer = pricing
+//!     .execute(&policy, read, |attempt| {
+//!         let (mut client, grpc) = (client.clone(), &grpc);
+//!         async move {
+//!             let mut request = tonic::Request::new("sku-7".to_string());
+//!             request.set_timeout(attempt.timeout()); // the server's deadline: grpc-timeout
+//!             grpc.judge(client.quote(request).await)
+//!         }
+//!     })
+//!     .await?; // Err: a failure of the far side (UNAVAILABLE three times, an INTERNAL, ...)
+//! match answer {
+//!     Ok(reply) => println!("{}", reply.into_inner()),
+//!     // The service's answer to this request, not a fault of the dependency: one attempt.
+//!     Err(status) => assert_eq!(status.code(), tonic::Code::NotFound),
+//! }
+//! # Ok(()) }
+//! ```
+
+use relent_core::{Judged, Verdict};
+use tonic::metadata::AsciiMetadataValue;
+use tonic::{Code, Status};
+
+use crate::clock::{HZ, ticks};
+use crate::http::{Exchange, StatusRule};
+
+/// The metadata key of gRPC's server pushback (gRFC A6): the wait before a retry in whole
+/// milliseconds, or a value that is not a non-negative integer for "do not retry".
+pub const PUSHBACK: &str = "grpc-retry-pushback-ms";
+
+/// What a status's `grpc-retry-pushback-ms` says ([`pushback`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushback {
+    /// Retry no sooner than this.
+    After(std::time::Duration),
+    /// Do not retry: the value was not a non-negative integer (gRFC A6).
+    Stop,
+}
+
+/// The server pushback of `status`, if it carries one.
+///
+/// A value of ASCII digits (surrounding spaces aside) is a wait in milliseconds; more than `u64`
+/// holds is "a very long time", not garbage, as with `Retry-After`. Anything else (`-1`, `soon`,
+/// `1.5`, empty) is [`Pushback::Stop`].
+///
+/// ```
+/// use std::time::Duration;
+/// use relent_tokio::grpc::{PUSHBACK, Pushback, pushback};
+///
+/// let mut status = tonic::Status::unavailable("draining");
+/// assert_eq!(pushback(&status), None);
+/// status.metadata_mut().insert(PUSHBACK, "250".parse().unwrap());
+/// assert_eq!(pushback(&status), Some(Pushback::After(Duration::from_millis(250))));
+/// status.metadata_mut().insert(PUSHBACK, "-1".parse().unwrap());
+/// assert_eq!(pushback(&status), Some(Pushback::Stop));
+/// ```
+pub fn pushback(status: &Status) -> Option<Pushback> {
+    let value = status.metadata().get(PUSHBACK)?;
+    let digits = value.to_str().map(str::trim).unwrap_or_default();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(Pushback::Stop);
+    }
+    Some(Pushback::After(std::time::Duration::from_millis(digits.parse::<u64>().unwrap_or(u64::MAX))))
+}
+
+/// `wait` as a `grpc-retry-pushback-ms` value, for a service that answers its own caller with
+/// `UNAVAILABLE` and knows when to come back (an [`Error::retry_in`](crate::Error::retry_in), a
+/// [`RetryReport::retry_in`](crate::RetryReport::retry_in)): whole milliseconds, rounded up so that
+/// the caller never comes back sooner, and at most `i32::MAX` (24.8 days), the most that every
+/// gRPC client reads as a wait rather than as "do not retry".
+///
+/// ```
+/// use std::time::Duration;
+/// use relent_tokio::grpc::{PUSHBACK, pushback_value};
+///
+/// assert_eq!(pushback_value(Duration::from_millis(1_500)), "1500");
+/// assert_eq!(pushback_value(Duration::from_micros(1_200)), "2"); // never sooner
+/// assert_eq!(pushback_value(Duration::from_secs(60 * 86_400)), "2147483647");
+///
+/// let mut status = tonic::Status::unavailable("circuit open");
+/// status.metadata_mut().insert(PUSHBACK, pushback_value(Duration::from_secs(18)));
+/// ```
+pub fn pushback_value(wait: std::time::Duration) -> AsciiMetadataValue {
+    let millis = wait.as_millis().saturating_add(u128::from(wait.subsec_nanos() % 1_000_000 > 0));
+    AsciiMetadataValue::from(i32::try_from(millis).unwrap_or(i32::MAX))
+}
+
+/// Judges gRPC statuses for one dependency: the default rules (see the module doc), with
+/// per-code overrides.
+///
+/// ```
+/// use relent_tokio::core::Verdict;
+/// use relent_tokio::grpc::GrpcClassifier;
+/// use relent_tokio::http::{Exchange, StatusRule};
+/// use tonic::{Code, Status};
+///
+/// // This service answers ABORTED when a transaction lost a race that a second try wins.
+/// let grpc = GrpcClassifier::default().rule(Code::Aborted, StatusRule::Retry);
+/// assert_eq!(grpc.exchange(&Status::aborted("conflict")), Exchange::Failure(Verdict::Retryable));
+/// // The defaults.
+/// assert_eq!(grpc.rule_for(Code::Unavailable), StatusRule::Retry);
+/// assert_eq!(grpc.rule_for(Code::Internal), StatusRule::Fail);
+/// assert_eq!(grpc.rule_for(Code::NotFound), StatusRule::Success);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct GrpcClassifier {
+    rules: Vec<(Code, StatusRule)>,
+}
+
+impl GrpcClassifier {
+    /// Overrides the default for `code`.
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub fn rule(mut self, code: Code, rule: StatusRule) -> Self {
+        self.rules.retain(|(c, _)| *c != code);
+        self.rules.push((code, rule));
+        self
+    }
+
+    /// The codes whose rule [`rule`](Self::rule) set, each once with its latest rule, in the order
+    /// they were last set: what a service logs to show how it judges a dependency's statuses.
+    pub fn overrides(&self) -> impl Iterator<Item = (Code, StatusRule)> + '_ {
+        self.rules.iter().copied()
+    }
+
+    /// The rule for `code`: an override, or the default.
+    pub fn rule_for(&self, code: Code) -> StatusRule {
+        if let Some((_, rule)) = self.rules.iter().find(|(c, _)| *c == code) {
+            return *rule;
+        }
+        match code {
+            Code::Unavailable | Code::ResourceExhausted => StatusRule::Retry,
+            Code::Unknown
+            | Code::Internal
+            | Code::DataLoss
+            | Code::Unimplemented
+            | Code::DeadlineExceeded => StatusRule::Fail,
+            Code::Ok
+            | Code::Cancelled
+            | Code::InvalidArgument
+            | Code::NotFound
+            | Code::AlreadyExists
+            | Code::PermissionDenied
+            | Code::FailedPrecondition
+            | Code::Aborted
+            | Code::OutOfRange
+            | Code::Unauthenticated => StatusRule::Success,
+        }
+    }
+
+    /// How the exchange that ended in `status` went: a success (the caller's answer), or a
+    /// failure of the far side with its verdict, from the code's rule, the server's pushback, and
+    /// tonic's own timeout (see the module doc).
+    pub fn exchange(&self, status: &Status) -> Exchange {
+        if timed_out(status) {
+            return Exchange::Failure(Verdict::Retryable);
+        }
+        match self.rule_for(status.code()) {
+            StatusRule::Success => Exchange::Success,
+            StatusRule::Fail => Exchange::Failure(Verdict::NotRetryable),
+            StatusRule::Retry => Exchange::Failure(match pushback(status) {
+                None => Verdict::Retryable,
+                Some(Pushback::After(wait)) => Verdict::RetryableAfter(ticks(wait)),
+                Some(Pushback::Stop) => Verdict::NotRetryable,
+            }),
+        }
+    }
+
+    /// A call's result split for an attempt to return: `Ok` with the reply, or with a status that
+    /// answers the caller (the exchange worked); `Err` with a status that is a failure of the far
+    /// side, [`Judged`] with its verdict.
+    ///
+    /// # Errors
+    ///
+    /// The status, with its verdict, when [`exchange`](Self::exchange) calls it a failure.
+    pub fn judge<T>(&self, result: Result<T, Status>) -> Result<Result<T, Status>, Judged<HZ, Status>> {
+        match result {
+            Ok(reply) => Ok(Ok(reply)),
+            Err(status) => match self.exchange(&status) {
+                Exchange::Success => Ok(Err(status)),
+                Exchange::Failure(verdict) => Err(Judged::new(status, verdict)),
+            },
+        }
+    }
+}
+
+/// Whether `status` is tonic's report of its own client-side timeout: a `TimeoutExpired` among its
+/// causes (tonic keeps the error it made the status from as the status's source).
+fn timed_out(status: &Status) -> bool {
+    let mut next = std::error::Error::source(status);
+    while let Some(e) = next {
+        if e.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_pushback(code: Code, value: &str) -> Status {
+        let mut status = Status::new(code, "test");
+        status.metadata_mut().insert(PUSHBACK, value.parse().expect("an ASCII value"));
+        status
+    }
+
+    #[test]
+    fn every_code_has_the_rule_of_the_http_status_grpc_maps_it_to() {
+        use Code::*;
+        let grpc = GrpcClassifier::default();
+        let http = crate::http::StatusClassifier::default();
+        // google.rpc.Code's HTTP mapping (AIP-193; 499 is "client closed request").
+        for (code, status) in [
+            (Ok, 200),
+            (Cancelled, 499),
+            (Unknown, 500),
+            (InvalidArgument, 400),
+            (DeadlineExceeded, 504),
+            (NotFound, 404),
+            (AlreadyExists, 409),
+            (PermissionDenied, 403),
+            (ResourceExhausted, 429),
+            (FailedPrecondition, 400),
+            (Aborted, 409),
+            (OutOfRange, 400),
+            (Unimplemented, 501),
+            (Internal, 500),
+            (Unavailable, 503),
+            (DataLoss, 500),
+            (Unauthenticated, 401),
+        ] {
+            let status = http::StatusCode::from_u16(status).expect("a valid status");
+            assert_eq!(grpc.rule_for(code), http.rule_for(status), "{code:?} as {status}");
+        }
+    }
+
+    #[test]
+    fn a_retried_status_waits_for_its_pushback_and_a_malformed_one_is_not_retried() {
+        let grpc = GrpcClassifier::default();
+        let failure = |status: &Status| grpc.exchange(status);
+        assert_eq!(failure(&Status::unavailable("x")), Exchange::Failure(Verdict::Retryable));
+        assert_eq!(
+            failure(&with_pushback(Code::Unavailable, "250")),
+            Exchange::Failure(Verdict::RetryableAfter(crate::Duration::from_millis(250)))
+        );
+        assert_eq!(
+            failure(&with_pushback(Code::ResourceExhausted, " 0 ")),
+            Exchange::Failure(Verdict::RetryableAfter(crate::Duration::from_ticks(0)))
+        );
+        for stop in ["-1", "+5", "soon", "1.5", "", "0x10"] {
+            assert_eq!(
+                failure(&with_pushback(Code::Unavailable, stop)),
+                Exchange::Failure(Verdict::NotRetryable),
+                "{stop:?}"
+            );
+        }
+        // More milliseconds than u64 holds: a very long wait (which defers), not "do not retry".
+        assert_eq!(
+            failure(&with_pushback(Code::Unavailable, "99999999999999999999999")),
+            Exchange::Failure(Verdict::RetryableAfter(ticks(std::time::Duration::from_millis(u64::MAX))))
+        );
+        // Pushback changes nothing on a status that is not retried, either way.
+        assert_eq!(failure(&with_pushback(Code::Internal, "250")), Exchange::Failure(Verdict::NotRetryable));
+        assert_eq!(failure(&with_pushback(Code::NotFound, "-1")), Exchange::Success);
+    }
+
+    #[test]
+    fn tonics_own_timeout_is_retried_whatever_the_rule_for_cancelled() {
+        let grpc = GrpcClassifier::default();
+        // As tonic's transport builds it from its timeout layer's error.
+        let timeout = Status::from_error(Box::new(tonic::TimeoutExpired(())));
+        assert_eq!(timeout.code(), Code::Cancelled);
+        assert_eq!(grpc.exchange(&timeout), Exchange::Failure(Verdict::Retryable));
+        // Further down the chain, under the error of a transport that wraps it (tonic's channel
+        // reports its inner service's errors in a `transport::Error` whose source they are).
+        #[derive(Debug)]
+        struct Transport(tonic::TimeoutExpired);
+        impl std::fmt::Display for Transport {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("transport error")
+            }
+        }
+        impl std::error::Error for Transport {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let wrapped = Status::from_error(Box::new(Transport(tonic::TimeoutExpired(()))));
+        assert_eq!(wrapped.code(), Code::Cancelled);
+        assert_eq!(grpc.exchange(&wrapped), Exchange::Failure(Verdict::Retryable));
+        // A server's CANCELLED is its answer.
+        assert_eq!(grpc.exchange(&Status::cancelled("by the caller")), Exchange::Success);
+        let overridden = grpc.clone().rule(Code::Cancelled, StatusRule::Fail);
+        assert_eq!(
+            overridden.exchange(&Status::cancelled("by the caller")),
+            Exchange::Failure(Verdict::NotRetryable)
+        );
+        assert_eq!(overridden.exchange(&timeout), Exchange::Failure(Verdict::Retryable));
+    }
+
+    #[test]
+    fn judge_returns_answers_as_ok_and_failures_with_their_verdict() {
+        let grpc = GrpcClassifier::default();
+        assert_eq!(grpc.judge(Ok::<_, Status>(7)).map(|r| r.ok()).ok().flatten(), Some(7));
+        let answer = grpc.judge::<()>(Err(Status::not_found("no such sku"))).expect("an answer");
+        assert_eq!(answer.expect_err("the status").message(), "no such sku");
+        let failure = grpc.judge::<()>(Err(with_pushback(Code::Unavailable, "40"))).expect_err("a failure");
+        assert_eq!(failure.verdict, Verdict::RetryableAfter(crate::Duration::from_millis(40)));
+        assert_eq!(failure.error.code(), Code::Unavailable);
+    }
+
+    #[test]
+    fn overrides_are_kept_once_each_in_the_order_last_set() {
+        let grpc = GrpcClassifier::default()
+            .rule(Code::Aborted, StatusRule::Retry)
+            .rule(Code::Internal, StatusRule::Retry)
+            .rule(Code::Aborted, StatusRule::Fail);
+        assert_eq!(
+            grpc.overrides().collect::<Vec<_>>(),
+            [(Code::Internal, StatusRule::Retry), (Code::Aborted, StatusRule::Fail)]
+        );
+        assert_eq!(grpc.rule_for(Code::Aborted), StatusRule::Fail);
+        assert_eq!(grpc.rule_for(Code::DataLoss), StatusRule::Fail);
+    }
+
+    #[test]
+    fn a_pushback_value_is_read_back_as_at_least_the_wait() {
+        for millis in [0_u64, 1, 999, 1_000, 86_400_000] {
+            for extra_micros in [0_u64, 1, 999] {
+                let wait =
+                    std::time::Duration::from_millis(millis) + std::time::Duration::from_micros(extra_micros);
+                let mut status = Status::unavailable("x");
+                status.metadata_mut().insert(PUSHBACK, pushback_value(wait));
+                let Some(Pushback::After(read)) = pushback(&status) else { panic!("{wait:?} not read back") };
+                assert!(
+                    read >= wait && read - wait < std::time::Duration::from_millis(1),
+                    "{wait:?} read as {read:?}"
+                );
+            }
+        }
+    }
+}

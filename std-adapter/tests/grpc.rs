@@ -1,0 +1,275 @@
+//! `relent_tokio::grpc` over gRPC's own wire: tonic's client and server codecs, joined in the
+//! process (no sockets), so that every status, its message and its `grpc-retry-pushback-ms` are
+//! encoded into HTTP/2 trailers by tonic's server and decoded by tonic's client, as between two
+//! services; on tokio's paused clock, so that the transcripts' instants are exact.
+#![cfg(feature = "tonic")]
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration as Std;
+
+use bytes::{Buf, BufMut};
+use relent_tokio::core::{
+    BreakerConfig, CircuitState, Context, DependencyConfig, Disposition, Jitter, Judged, Problem,
+    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+};
+use relent_tokio::grpc::{GrpcClassifier, PUSHBACK, pushback_value};
+use relent_tokio::{Dependency, Duration, Error, HZ};
+use tokio::time::Instant;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::{Code, Status};
+
+/// Messages are UTF-8 text: the codec the generated code would take from prost, without protoc.
+#[derive(Debug, Clone, Copy, Default)]
+struct Text;
+
+impl Codec for Text {
+    type Encode = String;
+    type Decode = String;
+    type Encoder = Self;
+    type Decoder = Self;
+    fn encoder(&mut self) -> Self {
+        Self
+    }
+    fn decoder(&mut self) -> Self {
+        Self
+    }
+}
+
+impl Encoder for Text {
+    type Item = String;
+    type Error = Status;
+    fn encode(&mut self, item: String, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put_slice(item.as_bytes());
+        Ok(())
+    }
+}
+
+impl Decoder for Text {
+    type Item = String;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<String>, Status> {
+        let bytes = src.copy_to_bytes(src.remaining());
+        String::from_utf8(bytes.to_vec()).map(Some).map_err(|e| Status::internal(e.to_string()))
+    }
+}
+
+/// What the pricing server answers, call by call, and when each call came (from `t0`).
+#[derive(Clone)]
+struct Pricing {
+    script: Arc<Mutex<VecDeque<Result<String, Status>>>>,
+    calls: Arc<Mutex<Vec<Std>>>,
+    t0: Instant,
+}
+
+impl Pricing {
+    fn new(script: impl IntoIterator<Item = Result<String, Status>>) -> Self {
+        Self {
+            script: Arc::new(Mutex::new(script.into_iter().collect())),
+            calls: Arc::default(),
+            t0: Instant::now(),
+        }
+    }
+
+    fn calls(&self) -> Vec<Std> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// A client of this server: tonic's client `Grpc` over the server's HTTP service.
+    fn client(&self) -> Client {
+        Client(tonic::client::Grpc::new(Wire(self.clone())))
+    }
+}
+
+/// The server as an HTTP service: tonic's server `Grpc` (request decoding, the handler, status
+/// encoding) for each request. `Send + Sync`, as a tonic `Channel` is.
+#[derive(Clone)]
+struct Wire(Pricing);
+
+impl tower::Service<http::Request<tonic::body::Body>> for Wire {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let server = self.0.clone();
+        let handler = tower::service_fn(move |request: tonic::Request<String>| {
+            let server = server.clone();
+            async move {
+                server.calls.lock().unwrap().push(server.t0.elapsed());
+                let next = server.script.lock().unwrap().pop_front().expect("a scripted answer");
+                next.map(|price| tonic::Response::new(format!("{}: {price}", request.into_inner())))
+            }
+        });
+        Box::pin(async move { Ok(tonic::server::Grpc::new(Text).unary(handler, request).await) })
+    }
+}
+
+/// What a generated client would be: one method, `Quote`.
+#[derive(Clone)]
+struct Client(tonic::client::Grpc<Wire>);
+
+impl Client {
+    async fn quote(&mut self, sku: &str) -> Result<tonic::Response<String>, Status> {
+        self.0.ready().await.expect("an in-process service is always ready");
+        let path = http::uri::PathAndQuery::from_static("/pricing.Pricing/Quote");
+        self.0.unary(tonic::Request::new(sku.to_string()), path, Text).await
+    }
+}
+
+/// A status as the server sends it, with a pushback.
+fn pushed_back(status: Status, value: &str) -> Status {
+    let mut status = status;
+    status.metadata_mut().insert(PUSHBACK, value.parse().unwrap());
+    status
+}
+
+const POLICY: RetryPolicy<HZ> =
+    match RetryPolicy::exponential(3, Duration::from_millis(100), Duration::from_secs(2))
+        .jitter(Jitter::None)
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", e.message()),
+    };
+
+fn pricing(config: DependencyConfig<HZ>) -> Dependency {
+    Dependency::with_seed("pricing", config, 7).unwrap()
+}
+
+fn budgeted() -> DependencyConfig<HZ> {
+    DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 10).unwrap())
+}
+
+fn read(deadline: Std) -> Context<HZ> {
+    Context::new(relent_tokio::ticks(deadline), ReplaySafety::replayable_read(Duration::from_secs(3600)))
+}
+
+type Answer = Result<Result<tonic::Response<String>, Status>, Error<Judged<HZ, Status>>>;
+
+/// One call of `Quote` through the dependency, judged by `grpc`.
+async fn quote(dep: &Dependency, grpc: &GrpcClassifier, client: &Client, deadline: Std) -> Answer {
+    dep.execute(&POLICY, read(deadline), |_| {
+        let mut client = client.clone();
+        async move { grpc.judge(client.quote("sku-7").await) }
+    })
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn unavailable_is_retried_after_the_servers_pushback_rather_than_the_backoff() {
+    let server = Pricing::new([
+        Err(pushed_back(Status::unavailable("draining"), "300")),
+        Err(Status::unavailable("still draining")), // no pushback: the backoff, 200 ms
+        Ok("12.50".into()),
+    ]);
+    let dep = pricing(budgeted());
+    let reply = quote(&dep, &GrpcClassifier::default(), &server.client(), Std::from_secs(5)).await;
+    let reply = reply.expect("the operation succeeds").expect("with a reply");
+    assert_eq!(reply.into_inner(), "sku-7: 12.50");
+    assert_eq!(server.calls(), [Std::ZERO, Std::from_millis(300), Std::from_millis(500)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pushback_that_is_not_a_number_is_the_server_saying_do_not_retry() {
+    let server = Pricing::new([Err(pushed_back(Status::unavailable("overloaded"), "-1"))]);
+    let dep = pricing(budgeted());
+    let err = quote(&dep, &GrpcClassifier::default(), &server.client(), Std::from_secs(5)).await.unwrap_err();
+    assert_eq!(server.calls(), [Std::ZERO]);
+    assert_eq!(err.completion().map(|c| (c.disposition, c.problem)), Some((Disposition::Failed, None)));
+    let message = err.to_string();
+    let last = err.into_last_failure().expect("the status");
+    // tonic's own words for the status (they differ between its releases).
+    assert_eq!(message, format!("pricing: failed after 1 attempt(s); last failure: {}", last.error));
+    assert_eq!((last.error.code(), last.verdict), (Code::Unavailable, Verdict::NotRetryable));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pushback_past_the_deadline_defers_the_operation_with_the_servers_wait() {
+    let server = Pricing::new([Err(pushed_back(Status::resource_exhausted("quota"), "30000"))]);
+    let dep = pricing(budgeted());
+    let err = quote(&dep, &GrpcClassifier::default(), &server.client(), Std::from_secs(5)).await.unwrap_err();
+    assert_eq!(server.calls(), [Std::ZERO]);
+    let completion = err.completion().expect("a completion");
+    assert_eq!(completion.disposition, Disposition::Deferred);
+    assert_eq!(err.retry_in(), Some(Std::from_secs(30)));
+    // A service answering its own caller passes the wait on, in the same metadata.
+    let mut answer = Status::unavailable("pricing is deferred");
+    answer.metadata_mut().insert(PUSHBACK, pushback_value(err.retry_in().unwrap()));
+    assert_eq!(answer.metadata().get(PUSHBACK).unwrap(), "30000");
+}
+
+/// NOT_FOUND is the service's answer to a wrong request: the exchange worked, the caller gets the
+/// status in `Ok`, and a breaker that trips on two consecutive failures never sees it. Two
+/// INTERNALs trip it, and the next call is refused without reaching the server.
+#[tokio::test(start_paused = true)]
+async fn the_callers_own_errors_do_not_count_against_the_dependency_and_its_faults_do() {
+    let server = Pricing::new([
+        Err(Status::not_found("no sku-7")),
+        Err(Status::not_found("no sku-7")),
+        Err(Status::not_found("no sku-7")),
+        Err(Status::internal("null pointer")),
+        Err(Status::internal("null pointer")),
+    ]);
+    let dep = pricing(budgeted().breaker(BreakerConfig::consecutive_failures(2, Duration::from_secs(30))));
+    let (grpc, client) = (GrpcClassifier::default(), server.client());
+    for _ in 0..3 {
+        let answer = quote(&dep, &grpc, &client, Std::from_secs(5)).await.expect("the exchange worked");
+        assert_eq!(answer.expect_err("the service's answer").code(), Code::NotFound);
+    }
+    assert_eq!(dep.gauges().circuit, CircuitState::Closed);
+    assert_eq!((dep.gauges().window.calls, dep.gauges().window.failures), (3, 0));
+    for _ in 0..2 {
+        let err =
+            quote(&dep, &grpc, &client, Std::from_secs(5)).await.expect_err("a failure of the far side");
+        // INTERNAL: counted, and not retried (a failure with no problem of the pipeline's own).
+        assert_eq!(
+            err.completion().map(|c| (c.disposition, c.summary.dispatched)),
+            Some((Disposition::Failed, 1))
+        );
+    }
+    assert_eq!(dep.gauges().circuit, CircuitState::Open);
+    let err = quote(&dep, &grpc, &client, Std::from_secs(5)).await.expect_err("refused");
+    assert_eq!(err.completion().unwrap().problem, Some(Problem::CircuitOpen));
+    assert_eq!(server.calls().len(), 5, "the refused call reached the server");
+}
+
+/// A dependency whose ABORTED is a lost race that a second try wins: one rule, and the same
+/// status is retried.
+#[tokio::test(start_paused = true)]
+async fn a_rule_of_the_callers_own_makes_a_code_retried() {
+    let server = Pricing::new([Err(Status::aborted("lost the race")), Ok("12.50".into())]);
+    let dep = pricing(budgeted());
+    let grpc = GrpcClassifier::default().rule(Code::Aborted, relent_tokio::http::StatusRule::Retry);
+    let reply = quote(&dep, &grpc, &server.client(), Std::from_secs(5)).await.unwrap().unwrap();
+    assert_eq!(reply.into_inner(), "sku-7: 12.50");
+    assert_eq!(server.calls(), [Std::ZERO, Std::from_millis(100)]);
+}
+
+/// A service spawns its calls on the multi-threaded runtime and sends their errors on boxed (what
+/// `anyhow` needs): the classifier, the judged status and the operation's future allow both.
+#[test]
+fn a_judged_call_spawns_on_the_multi_threaded_runtime_and_its_error_boxes() {
+    const fn send_sync<T: Send + Sync + 'static>() {}
+    const fn boxes<E: std::error::Error + Send + Sync + 'static>() {}
+    send_sync::<GrpcClassifier>();
+    boxes::<Error<Judged<HZ, Status>>>();
+
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+    let answer = runtime.block_on(async {
+        let server = Pricing::new([Err(Status::unavailable("restarting")), Ok("12.50".into())]);
+        let (dep, grpc, client) = (pricing(budgeted()), GrpcClassifier::default(), server.client());
+        let call = tokio::spawn(async move { quote(&dep, &grpc, &client, Std::from_secs(5)).await });
+        call.await.unwrap().map(|reply| reply.map(tonic::Response::into_inner))
+    });
+    assert_eq!(answer.expect("the operation succeeds").expect("with a reply"), "sku-7: 12.50");
+}
