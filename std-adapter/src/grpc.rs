@@ -84,7 +84,7 @@ use tonic::metadata::AsciiMetadataValue;
 use tonic::{Code, Status};
 
 use crate::clock::{HZ, ticks};
-use crate::http::{Exchange, StatusRule};
+use crate::http::{Exchange, Overrides, StatusRule};
 
 /// The metadata key of gRPC's server pushback (gRFC A6): the wait before a retry in whole
 /// milliseconds, or a value that is not a non-negative integer for "do not retry".
@@ -166,28 +166,27 @@ pub fn pushback_value(wait: std::time::Duration) -> AsciiMetadataValue {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct GrpcClassifier {
-    rules: Vec<(Code, StatusRule)>,
+    rules: Overrides<Code>,
 }
 
 impl GrpcClassifier {
     /// Overrides the default for `code`.
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub fn rule(mut self, code: Code, rule: StatusRule) -> Self {
-        self.rules.retain(|(c, _)| *c != code);
-        self.rules.push((code, rule));
+        self.rules.set(code, rule);
         self
     }
 
     /// The codes whose rule [`rule`](Self::rule) set, each once with its latest rule, in the order
     /// they were last set: what a service logs to show how it judges a dependency's statuses.
     pub fn overrides(&self) -> impl Iterator<Item = (Code, StatusRule)> + '_ {
-        self.rules.iter().copied()
+        self.rules.iter()
     }
 
     /// The rule for `code`: an override, or the default.
     pub fn rule_for(&self, code: Code) -> StatusRule {
-        if let Some((_, rule)) = self.rules.iter().find(|(c, _)| *c == code) {
-            return *rule;
+        if let Some(rule) = self.rules.get(code) {
+            return rule;
         }
         match code {
             Code::Unavailable | Code::ResourceExhausted => StatusRule::Retry,

@@ -176,6 +176,35 @@ pub enum StatusRule {
     Fail,
 }
 
+/// A classifier's overrides of its default rules, keyed by status (or by gRPC code): each key
+/// once, with the rule set last, in the order the keys were last set.
+#[derive(Debug, Clone)]
+pub(crate) struct Overrides<K>(Vec<(K, StatusRule)>);
+
+impl<K> Default for Overrides<K> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<K: Copy + PartialEq> Overrides<K> {
+    /// Sets `key`'s rule, replacing an earlier one.
+    pub(crate) fn set(&mut self, key: K, rule: StatusRule) {
+        self.0.retain(|(k, _)| *k != key);
+        self.0.push((key, rule));
+    }
+
+    /// `key`'s rule, if one was set.
+    pub(crate) fn get(&self, key: K) -> Option<StatusRule> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, rule)| *rule)
+    }
+
+    /// Each key set, with its rule, in the order last set.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (K, StatusRule)> + '_ {
+        self.0.iter().copied()
+    }
+}
+
 /// The default classifier (see the module doc), with per-status overrides and a rule for which
 /// errors of the inner service are retried.
 ///
@@ -200,13 +229,13 @@ pub enum StatusRule {
 /// ```
 #[derive(Debug, Clone)]
 pub struct StatusClassifier {
-    rules: Vec<(StatusCode, StatusRule)>,
+    rules: Overrides<StatusCode>,
     retry_error: fn(&(dyn std::error::Error + 'static)) -> bool,
 }
 
 impl Default for StatusClassifier {
     fn default() -> Self {
-        Self { rules: Vec::new(), retry_error: never_arrived }
+        Self { rules: Overrides::default(), retry_error: never_arrived }
     }
 }
 
@@ -214,8 +243,7 @@ impl StatusClassifier {
     /// Overrides the default for `status`.
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub fn rule(mut self, status: StatusCode, rule: StatusRule) -> Self {
-        self.rules.retain(|(s, _)| *s != status);
-        self.rules.push((status, rule));
+        self.rules.set(status, rule);
         self
     }
 
@@ -271,13 +299,13 @@ impl StatusClassifier {
     /// );
     /// ```
     pub fn overrides(&self) -> impl Iterator<Item = (StatusCode, StatusRule)> + '_ {
-        self.rules.iter().copied()
+        self.rules.iter()
     }
 
     /// The rule for `status`: an override, or the default.
     pub fn rule_for(&self, status: StatusCode) -> StatusRule {
-        if let Some((_, rule)) = self.rules.iter().find(|(s, _)| *s == status) {
-            return *rule;
+        if let Some(rule) = self.rules.get(status) {
+            return rule;
         }
         match status {
             StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => StatusRule::Retry,
