@@ -1,10 +1,11 @@
-//! Retry policies, dependency configurations and HTTP status rules read from a service's
-//! configuration file (feature `serde`).
+//! Retry policies, dependency configurations and HTTP status rules (and, with feature `tonic`, gRPC
+//! code rules) read from a service's configuration file (feature `serde`).
 //!
 //! Why: the numbers in a policy (attempts, delays, the attempt timeout) and in a dependency (its
 //! budget, its breaker, its bulkhead), and which of a provider's statuses are worth a retry, are
 //! what operators tune per provider and per environment, and a rebuild to change one is too slow in
-//! an incident. So [`PolicySettings`], [`DependencySettings`] and [`ClassifierSettings`] read them
+//! an incident. So [`PolicySettings`], [`DependencySettings`] and [`ClassifierSettings`] (and
+//! `GrpcClassifierSettings`, with feature `tonic`) read them
 //! with serde, in whatever format the service already reads its configuration in (TOML and JSON
 //! are tested).
 //!
@@ -23,7 +24,7 @@
 //! the layer's) reads the same strings with humantime's parser, for example through the
 //! `humantime-serde` crate, and [`ticks`] makes it a `Duration` of the core's.
 //!
-//! All three are written back (`Serialize`) with the same keys, the defaults left out, so that a service
+//! Each is written back (`Serialize`) with the same keys, the defaults left out, so that a service
 //! can show the configuration it runs with (a line at start, an admin endpoint) in the form it
 //! reads, and reading that back gives the same configuration.
 //!
@@ -229,14 +230,63 @@ impl Serialize for DependencySettings {
 
 impl<'de> Deserialize<'de> for ClassifierSettings {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        RawClassifier::deserialize(deserializer)?.build().map(Self).map_err(de::Error::custom)
+        let rules = RawRules::<Status>::deserialize(deserializer)?.rules().map_err(de::Error::custom)?;
+        Ok(Self(rules.into_iter().fold(StatusClassifier::default(), |c, (Status(s), rule)| c.rule(s, rule))))
     }
 }
 
 /// Written with the keys it is read with; empty lists are left out.
 impl Serialize for ClassifierSettings {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        RawClassifier::of(&self.0).serialize(serializer)
+        RawRules::of(self.0.overrides().map(|(status, rule)| (Status(status), rule))).serialize(serializer)
+    }
+}
+
+/// A [`GrpcClassifier`](crate::grpc::GrpcClassifier)'s rules per code read from a configuration
+/// file (features `serde` and `tonic`), as [`ClassifierSettings`] reads an HTTP classifier's: the
+/// same keys (`retry`, `fail`, `success`), each a list of codes by the names gRPC's documents give
+/// them. A code in no list keeps its default ([the `grpc` module](crate::grpc) lists them).
+///
+/// ```
+/// use relent_tokio::config::GrpcClassifierSettings;
+/// use relent_tokio::http::StatusRule;
+/// use tonic::Code;
+///
+/// let GrpcClassifierSettings(ledger) = toml::from_str(r#"
+///     retry = ["ABORTED"]        # a lost race that a second try wins
+///     fail = ["PERMISSION_DENIED"] # a credential the far side rotated: count it against the ledger
+/// "#)?;
+/// assert_eq!(ledger.rule_for(Code::Aborted), StatusRule::Retry);
+/// assert_eq!(ledger.rule_for(Code::PermissionDenied), StatusRule::Fail);
+/// assert_eq!(ledger.rule_for(Code::Unavailable), StatusRule::Retry); // the default
+///
+/// let typo = toml::from_str::<GrpcClassifierSettings>(r#"retry = ["UNAVAILBLE"]"#);
+/// assert!(typo.unwrap_err().to_string().contains(
+///     "`UNAVAILBLE` is not the name of a gRPC status code: write one as gRPC's documents do, such as UNAVAILABLE or ABORTED"
+/// ));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Written back (`Serialize`), the lists hold the classifier's
+/// [overrides](crate::grpc::GrpcClassifier::overrides), each in the order of the codes' numbers.
+#[cfg(feature = "tonic")]
+#[derive(Debug, Clone, Default)]
+pub struct GrpcClassifierSettings(pub crate::grpc::GrpcClassifier);
+
+#[cfg(feature = "tonic")]
+impl<'de> Deserialize<'de> for GrpcClassifierSettings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let rules = RawRules::<GrpcCode>::deserialize(deserializer)?.rules().map_err(de::Error::custom)?;
+        let classifier = crate::grpc::GrpcClassifier::default();
+        Ok(Self(rules.into_iter().fold(classifier, |c, (GrpcCode(code), rule)| c.rule(code, rule))))
+    }
+}
+
+/// Written with the keys it is read with; empty lists are left out.
+#[cfg(feature = "tonic")]
+impl Serialize for GrpcClassifierSettings {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        RawRules::of(self.0.overrides().map(|(code, rule)| (GrpcCode(code), rule))).serialize(serializer)
     }
 }
 
@@ -850,28 +900,101 @@ impl Serialize for Status {
     }
 }
 
-#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-struct RawClassifier {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    retry: Vec<Status>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    fail: Vec<Status>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    success: Vec<Status>,
+/// What a classifier's rules are keyed by in a file: an HTTP status, or a gRPC code.
+trait RuleKey: Copy + Ord {
+    /// What a key is, for a refusal: "status", "code".
+    const NOUN: &'static str;
+    /// The key as a refusal names it: `502`, `ABORTED`.
+    fn describe(&self) -> String;
 }
 
-impl RawClassifier {
-    /// What `classifier` is written as: its overrides, by rule, each list in ascending order.
-    fn of(classifier: &StatusClassifier) -> Self {
-        let mut raw = Self::default();
-        for (status, rule) in classifier.overrides() {
+impl RuleKey for Status {
+    const NOUN: &'static str = "status";
+    fn describe(&self) -> String {
+        self.0.as_u16().to_string()
+    }
+}
+
+/// A gRPC code, by its name (`UNAVAILABLE`), checked as it is read so that the format's parser
+/// says where a wrong one is.
+#[cfg(feature = "tonic")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct GrpcCode(tonic::Code);
+
+#[cfg(feature = "tonic")]
+impl Ord for GrpcCode {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        i32::from(self.0).cmp(&i32::from(other.0))
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl PartialOrd for GrpcCode {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl RuleKey for GrpcCode {
+    const NOUN: &'static str = "code";
+    fn describe(&self) -> String {
+        self.name().to_string()
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl GrpcCode {
+    fn name(self) -> &'static str {
+        // Every code is named there (a unit test checks it): the fallback is never taken.
+        crate::grpc::NAMES.iter().find(|(code, _)| *code == self.0).map_or("UNKNOWN", |(_, name)| name)
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl<'de> Deserialize<'de> for GrpcCode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        crate::grpc::NAMES.iter().find(|(_, n)| *n == name).map(|(code, _)| Self(*code)).ok_or_else(|| {
+            de::Error::custom(format_args!(
+                "`{name}` is not the name of a gRPC status code: write one as gRPC's documents do, such as \
+                 UNAVAILABLE or ABORTED"
+            ))
+        })
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl Serialize for GrpcCode {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+/// A classifier's overrides as a file holds them: a list of keys for each rule.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawRules<K> {
+    #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
+    retry: Vec<K>,
+    #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
+    fail: Vec<K>,
+    #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
+    success: Vec<K>,
+}
+
+impl<K: RuleKey> RawRules<K> {
+    /// What a classifier with `overrides` is written as: its keys by rule, each list in ascending
+    /// order.
+    fn of(overrides: impl Iterator<Item = (K, StatusRule)>) -> Self {
+        let mut raw = Self { retry: Vec::new(), fail: Vec::new(), success: Vec::new() };
+        for (key, rule) in overrides {
             match rule {
                 StatusRule::Retry => &mut raw.retry,
                 StatusRule::Fail => &mut raw.fail,
                 StatusRule::Success => &mut raw.success,
             }
-            .push(Status(status));
+            .push(key);
         }
         for list in [&mut raw.retry, &mut raw.fail, &mut raw.success] {
             list.sort_unstable();
@@ -879,27 +1002,30 @@ impl RawClassifier {
         raw
     }
 
-    fn build(self) -> Result<StatusClassifier, String> {
+    /// Each key with its rule, in the file's order; a key in two lists is refused.
+    fn rules(self) -> Result<Vec<(K, StatusRule)>, String> {
         let lists = [
             (StatusRule::Retry, "retry", self.retry),
             (StatusRule::Fail, "fail", self.fail),
             (StatusRule::Success, "success", self.success),
         ];
-        let mut classifier = StatusClassifier::default();
-        let mut seen: Vec<(StatusCode, &str)> = Vec::new();
-        for (rule, key, list) in lists {
-            for Status(status) in list {
-                if let Some((_, first)) = seen.iter().find(|(s, k)| *s == status && *k != key) {
+        let mut rules: Vec<(K, StatusRule)> = Vec::new();
+        let mut seen: Vec<(K, &str)> = Vec::new();
+        for (rule, list_name, list) in lists {
+            for key in list {
+                if let Some((_, first)) = seen.iter().find(|(k, name)| *k == key && *name != list_name) {
                     return Err(format!(
-                        "status {} is in both `{first}` and `{key}`: give each status one rule",
-                        status.as_u16()
+                        "{} {} is in both `{first}` and `{list_name}`: give each {} one rule",
+                        K::NOUN,
+                        key.describe(),
+                        K::NOUN
                     ));
                 }
-                seen.push((status, key));
-                classifier = classifier.rule(status, rule);
+                seen.push((key, list_name));
+                rules.push((key, rule));
             }
         }
-        Ok(classifier)
+        Ok(rules)
     }
 }
 
@@ -1558,6 +1684,71 @@ mod tests {
         assert_eq!(toml::to_string(&settings).unwrap(), "retry = [502, 504]\nfail = [409]\n");
         assert_eq!(serde_json::to_string(&settings).unwrap(), r#"{"retry":[502,504],"fail":[409]}"#);
         assert_eq!(toml::to_string(&ClassifierSettings::default()).unwrap(), "");
+    }
+
+    #[cfg(feature = "tonic")]
+    fn grpc_classifier(text: &str) -> Result<crate::grpc::GrpcClassifier, String> {
+        toml::from_str::<GrpcClassifierSettings>(text).map(|c| c.0).map_err(|e| e.to_string())
+    }
+
+    #[cfg(feature = "tonic")]
+    #[test]
+    fn each_grpc_code_list_gives_its_rule_and_other_codes_keep_their_defaults() {
+        use tonic::Code;
+        let read = grpc_classifier(
+            "retry = [\"ABORTED\"]\nfail = [\"PERMISSION_DENIED\"]\nsuccess = [\"INTERNAL\"]\n",
+        )
+        .unwrap();
+        let in_code = crate::grpc::GrpcClassifier::default()
+            .rule(Code::Aborted, StatusRule::Retry)
+            .rule(Code::PermissionDenied, StatusRule::Fail)
+            .rule(Code::Internal, StatusRule::Success);
+        for (code, _) in crate::grpc::NAMES {
+            assert_eq!(read.rule_for(code), in_code.rule_for(code), "{code:?}");
+        }
+        assert_eq!(read.rule_for(Code::Unavailable), StatusRule::Retry);
+        assert_eq!(read.rule_for(Code::DataLoss), StatusRule::Fail);
+        assert_eq!(read.rule_for(Code::NotFound), StatusRule::Success);
+        assert_eq!(grpc_classifier("").unwrap().overrides().count(), 0);
+        // Written back in the order of the codes' numbers, and read back the same.
+        let written = toml::to_string(&GrpcClassifierSettings(in_code.clone())).unwrap();
+        assert_eq!(
+            written,
+            "retry = [\"ABORTED\"]\nfail = [\"PERMISSION_DENIED\"]\nsuccess = [\"INTERNAL\"]\n"
+        );
+        let every =
+            crate::grpc::NAMES.iter().rev().fold(crate::grpc::GrpcClassifier::default(), |c, &(code, _)| {
+                c.rule(
+                    code,
+                    [StatusRule::Retry, StatusRule::Fail, StatusRule::Success][i32::from(code) as usize % 3],
+                )
+            });
+        let json = serde_json::to_string(&GrpcClassifierSettings(every.clone())).unwrap();
+        assert!(json.starts_with(r#"{"retry":["OK","INVALID_ARGUMENT","ALREADY_EXISTS","#), "{json}");
+        let back = serde_json::from_str::<GrpcClassifierSettings>(&json).unwrap().0;
+        for (code, _) in crate::grpc::NAMES {
+            assert_eq!(back.rule_for(code), every.rule_for(code), "{code:?}");
+        }
+    }
+
+    #[cfg(feature = "tonic")]
+    #[test]
+    fn a_grpc_code_in_two_lists_or_misspelt_is_refused_where_it_is() {
+        assert_eq!(
+            grpc_classifier("retry = [\"ABORTED\"]\nfail = [\"ABORTED\"]\n").unwrap_err(),
+            "code ABORTED is in both `retry` and `fail`: give each code one rule\n"
+        );
+        let line = "retry = [\"UNAVAILABLE\", \"Aborted\"]";
+        assert_eq!(
+            grpc_classifier(line).unwrap_err(),
+            format!(
+                "TOML parse error at line 1, column 9\n  |\n1 | {line}\n  |         {}\n`Aborted` is not the name of a \
+                 gRPC status code: write one as gRPC's documents do, such as UNAVAILABLE or ABORTED\n",
+                "^".repeat(line.len() - 8)
+            )
+        );
+        let number = grpc_classifier("retry = [14]").unwrap_err();
+        assert!(number.contains("invalid type: integer `14`, expected a string"), "{number}");
     }
 
     /// Inside a service's own configuration, a refusal names the table it is in: which dependency,

@@ -244,6 +244,28 @@ impl GrpcClassifier {
     }
 }
 
+/// Each code by the name gRPC's documents give it (`statuscodes.md`), in the order of their
+/// numbers: what a configuration file names a code by.
+pub(crate) const NAMES: [(Code, &str); 17] = [
+    (Code::Ok, "OK"),
+    (Code::Cancelled, "CANCELLED"),
+    (Code::Unknown, "UNKNOWN"),
+    (Code::InvalidArgument, "INVALID_ARGUMENT"),
+    (Code::DeadlineExceeded, "DEADLINE_EXCEEDED"),
+    (Code::NotFound, "NOT_FOUND"),
+    (Code::AlreadyExists, "ALREADY_EXISTS"),
+    (Code::PermissionDenied, "PERMISSION_DENIED"),
+    (Code::ResourceExhausted, "RESOURCE_EXHAUSTED"),
+    (Code::FailedPrecondition, "FAILED_PRECONDITION"),
+    (Code::Aborted, "ABORTED"),
+    (Code::OutOfRange, "OUT_OF_RANGE"),
+    (Code::Unimplemented, "UNIMPLEMENTED"),
+    (Code::Internal, "INTERNAL"),
+    (Code::Unavailable, "UNAVAILABLE"),
+    (Code::DataLoss, "DATA_LOSS"),
+    (Code::Unauthenticated, "UNAUTHENTICATED"),
+];
+
 /// Whether `status` is tonic's report of its own client-side timeout: a `TimeoutExpired` among its
 /// causes (tonic keeps the error it made the status from as the status's source).
 fn timed_out(status: &Status) -> bool {
@@ -384,6 +406,16 @@ mod tests {
         );
         assert_eq!(grpc.rule_for(Code::Aborted), StatusRule::Fail);
         assert_eq!(grpc.rule_for(Code::DataLoss), StatusRule::Fail);
+    }
+
+    #[test]
+    fn the_names_are_each_code_once_in_the_order_of_their_numbers() {
+        let numbers: Vec<i32> = NAMES.iter().map(|&(code, _)| i32::from(code)).collect();
+        assert_eq!(numbers, (0..=16).collect::<Vec<_>>());
+        for (code, name) in NAMES {
+            // tonic's own name for it, in CamelCase: the same words.
+            assert_eq!(name.replace('_', ""), format!("{code:?}").to_uppercase(), "{code:?}");
+        }
     }
 
     #[test]
