@@ -915,6 +915,29 @@ impl RuleKey for Status {
     }
 }
 
+#[cfg(feature = "tonic")]
+/// Each code by the name gRPC's documents give it (`statuscodes.md`), in the order of their
+/// numbers: what a configuration file names a code by.
+const GRPC_NAMES: [(tonic::Code, &str); 17] = [
+    (tonic::Code::Ok, "OK"),
+    (tonic::Code::Cancelled, "CANCELLED"),
+    (tonic::Code::Unknown, "UNKNOWN"),
+    (tonic::Code::InvalidArgument, "INVALID_ARGUMENT"),
+    (tonic::Code::DeadlineExceeded, "DEADLINE_EXCEEDED"),
+    (tonic::Code::NotFound, "NOT_FOUND"),
+    (tonic::Code::AlreadyExists, "ALREADY_EXISTS"),
+    (tonic::Code::PermissionDenied, "PERMISSION_DENIED"),
+    (tonic::Code::ResourceExhausted, "RESOURCE_EXHAUSTED"),
+    (tonic::Code::FailedPrecondition, "FAILED_PRECONDITION"),
+    (tonic::Code::Aborted, "ABORTED"),
+    (tonic::Code::OutOfRange, "OUT_OF_RANGE"),
+    (tonic::Code::Unimplemented, "UNIMPLEMENTED"),
+    (tonic::Code::Internal, "INTERNAL"),
+    (tonic::Code::Unavailable, "UNAVAILABLE"),
+    (tonic::Code::DataLoss, "DATA_LOSS"),
+    (tonic::Code::Unauthenticated, "UNAUTHENTICATED"),
+];
+
 /// A gRPC code, by its name (`UNAVAILABLE`), checked as it is read so that the format's parser
 /// says where a wrong one is.
 #[cfg(feature = "tonic")]
@@ -947,7 +970,7 @@ impl RuleKey for GrpcCode {
 impl GrpcCode {
     fn name(self) -> &'static str {
         // Every code is named there (a unit test checks it): the fallback is never taken.
-        crate::grpc::NAMES.iter().find(|(code, _)| *code == self.0).map_or("UNKNOWN", |(_, name)| name)
+        GRPC_NAMES.iter().find(|(code, _)| *code == self.0).map_or("UNKNOWN", |(_, name)| name)
     }
 }
 
@@ -955,7 +978,7 @@ impl GrpcCode {
 impl<'de> Deserialize<'de> for GrpcCode {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let name = String::deserialize(deserializer)?;
-        crate::grpc::NAMES.iter().find(|(_, n)| *n == name).map(|(code, _)| Self(*code)).ok_or_else(|| {
+        GRPC_NAMES.iter().find(|(_, n)| *n == name).map(|(code, _)| Self(*code)).ok_or_else(|| {
             de::Error::custom(format_args!(
                 "`{name}` is not the name of a gRPC status code: write one as gRPC's documents do, such as \
                  UNAVAILABLE or ABORTED"
@@ -1687,6 +1710,17 @@ mod tests {
     }
 
     #[cfg(feature = "tonic")]
+    #[test]
+    fn the_names_are_each_code_once_in_the_order_of_their_numbers() {
+        let numbers: Vec<i32> = GRPC_NAMES.iter().map(|&(code, _)| i32::from(code)).collect();
+        assert_eq!(numbers, (0..=16).collect::<Vec<_>>());
+        for (code, name) in GRPC_NAMES {
+            // tonic's own name for it, in CamelCase: the same words.
+            assert_eq!(name.replace('_', ""), format!("{code:?}").to_uppercase(), "{code:?}");
+        }
+    }
+
+    #[cfg(feature = "tonic")]
     fn grpc_classifier(text: &str) -> Result<crate::grpc::GrpcClassifier, String> {
         toml::from_str::<GrpcClassifierSettings>(text).map(|c| c.0).map_err(|e| e.to_string())
     }
@@ -1703,7 +1737,7 @@ mod tests {
             .rule(Code::Aborted, StatusRule::Retry)
             .rule(Code::PermissionDenied, StatusRule::Fail)
             .rule(Code::Internal, StatusRule::Success);
-        for (code, _) in crate::grpc::NAMES {
+        for (code, _) in GRPC_NAMES {
             assert_eq!(read.rule_for(code), in_code.rule_for(code), "{code:?}");
         }
         assert_eq!(read.rule_for(Code::Unavailable), StatusRule::Retry);
@@ -1716,17 +1750,16 @@ mod tests {
             written,
             "retry = [\"ABORTED\"]\nfail = [\"PERMISSION_DENIED\"]\nsuccess = [\"INTERNAL\"]\n"
         );
-        let every =
-            crate::grpc::NAMES.iter().rev().fold(crate::grpc::GrpcClassifier::default(), |c, &(code, _)| {
-                c.rule(
-                    code,
-                    [StatusRule::Retry, StatusRule::Fail, StatusRule::Success][i32::from(code) as usize % 3],
-                )
-            });
+        let every = GRPC_NAMES.iter().rev().fold(crate::grpc::GrpcClassifier::default(), |c, &(code, _)| {
+            c.rule(
+                code,
+                [StatusRule::Retry, StatusRule::Fail, StatusRule::Success][i32::from(code) as usize % 3],
+            )
+        });
         let json = serde_json::to_string(&GrpcClassifierSettings(every.clone())).unwrap();
         assert!(json.starts_with(r#"{"retry":["OK","INVALID_ARGUMENT","ALREADY_EXISTS","#), "{json}");
         let back = serde_json::from_str::<GrpcClassifierSettings>(&json).unwrap().0;
-        for (code, _) in crate::grpc::NAMES {
+        for (code, _) in GRPC_NAMES {
             assert_eq!(back.rule_for(code), every.rule_for(code), "{code:?}");
         }
     }

@@ -83,6 +83,7 @@ use relent_core::{Judged, Verdict};
 use tonic::metadata::AsciiMetadataValue;
 use tonic::{Code, Status};
 
+use crate::Error;
 use crate::clock::{HZ, ticks};
 use crate::http::{Exchange, Overrides, StatusRule};
 
@@ -145,6 +146,50 @@ pub fn pushback(status: &Status) -> Option<Pushback> {
 pub fn pushback_value(wait: std::time::Duration) -> AsciiMetadataValue {
     let millis = wait.as_millis().saturating_add(u128::from(wait.subsec_nanos() % 1_000_000 > 0));
     AsciiMetadataValue::from(i32::try_from(millis).unwrap_or(i32::MAX))
+}
+
+/// The status a gRPC service answers its own caller with when an operation it ran on one of its
+/// dependencies ended in `error`: seed 000's rule that one layer retries, carried across a gRPC
+/// hop by the server pushback.
+///
+/// A caller retries `UNAVAILABLE` by default (the defaults above, and most gRPC clients'
+/// configurations), so a service that answered every failure with a bare `UNAVAILABLE` after
+/// retrying it itself would have each of its failures retried again: three layers of three
+/// attempts are 27 calls. The status says what [`Error`]'s own verdict says (its
+/// [`Classify`](relent_core::Classify), the rule `execute`'s errors follow when they are nested in
+/// process):
+///
+/// - an operation that could retry and failed (it was the retrying layer), or whose last failure
+///   was not retryable: `UNAVAILABLE` with a pushback of `-1`, "do not retry";
+/// - one deferred or rejected with a known end (an open circuit's break, a Retry-After it could
+///   not wait): `UNAVAILABLE` with that wait as the pushback ([`pushback_value`]);
+/// - one of a single attempt whose failure was retryable: `UNAVAILABLE`, no pushback, the
+///   retrying left to the caller;
+/// - an operation that never started (its policy and context do not fit, a fault of this
+///   service's code): `INTERNAL`.
+///
+/// The message is the error's (`pricing: failed (attempts_exhausted) after 3 attempt(s); last
+/// failure: ...`). An answer to the caller's own request that [`GrpcClassifier::judge`] returned as
+/// `Ok` is not an `Error`: pass that status on as it is.
+pub fn status_for<E>(error: &Error<E>) -> Status
+where
+    E: relent_core::Classify<HZ> + std::fmt::Display,
+{
+    use relent_core::Classify as _;
+    let message = error.to_string();
+    if let Error::Start(_) = error {
+        return Status::internal(message);
+    }
+    let mut status = Status::unavailable(message);
+    let pushback = match error.classify() {
+        Verdict::Retryable => None,
+        Verdict::RetryableAfter(wait) => Some(pushback_value(crate::std_duration(wait))),
+        Verdict::NotRetryable => Some(AsciiMetadataValue::from_static("-1")),
+    };
+    if let Some(value) = pushback {
+        status.metadata_mut().insert(PUSHBACK, value);
+    }
+    status
 }
 
 /// Judges gRPC statuses for one dependency: the default rules (see the module doc), with
@@ -243,28 +288,6 @@ impl GrpcClassifier {
         }
     }
 }
-
-/// Each code by the name gRPC's documents give it (`statuscodes.md`), in the order of their
-/// numbers: what a configuration file names a code by.
-pub(crate) const NAMES: [(Code, &str); 17] = [
-    (Code::Ok, "OK"),
-    (Code::Cancelled, "CANCELLED"),
-    (Code::Unknown, "UNKNOWN"),
-    (Code::InvalidArgument, "INVALID_ARGUMENT"),
-    (Code::DeadlineExceeded, "DEADLINE_EXCEEDED"),
-    (Code::NotFound, "NOT_FOUND"),
-    (Code::AlreadyExists, "ALREADY_EXISTS"),
-    (Code::PermissionDenied, "PERMISSION_DENIED"),
-    (Code::ResourceExhausted, "RESOURCE_EXHAUSTED"),
-    (Code::FailedPrecondition, "FAILED_PRECONDITION"),
-    (Code::Aborted, "ABORTED"),
-    (Code::OutOfRange, "OUT_OF_RANGE"),
-    (Code::Unimplemented, "UNIMPLEMENTED"),
-    (Code::Internal, "INTERNAL"),
-    (Code::Unavailable, "UNAVAILABLE"),
-    (Code::DataLoss, "DATA_LOSS"),
-    (Code::Unauthenticated, "UNAUTHENTICATED"),
-];
 
 /// Whether `status` is tonic's report of its own client-side timeout: a `TimeoutExpired` among its
 /// causes (tonic keeps the error it made the status from as the status's source).
@@ -406,16 +429,6 @@ mod tests {
         );
         assert_eq!(grpc.rule_for(Code::Aborted), StatusRule::Fail);
         assert_eq!(grpc.rule_for(Code::DataLoss), StatusRule::Fail);
-    }
-
-    #[test]
-    fn the_names_are_each_code_once_in_the_order_of_their_numbers() {
-        let numbers: Vec<i32> = NAMES.iter().map(|&(code, _)| i32::from(code)).collect();
-        assert_eq!(numbers, (0..=16).collect::<Vec<_>>());
-        for (code, name) in NAMES {
-            // tonic's own name for it, in CamelCase: the same words.
-            assert_eq!(name.replace('_', ""), format!("{code:?}").to_uppercase(), "{code:?}");
-        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use relent_tokio::core::{
     BreakerConfig, CircuitState, Context, DependencyConfig, Disposition, Jitter, Judged, Problem,
     ReplaySafety, RetryBudget, RetryPolicy, Verdict,
 };
-use relent_tokio::grpc::{GrpcClassifier, PUSHBACK, pushback_value};
+use relent_tokio::grpc::{GrpcClassifier, PUSHBACK, pushback_value, status_for};
 use relent_tokio::{Dependency, Duration, Error, HZ};
 use tokio::time::Instant;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -81,14 +81,26 @@ impl Pricing {
 
     /// A client of this server: tonic's client `Grpc` over the server's HTTP service.
     fn client(&self) -> Client {
-        Client(tonic::client::Grpc::new(Wire(self.clone())))
+        let server = self.clone();
+        Client::of(move |sku| {
+            let server = server.clone();
+            async move {
+                server.calls.lock().unwrap().push(server.t0.elapsed());
+                let next = server.script.lock().unwrap().pop_front().expect("a scripted answer");
+                next.map(|price| format!("{sku}: {price}"))
+            }
+        })
     }
 }
 
-/// The server as an HTTP service: tonic's server `Grpc` (request decoding, the handler, status
+/// A server's handler: the request's message to the reply's, or a status.
+type Handler =
+    Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = Result<String, Status>> + Send>> + Send + Sync>;
+
+/// A server as an HTTP service: tonic's server `Grpc` (request decoding, the handler, status
 /// encoding) for each request. `Send + Sync`, as a tonic `Channel` is.
 #[derive(Clone)]
-struct Wire(Pricing);
+struct Wire(Handler);
 
 impl tower::Service<http::Request<tonic::body::Body>> for Wire {
     type Response = http::Response<tonic::body::Body>;
@@ -100,16 +112,12 @@ impl tower::Service<http::Request<tonic::body::Body>> for Wire {
     }
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let server = self.0.clone();
-        let handler = tower::service_fn(move |request: tonic::Request<String>| {
-            let server = server.clone();
-            async move {
-                server.calls.lock().unwrap().push(server.t0.elapsed());
-                let next = server.script.lock().unwrap().pop_front().expect("a scripted answer");
-                next.map(|price| tonic::Response::new(format!("{}: {price}", request.into_inner())))
-            }
+        let handler = self.0.clone();
+        let service = tower::service_fn(move |request: tonic::Request<String>| {
+            let reply = handler(request.into_inner());
+            async move { reply.await.map(tonic::Response::new) }
         });
-        Box::pin(async move { Ok(tonic::server::Grpc::new(Text).unary(handler, request).await) })
+        Box::pin(async move { Ok(tonic::server::Grpc::new(Text).unary(service, request).await) })
     }
 }
 
@@ -118,6 +126,16 @@ impl tower::Service<http::Request<tonic::body::Body>> for Wire {
 struct Client(tonic::client::Grpc<Wire>);
 
 impl Client {
+    /// A client of a server that answers with `handler`.
+    fn of<F, Fut>(handler: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, Status>> + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |request| Box::pin(handler(request)));
+        Self(tonic::client::Grpc::new(Wire(handler)))
+    }
+
     async fn quote(&mut self, sku: &str) -> Result<tonic::Response<String>, Status> {
         self.0.ready().await.expect("an in-process service is always ready");
         let path = http::uri::PathAndQuery::from_static("/pricing.Pricing/Quote");
@@ -272,4 +290,117 @@ fn a_judged_call_spawns_on_the_multi_threaded_runtime_and_its_error_boxes() {
         call.await.unwrap().map(|reply| reply.map(tonic::Response::into_inner))
     });
     assert_eq!(answer.expect("the operation succeeds").expect("with a reply"), "sku-7: 12.50");
+}
+
+/// A service in the middle, "quotes", that prices each request through its own dependency on the
+/// pricing server, and answers a failure as `answer` makes it a status; counting its calls.
+fn quotes(
+    pricing: Dependency,
+    policy: RetryPolicy<HZ>,
+    backend: Client,
+    answer: fn(&Error<Judged<HZ, Status>>) -> Status,
+    calls: Arc<Mutex<Vec<Std>>>,
+) -> Client {
+    let t0 = Instant::now();
+    Client::of(move |sku| {
+        let (pricing, backend, calls) = (pricing.clone(), backend.clone(), calls.clone());
+        async move {
+            calls.lock().unwrap().push(t0.elapsed());
+            let grpc = GrpcClassifier::default();
+            let priced = pricing
+                .execute(&policy, read(Std::from_secs(5)), |_| {
+                    let (mut backend, sku, grpc) = (backend.clone(), sku.clone(), &grpc);
+                    async move { grpc.judge(backend.quote(&sku).await) }
+                })
+                .await;
+            match priced {
+                Ok(Ok(reply)) => Ok(reply.into_inner()),
+                Ok(Err(answer)) => Err(answer), // the pricing server's answer, passed on
+                Err(failure) => Err(answer(&failure)),
+            }
+        }
+    })
+}
+
+/// Seed 000's three-attempt policy at two gRPC hops, and a pricing server that is down: the
+/// quotes service retries it three times and says "do not retry" (pushback -1), so its caller
+/// makes one call, and the pricing server sees 3 calls, not 9. The control answers with a bare
+/// UNAVAILABLE, and the caller's retries multiply the calls.
+#[tokio::test(start_paused = true)]
+async fn a_service_that_retried_tells_its_caller_not_to_retry_again() {
+    for (answer, middle_calls, backend_calls) in [
+        (status_for::<Judged<HZ, Status>> as fn(&_) -> Status, 1, 3),
+        (|e: &Error<Judged<HZ, Status>>| Status::unavailable(e.to_string()), 3, 9),
+    ] {
+        let pricing = Pricing::new((0..9).map(|_| Err(Status::unavailable("pricing is down"))));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let middle = quotes(self::pricing(budgeted()), POLICY, pricing.client(), answer, seen.clone());
+        let front = Dependency::with_seed("quotes", budgeted(), 7).unwrap();
+        let err = quote(&front, &GrpcClassifier::default(), &middle, Std::from_secs(10)).await.unwrap_err();
+        assert_eq!((seen.lock().unwrap().len(), pricing.calls().len()), (middle_calls, backend_calls));
+        if middle_calls == 1 {
+            assert_eq!(pricing.calls(), [Std::ZERO, Std::from_millis(100), Std::from_millis(300)]);
+            let last = err.into_last_failure().expect("the quotes service's status");
+            assert_eq!((last.error.code(), last.verdict), (Code::Unavailable, Verdict::NotRetryable));
+            assert_eq!(last.error.metadata().get(PUSHBACK).unwrap(), "-1");
+            assert!(
+                last.error
+                    .message()
+                    .starts_with("pricing: failed (attempts_exhausted) after 3 attempt(s); last failure: "),
+                "{}",
+                last.error.message()
+            );
+        }
+    }
+}
+
+/// The quotes service's circuit to the pricing server opens on one failure, for 1 s. Its caller's
+/// first call fails and is not retried (the quotes service's one attempt met an INTERNAL, not
+/// retryable: pushback -1); its second is refused at once by the open circuit, with the break's
+/// second as the pushback, which the caller waits out before its retry, which the pricing server,
+/// recovered, answers.
+#[tokio::test(start_paused = true)]
+async fn an_open_circuit_behind_a_service_is_waited_out_by_its_caller() {
+    let pricing = Pricing::new([Err(Status::internal("pricing crashed")), Ok("12.50".into())]);
+    let breaker = BreakerConfig::consecutive_failures(1, Duration::from_secs(1));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let middle = quotes(
+        self::pricing(budgeted().breaker(breaker)),
+        POLICY.without_retries(),
+        pricing.client(),
+        status_for,
+        seen.clone(),
+    );
+    let front = Dependency::with_seed("quotes", budgeted(), 7).unwrap();
+    let grpc = GrpcClassifier::default();
+    let t0 = Instant::now();
+    let first = quote(&front, &grpc, &middle, Std::from_secs(5)).await.unwrap_err();
+    let status = first.into_last_failure().expect("a status").error;
+    assert_eq!(
+        (status.code(), status.metadata().get(PUSHBACK).unwrap().to_str().unwrap()),
+        (Code::Unavailable, "-1")
+    );
+    let second = quote(&front, &grpc, &middle, Std::from_secs(5)).await.expect("the retry after the break");
+    assert_eq!(second.expect("a reply").into_inner(), "sku-7: 12.50");
+    assert_eq!(*seen.lock().unwrap(), [Std::ZERO, Std::ZERO, Std::from_secs(1)]);
+    assert_eq!(pricing.calls(), [Std::ZERO, Std::from_secs(1)]);
+    assert_eq!(t0.elapsed(), Std::from_secs(1));
+}
+
+/// An operation that never started is a fault of the service's own code: INTERNAL, whose default
+/// rule is a failure its caller does not retry.
+#[tokio::test(start_paused = true)]
+async fn an_operation_that_never_started_is_an_internal_error() {
+    let pricing = self::pricing(budgeted());
+    let unsafe_call = Context::new(Duration::from_secs(5), ReplaySafety::Unsafe);
+    let err = pricing
+        .execute(&POLICY, unsafe_call, |_| async { Ok::<_, Judged<HZ, Status>>(()) })
+        .await
+        .unwrap_err();
+    let status = status_for(&err);
+    assert_eq!((status.code(), status.message()), (Code::Internal, err.to_string().as_str()));
+    assert_eq!(
+        GrpcClassifier::default().exchange(&status),
+        relent_tokio::http::Exchange::Failure(Verdict::NotRetryable)
+    );
 }
