@@ -38,6 +38,13 @@
 //! call is repeated only under a replay-safety statement that allows it: the classifier never
 //! decides that a call may be sent twice.
 //!
+//! A service that answers its own callers over gRPC tells them, with [`status_for`], whether it
+//! already retried (a pushback of `-1`) or how long to wait (an open circuit's break), so that one
+//! layer retries, not each hop; [`pushback_value`] writes a wait it knows of another way.
+//!
+//! A streaming call is judged by what opening it returned: a status that ends the stream partway,
+//! after messages arrived, is the caller's to handle, as a retry would repeat what it has read.
+//!
 //! tonic's generated clients send each request as a stream, which the tower layers cannot replay;
 //! the call goes through [`Dependency::execute`](crate::Dependency::execute) instead, the client
 //! cloned into each attempt (a tonic `Channel` is cheap to clone):
