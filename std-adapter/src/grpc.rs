@@ -1,5 +1,6 @@
 //! gRPC helpers (feature `tonic`): how a call's [`tonic::Status`] is judged, by its code and the
-//! server's pushback, and how a service passes a wait on to its own callers.
+//! server's pushback; how a service passes a wait on to its own callers; and the deadline its
+//! callers send.
 //!
 //! A gRPC client returns every failure as a `Status`, the far side's faults and the answers to a
 //! wrong request alike, and the caller cannot implement [`Classify`](relent_core::Classify) on it.
@@ -40,7 +41,8 @@
 //!
 //! A service that answers its own callers over gRPC tells them, with [`status_for`], whether it
 //! already retried (a pushback of `-1`) or how long to wait (an open circuit's break), so that one
-//! layer retries, not each hop; [`pushback_value`] writes a wait it knows of another way.
+//! layer retries, not each hop; [`pushback_value`] writes a wait it knows of another way. It reads
+//! how long its caller waits with [`deadline`], and runs its own calls in that deadline's scope.
 //!
 //! A streaming call is judged by what opening it returned: a status that ends the stream partway,
 //! after messages arrived, is the caller's to handle, as a retry would repeat what it has read.
@@ -197,6 +199,85 @@ where
         status.metadata_mut().insert(PUSHBACK, value);
     }
     status
+}
+
+/// The metadata key of a gRPC call's timeout: how long its caller waits, as tonic's
+/// `Request::set_timeout` writes it.
+pub const TIMEOUT: &str = "grpc-timeout";
+
+/// The deadline the caller of a gRPC call sent (`grpc-timeout`), counted from now on tokio's
+/// clock: what a handler runs its own calls through relent-tokio in ([`RequestDeadline::scope`]),
+/// so that they end when its caller stops waiting, and are refused once it has, as
+/// [`RequestDeadline::from_header`] does for an HTTP server. Its caller's own attempts tell it so
+/// when they set their timeout from [`AttemptInfo::timeout`](crate::AttemptInfo::timeout), as the
+/// module's example does.
+///
+/// [`RequestDeadline::scope`]: crate::RequestDeadline::scope
+/// [`RequestDeadline::from_header`]: crate::RequestDeadline::from_header
+///
+/// `Ok(None)` without the key. A value that is not gRPC's (up to 8 digits and a unit: `H`, `M`,
+/// `S`, `m`, `u`, `n`) is the caller's mistake, refused with `INVALID_ARGUMENT` and a message that
+/// says so (tonic's server ignores it instead; a server that must not refuse its callers can
+/// treat the error as `None`).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use relent_tokio::RequestDeadline;
+/// use relent_tokio::grpc::deadline;
+///
+/// // In a tonic handler: the caller waits 250 ms; the handler's own limit is 10 s.
+/// let mut request = tonic::Request::new(());
+/// request.set_timeout(Duration::from_millis(250));
+/// let within = deadline(&request)?.unwrap_or_else(|| RequestDeadline::within(Duration::from_secs(10)));
+/// assert_eq!(within.remaining_at(tokio::time::Instant::now()), Duration::from_millis(250));
+/// // within.scope(async { ... the handler's calls through relent-tokio ... }).await
+///
+/// let mut bad = tonic::Request::new(());
+/// bad.metadata_mut().insert(relent_tokio::grpc::TIMEOUT, "2.5S".parse()?);
+/// assert_eq!(
+///     deadline(&bad).unwrap_err().message(),
+///     "`2.5S` in grpc-timeout is not a timeout: gRPC writes one as up to 8 digits and a unit (H, M, S, m, u \
+///      or n), such as 250m"
+/// );
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// `INVALID_ARGUMENT`, for a `grpc-timeout` that is not gRPC's format.
+pub fn deadline<T>(request: &tonic::Request<T>) -> Result<Option<crate::RequestDeadline>, Status> {
+    let Some(value) = request.metadata().get(TIMEOUT) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default();
+    let timeout = grpc_timeout(text).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "`{}` in {TIMEOUT} is not a timeout: gRPC writes one as up to 8 digits and a unit (H, M, S, m, u or n), \
+             such as 250m",
+            String::from_utf8_lossy(value.as_bytes())
+        ))
+    })?;
+    Ok(Some(crate::RequestDeadline::within(timeout)))
+}
+
+/// `text` as gRPC's `TimeoutValue TimeoutUnit`: 1 to 8 ASCII digits, then one unit.
+fn grpc_timeout(text: &str) -> Option<std::time::Duration> {
+    let (digits, unit) = text.split_at_checked(text.len().checked_sub(1)?)?;
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let value: u64 = digits.parse().ok()?; // 8 digits always fit
+    Some(match unit {
+        "H" => std::time::Duration::from_secs(value * 3_600),
+        "M" => std::time::Duration::from_secs(value * 60),
+        "S" => std::time::Duration::from_secs(value),
+        "m" => std::time::Duration::from_millis(value),
+        "u" => std::time::Duration::from_micros(value),
+        "n" => std::time::Duration::from_nanos(value),
+        _ => return None,
+    })
 }
 
 /// Judges gRPC statuses for one dependency: the default rules (see the module doc), with
@@ -436,6 +517,48 @@ mod tests {
         );
         assert_eq!(grpc.rule_for(Code::Aborted), StatusRule::Fail);
         assert_eq!(grpc.rule_for(Code::DataLoss), StatusRule::Fail);
+    }
+
+    #[test]
+    fn a_grpc_timeout_is_up_to_eight_digits_and_a_unit() {
+        use std::time::Duration as D;
+        for (text, read) in [
+            ("1H", D::from_secs(3_600)),
+            ("2M", D::from_secs(120)),
+            ("30S", D::from_secs(30)),
+            ("250m", D::from_millis(250)),
+            ("99999999u", D::from_micros(99_999_999)),
+            ("7n", D::from_nanos(7)),
+            ("0m", D::ZERO),
+            ("00000010S", D::from_secs(10)),
+            ("99999999H", D::from_secs(99_999_999 * 3_600)),
+        ] {
+            assert_eq!(grpc_timeout(text), Some(read), "{text:?}");
+        }
+        for text in
+            ["", "m", "250", "123456789m", "2.5S", "-1S", "+1S", "1 S", " 1S", "1s", "1h", "1Ś", "1mm"]
+        {
+            assert_eq!(grpc_timeout(text), None, "{text:?}");
+        }
+    }
+
+    /// What tonic's client writes for each attempt's timeout reads back as that timeout, to the
+    /// unit tonic chose (it keeps 8 digits: a long timeout loses its finer units).
+    #[test]
+    fn every_timeout_tonic_writes_reads_back() {
+        use std::time::Duration as D;
+        for timeout in [
+            D::from_nanos(1),
+            D::from_millis(250),
+            D::from_secs(30),
+            D::from_secs(3_600),
+            D::from_secs(86_400),
+        ] {
+            let mut request = tonic::Request::new(());
+            request.set_timeout(timeout);
+            let text = request.metadata().get(TIMEOUT).unwrap().to_str().unwrap();
+            assert_eq!(grpc_timeout(text), Some(timeout), "{text}");
+        }
     }
 
     #[test]

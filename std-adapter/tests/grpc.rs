@@ -82,8 +82,8 @@ impl Pricing {
     /// A client of this server: tonic's client `Grpc` over the server's HTTP service.
     fn client(&self) -> Client {
         let server = self.clone();
-        Client::of(move |sku| {
-            let server = server.clone();
+        Client::of(move |request| {
+            let (server, sku) = (server.clone(), request.into_inner());
             async move {
                 server.calls.lock().unwrap().push(server.t0.elapsed());
                 let next = server.script.lock().unwrap().pop_front().expect("a scripted answer");
@@ -93,9 +93,12 @@ impl Pricing {
     }
 }
 
-/// A server's handler: the request's message to the reply's, or a status.
-type Handler =
-    Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = Result<String, Status>> + Send>> + Send + Sync>;
+/// A server's handler: the request (its message and metadata) to the reply's message, or a status.
+type Handler = Arc<
+    dyn Fn(tonic::Request<String>) -> Pin<Box<dyn Future<Output = Result<String, Status>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// A server as an HTTP service: tonic's server `Grpc` (request decoding, the handler, status
 /// encoding) for each request. `Send + Sync`, as a tonic `Channel` is.
@@ -114,7 +117,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for Wire {
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let handler = self.0.clone();
         let service = tower::service_fn(move |request: tonic::Request<String>| {
-            let reply = handler(request.into_inner());
+            let reply = handler(request);
             async move { reply.await.map(tonic::Response::new) }
         });
         Box::pin(async move { Ok(tonic::server::Grpc::new(Text).unary(service, request).await) })
@@ -129,7 +132,7 @@ impl Client {
     /// A client of a server that answers with `handler`.
     fn of<F, Fut>(handler: F) -> Self
     where
-        F: Fn(String) -> Fut + Send + Sync + 'static,
+        F: Fn(tonic::Request<String>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<String, Status>> + Send + 'static,
     {
         let handler: Handler = Arc::new(move |request| Box::pin(handler(request)));
@@ -137,9 +140,13 @@ impl Client {
     }
 
     async fn quote(&mut self, sku: &str) -> Result<tonic::Response<String>, Status> {
+        self.send(tonic::Request::new(sku.to_string())).await
+    }
+
+    async fn send(&mut self, request: tonic::Request<String>) -> Result<tonic::Response<String>, Status> {
         self.0.ready().await.expect("an in-process service is always ready");
         let path = http::uri::PathAndQuery::from_static("/pricing.Pricing/Quote");
-        self.0.unary(tonic::Request::new(sku.to_string()), path, Text).await
+        self.0.unary(request, path, Text).await
     }
 }
 
@@ -302,8 +309,9 @@ fn quotes(
     calls: Arc<Mutex<Vec<Std>>>,
 ) -> Client {
     let t0 = Instant::now();
-    Client::of(move |sku| {
-        let (pricing, backend, calls) = (pricing.clone(), backend.clone(), calls.clone());
+    Client::of(move |request| {
+        let (pricing, backend, calls, sku) =
+            (pricing.clone(), backend.clone(), calls.clone(), request.into_inner());
         async move {
             calls.lock().unwrap().push(t0.elapsed());
             let grpc = GrpcClassifier::default();
@@ -403,4 +411,70 @@ async fn an_operation_that_never_started_is_an_internal_error() {
         GrpcClassifier::default().exchange(&status),
         relent_tokio::http::Exchange::Failure(Verdict::NotRetryable)
     );
+}
+
+/// A caller that waits 1 s for its attempt says so (`set_timeout`, tonic's `grpc-timeout`); the
+/// service reads it (`grpc::deadline`) and runs its own call in that deadline's scope, so its call
+/// to a pricing server that hangs ends at 1 s, not at its own 5 s deadline, and it answers before
+/// its caller gives up. A second call of a caller that sends a timeout gRPC does not write is
+/// refused with INVALID_ARGUMENT, the handler's own call never made.
+#[tokio::test(start_paused = true)]
+async fn a_service_ends_its_own_calls_when_its_caller_stops_waiting() {
+    let hung = Client::of(|_| std::future::pending::<Result<String, Status>>());
+    let pricing = self::pricing(budgeted());
+    let t0 = Instant::now();
+    // The deadline the handler read, when its own call ended, and how.
+    type Ended = Vec<(Std, Std, &'static str)>;
+    let ended: Arc<Mutex<Ended>> = Arc::default();
+    let record = ended.clone();
+    let quotes = Client::of(move |request: tonic::Request<String>| {
+        let (pricing, hung, record) = (pricing.clone(), hung.clone(), record.clone());
+        async move {
+            let within = relent_tokio::grpc::deadline(&request)?
+                .unwrap_or_else(|| relent_tokio::RequestDeadline::within(Std::from_secs(30)));
+            let left = within.remaining_at(Instant::now());
+            let grpc = GrpcClassifier::default();
+            let priced = within
+                .scope(pricing.execute(&POLICY, read(Std::from_secs(5)), |_| {
+                    let (mut hung, grpc) = (hung.clone(), &grpc);
+                    async move { grpc.judge(hung.quote("sku-7").await) }
+                }))
+                .await;
+            let err = priced.expect_err("the pricing server hangs");
+            record.lock().unwrap().push((left, t0.elapsed(), err.code()));
+            Err::<String, _>(status_for(&err))
+        }
+    });
+    let front = Dependency::with_seed("quotes", budgeted(), 7).unwrap();
+    let once = RetryPolicy::<HZ>::exponential(1, Duration::from_millis(100), Duration::from_secs(1))
+        .attempt_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let answer = front
+        .execute(&once, read(Std::from_secs(10)), |attempt| {
+            let mut quotes = quotes.clone();
+            async move {
+                let mut request = tonic::Request::new("sku-7".to_string());
+                request.set_timeout(attempt.timeout());
+                GrpcClassifier::default().judge(quotes.send(request).await)
+            }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        *ended.lock().unwrap(),
+        [(Std::from_secs(1), Std::from_secs(1), "retry_delay_exceeds_deadline")]
+    );
+    let status = answer.into_last_failure().expect("the service's answer, in time").error;
+    assert!(
+        status.message().starts_with("pricing: failed (retry_delay_exceeds_deadline) after 1 attempt(s)"),
+        "{}",
+        status.message()
+    );
+
+    let mut bad = tonic::Request::new("sku-7".to_string());
+    bad.metadata_mut().insert(relent_tokio::grpc::TIMEOUT, "1.5S".parse().unwrap());
+    let refused = quotes.clone().send(bad).await.expect_err("refused");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert_eq!(ended.lock().unwrap().len(), 1, "the handler's own call was made");
 }
