@@ -42,7 +42,8 @@
 //! A service that answers its own callers over gRPC tells them, with [`status_for`], whether it
 //! already retried (a pushback of `-1`) or how long to wait (an open circuit's break), so that one
 //! layer retries, not each hop; [`pushback_value`] writes a wait it knows of another way. It reads
-//! how long its caller waits with [`deadline`], and runs its own calls in that deadline's scope.
+//! how long its caller waits with [`deadline`], and runs its own calls in that deadline's scope,
+//! or has [`DeadlineLayer`] do so for every method.
 //!
 //! A streaming call is judged by what opening it returned: a status that ends the stream partway,
 //! after messages arrived, is the caller's to handle, as a retry would repeat what it has read.
@@ -251,31 +252,134 @@ pub fn deadline<T>(request: &tonic::Request<T>) -> Result<Option<crate::RequestD
     let Some(value) = request.metadata().get(TIMEOUT) else {
         return Ok(None);
     };
-    let text = value.to_str().unwrap_or_default();
-    let timeout = grpc_timeout(text).ok_or_else(|| {
-        Status::invalid_argument(format!(
-            "`{}` in {TIMEOUT} is not a timeout: gRPC writes one as up to 8 digits and a unit (H, M, S, m, u or n), \
-             such as 250m",
-            String::from_utf8_lossy(value.as_bytes())
-        ))
-    })?;
+    let timeout = grpc_timeout(value.as_bytes())
+        .ok_or_else(|| Status::invalid_argument(not_a_timeout(value.as_bytes())))?;
     Ok(Some(crate::RequestDeadline::within(timeout)))
 }
 
-/// `text` as gRPC's `TimeoutValue TimeoutUnit`: 1 to 8 ASCII digits, then one unit.
-fn grpc_timeout(text: &str) -> Option<std::time::Duration> {
-    let (digits, unit) = text.split_at_checked(text.len().checked_sub(1)?)?;
-    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+/// The refusal of a `grpc-timeout` that is not gRPC's format: what is wrong, and what is right.
+fn not_a_timeout(value: &[u8]) -> String {
+    format!(
+        "`{}` in {TIMEOUT} is not a timeout: gRPC writes one as up to 8 digits and a unit (H, M, S, m, u or n), \
+         such as 250m",
+        String::from_utf8_lossy(value)
+    )
+}
+
+/// Serves each gRPC request of a tonic server in the scope of the deadline its caller sent
+/// (`grpc-timeout`), or of the server's own limit when that is sooner or the caller sent none:
+/// [`deadline`] for every method at once, as [`DeadlineLayer`](crate::DeadlineLayer) is for an
+/// HTTP server. tonic's `Server::builder().layer(grpc::DeadlineLayer::new(limit))`.
+///
+/// Each handler's calls through relent-tokio end when its caller stops waiting (or at the
+/// limit), and one started after that is refused with `deadline_exceeded` before anything is
+/// sent. The deadline is also put in the request's extensions, which tonic hands on to the
+/// handler's `tonic::Request` (`request.extensions().get::<RequestDeadline>()`), for a task the
+/// handler spawns. A value not in gRPC's format is answered with `INVALID_ARGUMENT`, saying so,
+/// before the handler runs, and logged at INFO (`relent: timeout header refused`). A streaming
+/// response's messages made after the handler returned are outside the scope.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use relent_tokio::grpc::{DeadlineLayer, TIMEOUT};
+/// use tower::{Layer, Service, ServiceExt};
+///
+/// // An HTTP service as tonic's router is one; it says how long its handler has.
+/// let router = tower::service_fn(|_: http::Request<tonic::body::Body>| async {
+///     let left = relent_tokio::attempt_expiry().map(|end| end - tokio::time::Instant::now());
+///     let mut response = http::Response::new(tonic::body::Body::default());
+///     response.headers_mut().insert("left", format!("{left:?}").parse().unwrap());
+///     Ok::<_, std::convert::Infallible>(response)
+/// });
+/// let mut server = DeadlineLayer::new(Duration::from_secs(10)).layer(router);
+/// let call = |timeout: &str| {
+///     http::Request::post("/pricing.Pricing/Quote").header(TIMEOUT, timeout).body(tonic::body::Body::default())
+/// };
+/// let served = server.ready().await?.call(call("250m")?).await?;
+/// assert_eq!(served.headers()["left"], "Some(250ms)");
+/// let capped = server.ready().await?.call(call("1H")?).await?; // the server's own limit
+/// assert_eq!(capped.headers()["left"], "Some(10s)");
+/// let refused = server.ready().await?.call(call("soon")?).await?;
+/// assert_eq!(refused.headers()["grpc-status"], "3"); // INVALID_ARGUMENT, the handler never ran
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct DeadlineLayer {
+    limit: std::time::Duration,
+}
+
+impl DeadlineLayer {
+    /// Serves each request within `limit` at most: the server's own limit, which also applies to
+    /// a request whose caller sent no `grpc-timeout`.
+    pub fn new(limit: std::time::Duration) -> Self {
+        Self { limit }
+    }
+}
+
+impl<S> tower::Layer<S> for DeadlineLayer {
+    type Service = Deadline<S>;
+
+    fn layer(&self, inner: S) -> Deadline<S> {
+        Deadline { inner, limit: self.limit }
+    }
+}
+
+/// The service [`DeadlineLayer`] wraps around a tonic server's routes.
+#[derive(Debug, Clone)]
+pub struct Deadline<S> {
+    inner: S,
+    limit: std::time::Duration,
+}
+
+impl<S, B, RB> tower::Service<http::Request<B>> for Deadline<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    RB: Default,
+{
+    type Response = http::Response<RB>;
+    type Error = S::Error;
+    type Future = crate::Serving<S::Future, S::Error, RB>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        let sent = match request.headers().get(TIMEOUT).map(|value| (value, grpc_timeout(value.as_bytes()))) {
+            None => None,
+            Some((_, Some(sent))) => Some(sent),
+            Some((value, None)) => {
+                let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                crate::trace::timeout_refused(TIMEOUT, &value);
+                return crate::Serving::refused(
+                    Status::invalid_argument(not_a_timeout(value.as_bytes())).into_http(),
+                );
+            }
+        };
+        // The sooner of what the caller waits and the server's limit, on one clock read.
+        let deadline = crate::RequestDeadline::within(sent.map_or(self.limit, |sent| sent.min(self.limit)));
+        request.extensions_mut().insert(deadline);
+        crate::Serving::handler(deadline.scope(self.inner.call(request)))
+    }
+}
+
+/// `value` as gRPC's `TimeoutValue TimeoutUnit`: 1 to 8 ASCII digits, then one unit.
+fn grpc_timeout(value: &[u8]) -> Option<std::time::Duration> {
+    let (unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let value: u64 = digits.parse().ok()?; // 8 digits always fit
+    // 8 digits always fit, and the largest in hours is still far from u64's end.
+    let value = digits.iter().fold(0_u64, |n, d| n * 10 + u64::from(d - b'0'));
     Some(match unit {
-        "H" => std::time::Duration::from_secs(value * 3_600),
-        "M" => std::time::Duration::from_secs(value * 60),
-        "S" => std::time::Duration::from_secs(value),
-        "m" => std::time::Duration::from_millis(value),
-        "u" => std::time::Duration::from_micros(value),
-        "n" => std::time::Duration::from_nanos(value),
+        b'H' => std::time::Duration::from_secs(value * 3_600),
+        b'M' => std::time::Duration::from_secs(value * 60),
+        b'S' => std::time::Duration::from_secs(value),
+        b'm' => std::time::Duration::from_millis(value),
+        b'u' => std::time::Duration::from_micros(value),
+        b'n' => std::time::Duration::from_nanos(value),
         _ => return None,
     })
 }
@@ -533,12 +637,12 @@ mod tests {
             ("00000010S", D::from_secs(10)),
             ("99999999H", D::from_secs(99_999_999 * 3_600)),
         ] {
-            assert_eq!(grpc_timeout(text), Some(read), "{text:?}");
+            assert_eq!(grpc_timeout(text.as_bytes()), Some(read), "{text:?}");
         }
         for text in
             ["", "m", "250", "123456789m", "2.5S", "-1S", "+1S", "1 S", " 1S", "1s", "1h", "1Ś", "1mm"]
         {
-            assert_eq!(grpc_timeout(text), None, "{text:?}");
+            assert_eq!(grpc_timeout(text.as_bytes()), None, "{text:?}");
         }
     }
 
@@ -557,7 +661,7 @@ mod tests {
             let mut request = tonic::Request::new(());
             request.set_timeout(timeout);
             let text = request.metadata().get(TIMEOUT).unwrap().to_str().unwrap();
-            assert_eq!(grpc_timeout(text), Some(timeout), "{text}");
+            assert_eq!(grpc_timeout(text.as_bytes()), Some(timeout), "{text}");
         }
     }
 

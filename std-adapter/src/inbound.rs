@@ -119,8 +119,8 @@ where
 }
 
 pin_project_lite::pin_project! {
-    /// The future [`Deadline`] returns: the handler's, in its deadline's scope, or the 400 for a
-    /// header that is not a timeout.
+    /// The future [`Deadline`] (and `grpc::Deadline`) returns: the handler's, in its deadline's
+    /// scope, or the refusal (a 400, an `INVALID_ARGUMENT`) of a header that is not a timeout.
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
     pub struct Serving<F, E, RB> {
@@ -148,11 +148,11 @@ pin_project_lite::pin_project! {
 }
 
 impl<F, E, RB> Serving<F, E, RB> {
-    fn handler(future: Scoped<F>) -> Self {
+    pub(crate) fn handler(future: Scoped<F>) -> Self {
         Self { state: State::Handler { future } }
     }
 
-    fn refused(response: Response<RB>) -> Self {
+    pub(crate) fn refused(response: Response<RB>) -> Self {
         Self { state: State::Refused { response: Some(response), error: std::marker::PhantomData } }
     }
 }

@@ -478,3 +478,61 @@ async fn a_service_ends_its_own_calls_when_its_caller_stops_waiting() {
     assert_eq!(refused.code(), Code::InvalidArgument);
     assert_eq!(ended.lock().unwrap().len(), 1, "the handler's own call was made");
 }
+
+/// A call to a server behind `grpc::DeadlineLayer` (every method at once).
+async fn send_layered(
+    client: &mut tonic::client::Grpc<relent_tokio::grpc::Deadline<Wire>>,
+    request: tonic::Request<String>,
+) -> Result<tonic::Response<String>, Status> {
+    client.ready().await.expect("an in-process service is always ready");
+    let path = http::uri::PathAndQuery::from_static("/pricing.Pricing/Quote");
+    client.unary(request, path, Text).await
+}
+
+/// Behind the layer, each call's handler runs by its caller's `grpc-timeout`, or by the server's
+/// 10 s limit when the caller sends none or more: as the bound of its own calls
+/// (`attempt_expiry`) and in its request's extensions. A `grpc-timeout` gRPC does not write is
+/// answered over the wire with INVALID_ARGUMENT and the reason, and the handler never runs.
+#[tokio::test(start_paused = true)]
+async fn a_server_behind_the_deadline_layer_serves_each_call_by_its_callers_deadline() {
+    use tower::Layer;
+    type Seen = Vec<(Option<Std>, Option<Std>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let record = seen.clone();
+    let handler: Handler = Arc::new(move |request: tonic::Request<String>| {
+        let now = Instant::now();
+        let bound = relent_tokio::attempt_expiry().map(|end| end - now);
+        let extension =
+            request.extensions().get::<relent_tokio::RequestDeadline>().map(|d| d.remaining_at(now));
+        record.lock().unwrap().push((bound, extension));
+        Box::pin(async { Ok("12.50".to_string()) })
+    });
+    let server = relent_tokio::grpc::DeadlineLayer::new(Std::from_secs(10)).layer(Wire(handler));
+    let mut client = tonic::client::Grpc::new(server);
+    let within = |timeout: Option<Std>| {
+        let mut request = tonic::Request::new("sku-7".to_string());
+        if let Some(timeout) = timeout {
+            request.set_timeout(timeout);
+        }
+        request
+    };
+    for timeout in [Some(Std::from_millis(250)), None, Some(Std::from_secs(3_600))] {
+        let reply = send_layered(&mut client, within(timeout)).await.expect("served");
+        assert_eq!(reply.into_inner(), "12.50");
+    }
+    let (quarter, ten) = (Some(Std::from_millis(250)), Some(Std::from_secs(10)));
+    assert_eq!(*seen.lock().unwrap(), [(quarter, quarter), (ten, ten), (ten, ten)]);
+
+    let mut bad = within(None);
+    bad.metadata_mut().insert(relent_tokio::grpc::TIMEOUT, "2.5S".parse().unwrap());
+    let refused = send_layered(&mut client, bad).await.expect_err("refused");
+    assert_eq!(
+        (refused.code(), refused.message()),
+        (
+            Code::InvalidArgument,
+            "`2.5S` in grpc-timeout is not a timeout: gRPC writes one as up to 8 digits and a unit (H, M, S, m, u \
+             or n), such as 250m"
+        )
+    );
+    assert_eq!(seen.lock().unwrap().len(), 3, "the handler ran for the refused call");
+}
