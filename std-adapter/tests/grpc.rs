@@ -536,3 +536,35 @@ async fn a_server_behind_the_deadline_layer_serves_each_call_by_its_callers_dead
     );
     assert_eq!(seen.lock().unwrap().len(), 3, "the handler ran for the refused call");
 }
+
+/// A hedged call: the first node hangs, the hedge at 50 ms reaches one that answers NOT_FOUND.
+/// That answer is the service's to this request, so it ends the race as a reply would: the
+/// operation returns it at 50 ms, one hedge sent, and the dependency counts a success.
+#[tokio::test(start_paused = true)]
+async fn an_answer_to_the_callers_request_ends_a_hedged_race_as_a_reply_would() {
+    let nodes = Arc::new(Mutex::new(0_u32));
+    let pricing = Client::of(move |_| {
+        let nodes = nodes.clone();
+        async move {
+            let node = std::mem::replace(&mut *nodes.lock().unwrap(), 1);
+            if node == 0 {
+                std::future::pending::<()>().await; // the first node hangs
+            }
+            Err::<String, _>(Status::not_found("no sku-7"))
+        }
+    });
+    let dep = self::pricing(budgeted());
+    let grpc = GrpcClassifier::default();
+    let t0 = Instant::now();
+    let answer = dep
+        .execute_hedged(&POLICY, read(Std::from_secs(5)), Std::from_millis(50), |_| {
+            let (mut pricing, grpc) = (pricing.clone(), &grpc);
+            async move { grpc.judge(pricing.quote("sku-7").await) }
+        })
+        .await
+        .expect("the exchange worked");
+    assert_eq!(answer.expect_err("the service's answer").code(), Code::NotFound);
+    assert_eq!(t0.elapsed(), Std::from_millis(50));
+    let gauges = dep.gauges();
+    assert_eq!((gauges.window.failures, gauges.hedges_sent, gauges.hedges_won), (0, 1, 1));
+}
