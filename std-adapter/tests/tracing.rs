@@ -658,6 +658,34 @@ async fn a_call_waiting_in_the_bulkhead_s_queue_logs_its_wait() {
     );
 }
 
+/// The same for a gRPC server: a `grpc-timeout` not in gRPC's format, refused by
+/// `grpc::DeadlineLayer` with INVALID_ARGUMENT, is logged with its value at INFO.
+#[cfg(feature = "tonic")]
+#[tokio::test(start_paused = true)]
+async fn a_grpc_timeout_refused_by_the_server_is_logged_with_its_value() {
+    use tower::{Layer, ServiceExt};
+    let (captured, _guard) = capture(Level::INFO);
+    let routes = tower::service_fn(|_: http::Request<String>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    });
+    let server = relent_tokio::grpc::DeadlineLayer::new(Std::from_secs(10)).layer(routes);
+    for value in ["250m", "2.5S"] {
+        let request = http::Request::post("/pricing.Pricing/Quote")
+            .header("grpc-timeout", value)
+            .body(String::new())
+            .unwrap();
+        let response = server.clone().oneshot(request).await.unwrap();
+        assert_eq!(
+            response.headers().get("grpc-status").map(|s| s.to_str().unwrap()),
+            (value == "2.5S").then_some("3")
+        );
+    }
+    assert_eq!(
+        captured.lines(),
+        ["INFO relent: timeout header refused header=\"grpc-timeout\" value=\"2.5S\""]
+    );
+}
+
 /// A request whose timeout header is not a timeout is refused with a 400 by `DeadlineLayer`, and
 /// the server's log says which header held what, at INFO.
 #[tokio::test(start_paused = true)]
