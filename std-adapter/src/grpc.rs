@@ -665,6 +665,68 @@ mod tests {
         }
     }
 
+    /// Near misses of a number, as `retry_after_values` in the HTTP helpers makes them: a sign, a
+    /// fraction, a unit, an inner space, padding; and any text.
+    fn pushback_values() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::strategy::Strategy;
+        proptest::prop_oneof![
+            "[ -~]*",
+            (
+                "[ ]{0,2}",
+                proptest::option::of("[+-]"),
+                "[0-9]{1,22}",
+                proptest::prop_oneof!["", "\\.[0-9]", "[smh]", " [0-9]"],
+                "[ ]{0,2}"
+            )
+                .prop_map(|(before, sign, digits, rest, after)| format!(
+                    "{before}{}{digits}{rest}{after}",
+                    sign.unwrap_or_default()
+                )),
+        ]
+    }
+
+    proptest::proptest! {
+        /// A server sends any pushback: a number of milliseconds (padding aside) is a wait, exact
+        /// and saturating past u64, and anything else is "do not retry"; never a panic.
+        #[test]
+        fn any_pushback_is_a_wait_or_a_stop(value in pushback_values()) {
+            let status = with_pushback(Code::Unavailable, &value);
+            let v = value.trim();
+            let read = pushback(&status);
+            if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+                let millis = v.parse::<u64>().unwrap_or(u64::MAX);
+                proptest::prop_assert_eq!(read, Some(Pushback::After(std::time::Duration::from_millis(millis))));
+            } else {
+                proptest::prop_assert_eq!(read, Some(Pushback::Stop));
+            }
+        }
+
+        /// Any wait tonic's client may set, and any text in its place: a timeout reads back within
+        /// the unit tonic wrote it in, and a value gRPC does not write is refused, never a panic.
+        #[test]
+        fn any_grpc_timeout_reads_back_or_is_refused(nanos in 1u64..=86_400 * 1_000_000_000, text in "[0-9]{0,10}[HMSmuns.]?") {
+            let timeout = std::time::Duration::from_nanos(nanos);
+            let mut request = tonic::Request::new(());
+            request.set_timeout(timeout);
+            let written = request.metadata().get(TIMEOUT).unwrap().to_str().unwrap().to_string();
+            let read = grpc_timeout(written.as_bytes()).expect("tonic's own value");
+            // tonic keeps 8 digits: it rounds down to its unit, by less than one of that unit.
+            let unit = match written.as_bytes()[written.len() - 1] {
+                b'n' => std::time::Duration::from_nanos(1),
+                b'u' => std::time::Duration::from_micros(1),
+                b'm' => std::time::Duration::from_millis(1),
+                b'S' => std::time::Duration::from_secs(1),
+                _ => std::time::Duration::from_secs(60),
+            };
+            proptest::prop_assert!(read <= timeout && timeout - read < unit, "{} read as {:?}", written, read);
+            let valid = text.len() >= 2
+                && text.len() <= 9
+                && text[..text.len() - 1].bytes().all(|b| b.is_ascii_digit())
+                && "HMSmun".contains(&text[text.len() - 1..]);
+            proptest::prop_assert_eq!(grpc_timeout(text.as_bytes()).is_some(), valid, "{:?}", text);
+        }
+    }
+
     #[test]
     fn a_pushback_value_is_read_back_as_at_least_the_wait() {
         for millis in [0_u64, 1, 999, 1_000, 86_400_000] {
