@@ -253,16 +253,15 @@ pub fn deadline<T>(request: &tonic::Request<T>) -> Result<Option<crate::RequestD
         return Ok(None);
     };
     let timeout = grpc_timeout(value.as_bytes())
-        .ok_or_else(|| Status::invalid_argument(not_a_timeout(value.as_bytes())))?;
+        .ok_or_else(|| Status::invalid_argument(not_a_timeout(&String::from_utf8_lossy(value.as_bytes()))))?;
     Ok(Some(crate::RequestDeadline::within(timeout)))
 }
 
 /// The refusal of a `grpc-timeout` that is not gRPC's format: what is wrong, and what is right.
-fn not_a_timeout(value: &[u8]) -> String {
+fn not_a_timeout(value: &str) -> String {
     format!(
-        "`{}` in {TIMEOUT} is not a timeout: gRPC writes one as up to 8 digits and a unit (H, M, S, m, u or n), \
-         such as 250m",
-        String::from_utf8_lossy(value)
+        "`{value}` in {TIMEOUT} is not a timeout: gRPC writes one as up to 8 digits and a unit (H, M, S, m, u or \
+         n), such as 250m"
     )
 }
 
@@ -353,9 +352,7 @@ where
             Some((value, None)) => {
                 let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
                 crate::trace::timeout_refused(TIMEOUT, &value);
-                return crate::Serving::refused(
-                    Status::invalid_argument(not_a_timeout(value.as_bytes())).into_http(),
-                );
+                return crate::Serving::refused(Status::invalid_argument(not_a_timeout(&value)).into_http());
             }
         };
         // The sooner of what the caller waits and the server's limit, on one clock read.
