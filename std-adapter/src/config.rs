@@ -35,6 +35,10 @@
 //! with its constructor's arguments. The budget's shape is its `kind` and the breaker's rule its
 //! `trip`, named as the constructors are. A classifier's keys are its rules' names (`retry`, `fail`,
 //! `success`), each a list of statuses.
+//!
+//! A gRPC client's retry policies may already be written in gRPC's own file, its service config:
+//! [`GrpcServiceConfig`] (feature `tonic`) reads that, in gRPC's keys, and gives each method its
+//! policy, classifier and timeout.
 
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde::ser::{self, Serialize, Serializer};
@@ -47,6 +51,11 @@ use relent_core::{
 use crate::clock::{Duration, HZ, std_duration, ticks};
 use crate::http::{StatusClassifier, StatusRule};
 use http::StatusCode;
+
+#[cfg(feature = "tonic")]
+mod grpc_service;
+#[cfg(feature = "tonic")]
+pub use grpc_service::{GrpcMethodConfig, GrpcServiceConfig};
 
 /// A [`RetryPolicy`] read from a configuration file: deserialize this, then use its policy.
 ///

@@ -279,6 +279,61 @@ async fn a_rule_of_the_callers_own_makes_a_code_retried() {
     assert_eq!(server.calls(), [Std::ZERO, Std::from_millis(100)]);
 }
 
+/// A channel's service config, read as gRPC clients read it, runs a method's calls: its listed
+/// code is retried within its attempts, UNAVAILABLE (unlisted) is not, the budget is its
+/// throttling's, and a method with an entry of its own but no retry policy is sent once.
+#[cfg(feature = "serde")]
+#[tokio::test(start_paused = true)]
+async fn a_service_configs_entry_for_the_method_decides_its_retries() {
+    use relent_tokio::config::{GrpcMethodConfig, GrpcServiceConfig};
+    let channel: GrpcServiceConfig = serde_json::from_str(
+        r#"{ "methodConfig": [
+               { "name": [{ "service": "pricing.Pricing" }], "timeout": "3s",
+                 "retryPolicy": { "maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "1s",
+                                  "backoffMultiplier": 2, "retryableStatusCodes": ["ABORTED"] } },
+               { "name": [{ "service": "pricing.Pricing", "method": "Reserve" }], "timeout": "1s" } ],
+             "retryThrottling": { "maxTokens": 10, "tokenRatio": 0.1 } }"#,
+    )
+    .unwrap();
+    let budget = channel.retry_budget().expect("the file's throttling");
+    let dep = pricing(DependencyConfig::new(Duration::from_secs(10)).budget(budget));
+    let call = |method: &GrpcMethodConfig, client: Client| {
+        let (policy, grpc) = (method.policy(), method.classifier().clone());
+        let context = Context::new(
+            method.timeout().expect("the file's timeout"),
+            ReplaySafety::replayable_read(Duration::from_secs(3600)),
+        );
+        let dep = &dep;
+        async move {
+            dep.execute(&policy, context, |_| {
+                let (mut client, grpc) = (client.clone(), &grpc);
+                async move { grpc.judge(client.quote("sku-7").await) }
+            })
+            .await
+        }
+    };
+
+    let quote = channel.method("pricing.Pricing", "Quote");
+    let server = Pricing::new([Err(Status::aborted("lost a race")), Ok("12.50".into())]);
+    let reply = call(quote, server.client()).await.expect("retried").expect("a reply");
+    assert_eq!(reply.into_inner(), "sku-7: 12.50");
+    let calls = server.calls();
+    // The backoff before the first retry is random(0, initialBackoff), with full jitter.
+    assert!(calls.len() == 2 && calls[1] <= Std::from_millis(100), "{calls:?}");
+
+    let server = Pricing::new([Err(Status::aborted("lost a race")), Err(Status::unavailable("draining"))]);
+    let err = call(quote, server.client()).await.expect_err("UNAVAILABLE is not listed");
+    assert_eq!(server.calls().len(), 2);
+    let last = err.into_last_failure().expect("the status");
+    assert_eq!((last.error.code(), last.verdict), (Code::Unavailable, Verdict::NotRetryable));
+
+    let reserve = channel.method("pricing.Pricing", "Reserve");
+    let server = Pricing::new([Err(Status::unavailable("draining"))]);
+    let err = call(reserve, server.client()).await.expect_err("sent once");
+    assert_eq!(err.completion().map(|c| c.summary.dispatched), Some(1));
+    assert_eq!(server.calls(), [Std::ZERO]);
+}
+
 /// A service spawns its calls on the multi-threaded runtime and sends their errors on boxed (what
 /// `anyhow` needs): the classifier, the judged status and the operation's future allow both.
 #[test]
