@@ -947,6 +947,12 @@ const GRPC_NAMES: [(tonic::Code, &str); 17] = [
     (tonic::Code::Unauthenticated, "UNAUTHENTICATED"),
 ];
 
+/// The code gRPC's documents name `name` (`UNAVAILABLE`), if any.
+#[cfg(feature = "tonic")]
+fn grpc_code_named(name: &str) -> Option<tonic::Code> {
+    GRPC_NAMES.iter().find(|(_, n)| *n == name).map(|&(code, _)| code)
+}
+
 /// A gRPC code, by its name (`UNAVAILABLE`), checked as it is read so that the format's parser
 /// says where a wrong one is.
 #[cfg(feature = "tonic")]
@@ -987,7 +993,7 @@ impl GrpcCode {
 impl<'de> Deserialize<'de> for GrpcCode {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let name = String::deserialize(deserializer)?;
-        GRPC_NAMES.iter().find(|(_, n)| *n == name).map(|(code, _)| Self(*code)).ok_or_else(|| {
+        grpc_code_named(&name).map(Self).ok_or_else(|| {
             de::Error::custom(format_args!(
                 "`{name}` is not the name of a gRPC status code: write one as gRPC's documents do, such as \
                  UNAVAILABLE or ABORTED"

@@ -37,7 +37,9 @@
 //!
 //! Every rule can be overridden per code ([`GrpcClassifier::rule`]). As everywhere in Relent, a
 //! call is repeated only under a replay-safety statement that allows it: the classifier never
-//! decides that a call may be sent twice.
+//! decides that a call may be sent twice. A client whose retry policies are written in a gRPC
+//! service config reads them, with feature `serde` too, through `config::GrpcServiceConfig`: each
+//! method's policy, its classifier (its `retryableStatusCodes` retried) and its timeout.
 //!
 //! A service that answers its own callers over gRPC tells them, with [`status_for`], whether it
 //! already retried (a pushback of `-1`) or how long to wait (an open circuit's break), so that one

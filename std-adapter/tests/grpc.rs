@@ -81,14 +81,19 @@ impl Pricing {
 
     /// A client of this server: tonic's client `Grpc` over the server's HTTP service.
     fn client(&self) -> Client {
+        Client(tonic::client::Grpc::new(Wire(self.handler())))
+    }
+
+    /// What the server does with a call: counts it, and answers with the script's next line.
+    fn handler(&self) -> Handler {
         let server = self.clone();
-        Client::of(move |request| {
+        Arc::new(move |request| {
             let (server, sku) = (server.clone(), request.into_inner());
-            async move {
+            Box::pin(async move {
                 server.calls.lock().unwrap().push(server.t0.elapsed());
                 let next = server.script.lock().unwrap().pop_front().expect("a scripted answer");
                 next.map(|price| format!("{sku}: {price}"))
-            }
+            })
         })
     }
 }
@@ -124,9 +129,12 @@ impl tower::Service<http::Request<tonic::body::Body>> for Wire {
     }
 }
 
-/// What a generated client would be: one method, `Quote`.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a generated client would be: one method, `Quote`; over the server in the process, or over
+/// a tonic `Channel` to a socket.
 #[derive(Clone)]
-struct Client(tonic::client::Grpc<Wire>);
+struct Client<T = Wire>(tonic::client::Grpc<T>);
 
 impl Client {
     /// A client of a server that answers with `handler`.
@@ -138,13 +146,22 @@ impl Client {
         let handler: Handler = Arc::new(move |request| Box::pin(handler(request)));
         Self(tonic::client::Grpc::new(Wire(handler)))
     }
+}
 
+impl<T> Client<T>
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<BoxError>,
+    T::ResponseBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    <T::ResponseBody as http_body::Body>::Error: Into<BoxError>,
+{
     async fn quote(&mut self, sku: &str) -> Result<tonic::Response<String>, Status> {
         self.send(tonic::Request::new(sku.to_string())).await
     }
 
     async fn send(&mut self, request: tonic::Request<String>) -> Result<tonic::Response<String>, Status> {
-        self.0.ready().await.expect("an in-process service is always ready");
+        // As generated code does: a service that cannot take the call is an UNKNOWN status.
+        self.0.ready().await.map_err(|e| Status::unknown(format!("not ready: {}", e.into())))?;
         let path = http::uri::PathAndQuery::from_static("/pricing.Pricing/Quote");
         self.0.unary(request, path, Text).await
     }
@@ -332,6 +349,108 @@ async fn a_service_configs_entry_for_the_method_decides_its_retries() {
     let err = call(reserve, server.client()).await.expect_err("sent once");
     assert_eq!(err.completion().map(|c| c.summary.dispatched), Some(1));
     assert_eq!(server.calls(), [Std::ZERO]);
+}
+
+/// A listener on `addr` (taken again at once: `SO_REUSEADDR`), served by tonic's HTTP/2 server.
+fn serve(addr: std::net::SocketAddr, handler: Handler) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_reuseaddr(true).unwrap();
+    socket.bind(addr).unwrap();
+    // Listening from here: a connection made from now on waits in the backlog to be served.
+    let listener = socket.listen(64).unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    tokio::spawn(tonic::transport::Server::builder().serve_with_incoming(Wire(handler), incoming));
+}
+
+/// A tonic `Channel` to `addr`, connected at its first call.
+fn channel(addr: std::net::SocketAddr, timeout: Option<Std>) -> Client<tonic::transport::Channel> {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let endpoint = match timeout {
+        Some(t) => endpoint.timeout(t),
+        None => endpoint,
+    };
+    Client(tonic::client::Grpc::new(endpoint.connect_lazy()))
+}
+
+/// Over a real socket, on the real clock: a server restarting is a refused connection, which
+/// tonic's `Channel` reports as UNAVAILABLE. The classifier retries it; the server listens again
+/// after the first attempt, and the retry is answered.
+#[tokio::test]
+async fn over_a_socket_a_refused_connection_is_unavailable_and_retried_when_the_server_is_back() {
+    // An address nobody listens on: bound for its port, and closed.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (server, client) = (Pricing::new([Ok("12.50".into())]), channel(addr, None));
+    let (dep, grpc) = (pricing(budgeted()), GrpcClassifier::default());
+    let policy = RetryPolicy::constant(3, Duration::from_millis(20)).jitter(Jitter::None).build().unwrap();
+    let failures = Mutex::new(Vec::new());
+    let reply = dep
+        .execute(&policy, read(Std::from_secs(10)), |_| {
+            let (mut client, grpc, failures, server) = (client.clone(), &grpc, &failures, &server);
+            async move {
+                let result = client.quote("sku-7").await;
+                if let Err(status) = &result {
+                    failures.lock().unwrap().push((status.code(), grpc.exchange(status)));
+                    serve(addr, server.handler()); // back up, before the retry
+                }
+                grpc.judge(result)
+            }
+        })
+        .await;
+    let reply = reply.expect("the retry succeeds").expect("with a reply");
+    assert_eq!(reply.into_inner(), "sku-7: 12.50");
+    let failures = failures.into_inner().unwrap();
+    assert_eq!(failures, [(Code::Unavailable, relent_tokio::http::Exchange::Failure(Verdict::Retryable))]);
+    assert_eq!(server.calls().len(), 1, "the refused call never reached the server");
+}
+
+/// Over a real socket: tonic's own client timeout (`Endpoint::timeout`, 100 ms, shorter than the
+/// policy's attempt timeout) ends a call the server is slow to answer. tonic reports it as
+/// CANCELLED caused by `TimeoutExpired`, which the classifier retries as an attempt timing out,
+/// whatever CANCELLED's rule; the second call is answered at once.
+#[tokio::test]
+async fn over_a_socket_tonics_own_timeout_is_retried_as_an_attempt_that_timed_out() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = calls.clone();
+    serve(
+        addr,
+        Arc::new(move |_| {
+            let call = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                if call == 0 {
+                    tokio::time::sleep(Std::from_secs(10)).await; // slower than any timeout here
+                }
+                Ok("12.50".into())
+            })
+        }),
+    );
+    let client = channel(addr, Some(Std::from_millis(100)));
+    let grpc = GrpcClassifier::default().rule(Code::Cancelled, relent_tokio::http::StatusRule::Fail);
+    let dep = pricing(budgeted());
+    let policy = RetryPolicy::constant(3, Duration::from_millis(20))
+        .jitter(Jitter::None)
+        .attempt_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let failures = Mutex::new(Vec::new());
+    let reply = dep
+        .execute(&policy, read(Std::from_secs(20)), |_| {
+            let (mut client, grpc, failures) = (client.clone(), &grpc, &failures);
+            async move {
+                let result = client.quote("sku-7").await;
+                if let Err(status) = &result {
+                    failures.lock().unwrap().push((status.code(), grpc.exchange(status)));
+                }
+                grpc.judge(result)
+            }
+        })
+        .await;
+    assert_eq!(reply.expect("the retry succeeds").expect("with a reply").into_inner(), "12.50");
+    let failures = failures.into_inner().unwrap();
+    assert_eq!(failures, [(Code::Cancelled, relent_tokio::http::Exchange::Failure(Verdict::Retryable))]);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
 /// A service spawns its calls on the multi-threaded runtime and sends their errors on boxed (what

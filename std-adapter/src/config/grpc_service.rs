@@ -429,8 +429,7 @@ impl<'de> Deserialize<'de> for StatusCode {
                 f.write_str(r#"a gRPC status code, by its name ("UNAVAILABLE") or its number (14)"#)
             }
             fn visit_str<E: de::Error>(self, name: &str) -> Result<StatusCode, E> {
-                let code = super::GRPC_NAMES.iter().find(|(_, n)| *n == name).map(|&(code, _)| code);
-                let code = code.ok_or_else(|| {
+                let code = super::grpc_code_named(name).ok_or_else(|| {
                     E::custom(format_args!(
                         "`{name}` is not the name of a gRPC status code: write one as gRPC's documents do, such \
                          as UNAVAILABLE or ABORTED, or its number"
@@ -723,6 +722,8 @@ mod tests {
         assert_eq!(budget("1000", "7"), Ok(Some(RetryBudget::ratio(100, 499).unwrap())));
         assert!(budget("0", "0.1").unwrap_err().starts_with("maxTokens 0: gRPC reads 1 to 1000 tokens"));
         assert!(budget("1001", "0.1").unwrap_err().starts_with("maxTokens 1001"));
+        // The least ratio gRPC keeps: a thousandth, under a percent, so the floor alone.
+        assert_eq!(budget("10", "0.001"), Ok(Some(RetryBudget::ratio(0, 4).unwrap())));
         assert!(budget("10", "0").unwrap_err().starts_with("tokenRatio 0: it must be 0.001 or more"));
         assert!(budget("10", "0.0004").unwrap_err().starts_with("tokenRatio 0.0004"));
     }
