@@ -29,11 +29,15 @@
 //!   ([`Verdict::RetryableAfter`], a wait too long for the deadline defers the operation, as a
 //!   `Retry-After` does); a value that is not a non-negative integer is the server saying "do not
 //!   retry", and the status is not retried. On a status that is not retried it changes nothing.
-//! - **A timeout of tonic's own**: tonic reports its client-side timeout (`Endpoint::timeout`, a
-//!   request's `set_timeout`) as `CANCELLED`, with [`tonic::TimeoutExpired`] as the status's cause.
-//!   That is an attempt timing out, not an answer: retried, as an attempt that outlives relent's
-//!   own timeout is ([`AttemptError::TimedOut`](crate::AttemptError::TimedOut)), whatever the rule
-//!   for `CANCELLED`.
+//! - **A call that ended without an answer**: tonic's client reports its own timeout
+//!   (`Endpoint::timeout`, a request's `set_timeout`) as `CANCELLED`, with
+//!   [`tonic::TimeoutExpired`] as the status's cause, and a call the connection closed under
+//!   before it was sent (a node going away) as `CANCELLED` caused by the transport's error; a
+//!   tonic server ends a call whose `grpc-timeout` has passed with `CANCELLED` in the timeout's
+//!   words ("Timeout expired"), whichever side's timer fires first. None is the server's answer:
+//!   each is retried, as an attempt that outlives relent's own timeout is
+//!   ([`AttemptError::TimedOut`](crate::AttemptError::TimedOut)), whatever the rule for
+//!   `CANCELLED`. Any other `CANCELLED`, one the server sent, is judged by the rule.
 //!
 //! Every rule can be overridden per code ([`GrpcClassifier::rule`]). As everywhere in Relent, a
 //! call is repeated only under a replay-safety statement that allows it: the classifier never
@@ -448,7 +452,7 @@ impl GrpcClassifier {
     /// failure of the far side with its verdict, from the code's rule, the server's pushback, and
     /// tonic's own timeout (see the module doc).
     pub fn exchange(&self, status: &Status) -> Exchange {
-        if timed_out(status) {
+        if unanswered(status) {
             return Exchange::Failure(Verdict::Retryable);
         }
         match self.rule_for(status.code()) {
@@ -480,10 +484,19 @@ impl GrpcClassifier {
     }
 }
 
-/// Whether `status` is tonic's report of its own client-side timeout: a `TimeoutExpired` among its
-/// causes (tonic keeps the error it made the status from as the status's source).
-fn timed_out(status: &Status) -> bool {
+/// Whether `status` is a call that ended without the server's answer, which tonic reports as
+/// `CANCELLED`: one tonic's client made itself (its own timeout, the connection closing under the
+/// call), with the error as the status's source, which a status read from the wire never has; or
+/// one worded as tonic words `TimeoutExpired`, what a tonic server sends when the request's
+/// `grpc-timeout` passes (the same timer as the client's, the cause lost on the wire). And any
+/// status caused by `TimeoutExpired`, whatever its code.
+fn unanswered(status: &Status) -> bool {
     let mut next = std::error::Error::source(status);
+    if status.code() == Code::Cancelled
+        && (next.is_some() || status.message() == tonic::TimeoutExpired(()).to_string())
+    {
+        return true;
+    }
     while let Some(e) = next {
         if e.is::<tonic::TimeoutExpired>() {
             return true;
@@ -564,7 +577,7 @@ mod tests {
     }
 
     #[test]
-    fn tonics_own_timeout_is_retried_whatever_the_rule_for_cancelled() {
+    fn a_call_that_ended_unanswered_is_retried_whatever_the_rule_for_cancelled() {
         let grpc = GrpcClassifier::default();
         // As tonic's transport builds it from its timeout layer's error.
         let timeout = Status::from_error(Box::new(tonic::TimeoutExpired(())));
@@ -587,8 +600,18 @@ mod tests {
         let wrapped = Status::from_error(Box::new(Transport(tonic::TimeoutExpired(()))));
         assert_eq!(wrapped.code(), Code::Cancelled);
         assert_eq!(grpc.exchange(&wrapped), Exchange::Failure(Verdict::Retryable));
-        // A server's CANCELLED is its answer.
+        // A tonic server ends a call at its grpc-timeout with the same words, the cause lost on
+        // the wire: the same timer, whichever side's fires first.
+        let servers = Status::cancelled(tonic::TimeoutExpired(()).to_string());
+        assert_eq!(grpc.exchange(&servers), Exchange::Failure(Verdict::Retryable));
+        // The connection closed under a call before it was sent: tonic's client makes the status
+        // itself, with the transport's error as its cause, which no status read from the wire has.
+        let mut closed = Status::cancelled("operation was canceled");
+        closed.set_source(std::sync::Arc::new(std::io::Error::from(std::io::ErrorKind::ConnectionAborted)));
+        assert_eq!(grpc.exchange(&closed), Exchange::Failure(Verdict::Retryable));
+        // Another CANCELLED is the server's answer.
         assert_eq!(grpc.exchange(&Status::cancelled("by the caller")), Exchange::Success);
+        assert_eq!(grpc.exchange(&Status::aborted(tonic::TimeoutExpired(()).to_string())), Exchange::Success);
         let overridden = grpc.clone().rule(Code::Cancelled, StatusRule::Fail);
         assert_eq!(
             overridden.exchange(&Status::cancelled("by the caller")),

@@ -249,6 +249,19 @@ async fn a_pushback_past_the_deadline_defers_the_operation_with_the_servers_wait
     assert_eq!(answer.metadata().get(PUSHBACK).unwrap(), "30000");
 }
 
+/// A tonic server ends a call whose grpc-timeout has passed with CANCELLED, in its timeout's words
+/// (the status tonic makes of `TimeoutExpired`); on the wire the cause is lost. The same timer as
+/// the client's own (whichever fires first), so the same verdict: retried, not the server's answer.
+#[tokio::test(start_paused = true)]
+async fn a_servers_cancelled_at_the_calls_grpc_timeout_is_retried_as_a_timeout() {
+    let server =
+        Pricing::new([Err(Status::from_error(Box::new(tonic::TimeoutExpired(())))), Ok("12.50".into())]);
+    let dep = pricing(budgeted());
+    let reply = quote(&dep, &GrpcClassifier::default(), &server.client(), Std::from_secs(5)).await;
+    assert_eq!(reply.expect("retried").expect("a reply").into_inner(), "sku-7: 12.50");
+    assert_eq!(server.calls(), [Std::ZERO, Std::from_millis(100)]);
+}
+
 /// NOT_FOUND is the service's answer to a wrong request: the exchange worked, the caller gets the
 /// status in `Ok`, and a breaker that trips on two consecutive failures never sees it. Two
 /// INTERNALs trip it, and the next call is refused without reaching the server.
@@ -372,6 +385,49 @@ fn channel(addr: std::net::SocketAddr, timeout: Option<Std>) -> Client<tonic::tr
     Client(tonic::client::Grpc::new(endpoint.connect_lazy()))
 }
 
+/// What became of a failed attempt over a socket: its code, whether tonic's client made the status
+/// itself (it has a cause; a status read from the wire has none), and the classifier's reading.
+type Failure = (Code, bool, relent_tokio::http::Exchange);
+
+/// `Quote` over `client` through a dependency, on the real clock: 3 attempts 20 ms apart, the
+/// attempt timeout `attempt`, each failure recorded, and `after_failure` run on each.
+async fn quote_over(
+    client: &Client<tonic::transport::Channel>,
+    grpc: &GrpcClassifier,
+    attempt: Duration,
+    after_failure: impl Fn(),
+) -> (Result<String, String>, Vec<Failure>) {
+    let dep = pricing(budgeted());
+    let policy = RetryPolicy::constant(3, Duration::from_millis(20))
+        .jitter(Jitter::None)
+        .attempt_timeout(attempt)
+        .build()
+        .unwrap();
+    let failures = Mutex::new(Vec::new());
+    let reply = dep
+        .execute(&policy, read(Std::from_secs(20)), |_| {
+            let (mut client, failures, after_failure) = (client.clone(), &failures, &after_failure);
+            async move {
+                let result = client.quote("sku-7").await;
+                if let Err(status) = &result {
+                    let caused = std::error::Error::source(status).is_some();
+                    failures.lock().unwrap().push((status.code(), caused, grpc.exchange(status)));
+                    after_failure();
+                }
+                grpc.judge(result)
+            }
+        })
+        .await;
+    let reply = match reply {
+        Ok(Ok(reply)) => Ok(reply.into_inner()),
+        Ok(Err(status)) => Err(format!("answered {status:?}")),
+        Err(e) => Err(e.to_string()),
+    };
+    (reply, failures.into_inner().unwrap())
+}
+
+const RETRIED: relent_tokio::http::Exchange = relent_tokio::http::Exchange::Failure(Verdict::Retryable);
+
 /// Over a real socket, on the real clock: a server restarting is a refused connection, which
 /// tonic's `Channel` reports as UNAVAILABLE. The classifier retries it; the server listens again
 /// after the first attempt, and the retry is answered.
@@ -379,27 +435,12 @@ fn channel(addr: std::net::SocketAddr, timeout: Option<Std>) -> Client<tonic::tr
 async fn over_a_socket_a_refused_connection_is_unavailable_and_retried_when_the_server_is_back() {
     // An address nobody listens on: bound for its port, and closed.
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let (server, client) = (Pricing::new([Ok("12.50".into())]), channel(addr, None));
-    let (dep, grpc) = (pricing(budgeted()), GrpcClassifier::default());
-    let policy = RetryPolicy::constant(3, Duration::from_millis(20)).jitter(Jitter::None).build().unwrap();
-    let failures = Mutex::new(Vec::new());
-    let reply = dep
-        .execute(&policy, read(Std::from_secs(10)), |_| {
-            let (mut client, grpc, failures, server) = (client.clone(), &grpc, &failures, &server);
-            async move {
-                let result = client.quote("sku-7").await;
-                if let Err(status) = &result {
-                    failures.lock().unwrap().push((status.code(), grpc.exchange(status)));
-                    serve(addr, server.handler()); // back up, before the retry
-                }
-                grpc.judge(result)
-            }
-        })
-        .await;
-    let reply = reply.expect("the retry succeeds").expect("with a reply");
-    assert_eq!(reply.into_inner(), "sku-7: 12.50");
-    let failures = failures.into_inner().unwrap();
-    assert_eq!(failures, [(Code::Unavailable, relent_tokio::http::Exchange::Failure(Verdict::Retryable))]);
+    let server = Pricing::new([Ok("12.50".into())]);
+    let back_up = || serve(addr, server.handler()); // before the retry
+    let (reply, failures) =
+        quote_over(&channel(addr, None), &GrpcClassifier::default(), Duration::from_secs(5), back_up).await;
+    assert_eq!(reply.as_deref(), Ok("sku-7: 12.50"));
+    assert_eq!(failures, [(Code::Unavailable, true, RETRIED)]);
     assert_eq!(server.calls().len(), 1, "the refused call never reached the server");
 }
 
@@ -409,9 +450,7 @@ async fn over_a_socket_a_refused_connection_is_unavailable_and_retried_when_the_
 /// whatever CANCELLED's rule; the second call is answered at once.
 #[tokio::test]
 async fn over_a_socket_tonics_own_timeout_is_retried_as_an_attempt_that_timed_out() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let counted = calls.clone();
     serve(
@@ -426,31 +465,35 @@ async fn over_a_socket_tonics_own_timeout_is_retried_as_an_attempt_that_timed_ou
             })
         }),
     );
-    let client = channel(addr, Some(Std::from_millis(100)));
     let grpc = GrpcClassifier::default().rule(Code::Cancelled, relent_tokio::http::StatusRule::Fail);
-    let dep = pricing(budgeted());
-    let policy = RetryPolicy::constant(3, Duration::from_millis(20))
-        .jitter(Jitter::None)
-        .attempt_timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let failures = Mutex::new(Vec::new());
-    let reply = dep
-        .execute(&policy, read(Std::from_secs(20)), |_| {
-            let (mut client, grpc, failures) = (client.clone(), &grpc, &failures);
-            async move {
-                let result = client.quote("sku-7").await;
-                if let Err(status) = &result {
-                    failures.lock().unwrap().push((status.code(), grpc.exchange(status)));
-                }
-                grpc.judge(result)
-            }
-        })
-        .await;
-    assert_eq!(reply.expect("the retry succeeds").expect("with a reply").into_inner(), "12.50");
-    let failures = failures.into_inner().unwrap();
-    assert_eq!(failures, [(Code::Cancelled, relent_tokio::http::Exchange::Failure(Verdict::Retryable))]);
+    let client = channel(addr, Some(Std::from_millis(100)));
+    let (reply, failures) = quote_over(&client, &grpc, Duration::from_secs(5), || {}).await;
+    assert_eq!(reply.as_deref(), Ok("12.50"));
+    assert_eq!(failures, [(Code::Cancelled, true, RETRIED)]);
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// Over a real socket: a server that closes the connection as it takes it (a node going away)
+/// leaves the call unsent, which tonic reports as CANCELLED with the transport's error as its
+/// cause: no answer of the server's, so retried, where a CANCELLED the server sends is its answer.
+/// The next connection is served.
+#[tokio::test]
+async fn over_a_socket_a_connection_closed_under_the_call_is_cancelled_and_retried() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = Pricing::new([Ok("12.50".into())]);
+    let handler = server.handler();
+    tokio::spawn(async move {
+        let (first, _) = listener.accept().await.unwrap();
+        drop(first); // closed before a byte of the call is read
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        tonic::transport::Server::builder().serve_with_incoming(Wire(handler), incoming).await
+    });
+    let (reply, failures) =
+        quote_over(&channel(addr, None), &GrpcClassifier::default(), Duration::from_secs(5), || {}).await;
+    assert_eq!(reply.as_deref(), Ok("sku-7: 12.50"));
+    assert_eq!(failures, [(Code::Cancelled, true, RETRIED)]);
+    assert_eq!(server.calls().len(), 1);
 }
 
 /// A service spawns its calls on the multi-threaded runtime and sends their errors on boxed (what
