@@ -1,3 +1,6 @@
-//! Support for Relent's examples: a local payment provider that misbehaves on a script.
+//! Support for Relent's examples: a local payment provider (HTTP) and a pricing service (gRPC)
+//! that misbehave on a script, and how the examples print their figures.
 
+pub mod pricing;
 pub mod provider;
+pub mod report;

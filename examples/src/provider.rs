@@ -201,9 +201,7 @@ impl Provider {
     /// The timeline phase at `elapsed`, for progress lines.
     pub fn phase_at(&self, elapsed: Duration) -> &'static str {
         match &self.state.script {
-            Script::Timeline(phases) => {
-                phases.iter().rev().find(|p| p.from <= elapsed).map_or("", |p| p.name)
-            }
+            Script::Timeline(phases) => phase_name(phases, elapsed),
             Script::PerRequest => "",
         }
     }
@@ -280,21 +278,31 @@ fn fault_for(state: &State, req: &Request<Incoming>) -> Fault {
                 .unwrap_or(Fault::Ok(0))
         }
         Script::Timeline(phases) => {
-            let elapsed = state.started.elapsed();
-            let Some(phase) = phases.iter().rev().find(|p| p.from <= elapsed) else {
-                return Fault::Ok(0);
-            };
-            let draw = per_mille(state.draws.fetch_add(1, Ordering::Relaxed));
-            let mut covered = 0;
-            for (fault, share) in &phase.faults {
-                covered += share;
-                if draw < covered {
-                    return *fault;
-                }
-            }
-            Fault::Ok(phase.latency_ms)
+            timeline_fault(phases, state.started.elapsed(), state.draws.fetch_add(1, Ordering::Relaxed))
         }
     }
+}
+
+/// What the `n`th request of a timeline run gets at `elapsed` since the server started: the
+/// phase's fault its draw falls in, else the phase's normal latency.
+pub(crate) fn timeline_fault(phases: &[Phase], elapsed: Duration, n: u64) -> Fault {
+    let Some(phase) = phases.iter().rev().find(|p| p.from <= elapsed) else {
+        return Fault::Ok(0);
+    };
+    let draw = per_mille(n);
+    let mut covered = 0;
+    for (fault, share) in &phase.faults {
+        covered += share;
+        if draw < covered {
+            return *fault;
+        }
+    }
+    Fault::Ok(phase.latency_ms)
+}
+
+/// The phase's name at `elapsed`, for progress lines.
+pub(crate) fn phase_name(phases: &[Phase], elapsed: Duration) -> &'static str {
+    phases.iter().rev().find(|p| p.from <= elapsed).map_or("", |p| p.name)
 }
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {

@@ -24,6 +24,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use relent_examples::provider::{Fault, Phase, Provider, Script};
+use relent_examples::report::{latency_summary, show, tally};
 use relent_tokio::core::{
     BreakerConfig, ConfigError, DependencyConfig, Disposition, HedgeDelay, RateLimit, RetryBudget,
     RetryPolicy,
@@ -215,23 +216,6 @@ async fn checkout(svc: Svc, provider: &Provider, n: u64) -> Checkout {
         .await
 }
 
-/// A latency to three significant figures or so: "13.6ms", "2.02s".
-fn show(d: Std) -> String {
-    if d < Std::from_secs(1) {
-        format!("{:.1}ms", d.as_secs_f64() * 1e3)
-    } else {
-        format!("{:.2}s", d.as_secs_f64())
-    }
-}
-
-fn percentile(sorted: &[Std], p: f64) -> Std {
-    if sorted.is_empty() {
-        return Std::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 #[tokio::main]
 async fn main() {
     let provider =
@@ -299,15 +283,7 @@ fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency, cal
     let requests: Vec<Fate> =
         checkouts.iter().flat_map(|c| std::iter::once(c.quote).chain(c.order)).collect();
     println!("\nOutcomes of {} requests (quotes and orders):", requests.len());
-    let mut by_outcome: Vec<(&str, usize)> = Vec::new();
-    for r in &requests {
-        match by_outcome.iter_mut().find(|(o, _)| *o == r.outcome) {
-            Some((_, n)) => *n += 1,
-            None => by_outcome.push((r.outcome, 1)),
-        }
-    }
-    by_outcome.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    for (outcome, n) in &by_outcome {
+    for (outcome, n) in tally(requests.iter().map(|r| r.outcome)) {
         println!("  {n:>6}  {outcome}");
     }
 
@@ -340,17 +316,10 @@ fn report(checkouts: &[Checkout], provider: &Provider, payrail: &Dependency, cal
         calls as f64 / first.max(1) as f64
     );
 
-    let mut latencies: Vec<Std> =
+    let latencies: Vec<Std> =
         checkouts.iter().filter(|c| c.order.is_some_and(|o| o.ok)).map(|c| c.latency).collect();
-    latencies.sort();
-    println!(
-        "\nCheckout latency, {} completed checkouts: p50 {}  p90 {}  p99 {}  max {}",
-        latencies.len(),
-        show(percentile(&latencies, 0.50)),
-        show(percentile(&latencies, 0.90)),
-        show(percentile(&latencies, 0.99)),
-        show(latencies.last().copied().unwrap_or_default())
-    );
+    let n = latencies.len();
+    println!("\nCheckout latency, {} completed checkouts: {}", n, latency_summary(latencies));
     let slowest = checkouts.iter().map(|c| c.latency).max().unwrap_or_default();
     println!("Slowest checkout, completed or not: {} (its deadline: {CHECKOUT_DEADLINE:?})", show(slowest));
 

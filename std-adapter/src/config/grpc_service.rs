@@ -17,8 +17,10 @@
 //! `maxAttempts` of 1, two entries naming one method), and where Relent has no equivalent: a
 //! `backoffMultiplier` other than 2 (or 1, a constant backoff), and `hedgingPolicy` (Relent sends
 //! one hedge, after a delay given to `execute_hedged`). gRPC's other keys (load balancing, health
-//! checks, `waitForReady`, message sizes) are read and left alone, as they are no retry's business;
-//! any key gRPC does not define is refused, so that a misspelt one is not silently left out. Each
+//! checks, message sizes, and `waitForReady`, which tonic has no setting for: a call on a channel
+//! that cannot connect fails with UNAVAILABLE, which a retry policy retries as any) are read and
+//! left alone; any key gRPC does not define is refused, so that a misspelt one is not silently
+//! left out. Each
 //! key is read in gRPC's JSON spelling (`maxAttempts`) or protobuf's (`max_attempts`), as proto3's
 //! JSON mapping allows.
 
@@ -649,6 +651,11 @@ mod tests {
         assert!(lower.starts_with("`unavailable` is not the name of a gRPC status code"), "{lower}");
         let number = policy("[17]").unwrap_err();
         assert!(number.starts_with("17 is not a gRPC status code: they are numbered 0 to 16"), "{number}");
+        let wrong = policy("[true]").unwrap_err();
+        assert!(
+            wrong.starts_with(r#"invalid type: boolean `true`, expected a gRPC status code, by its name ("UNAVAILABLE") or its number (14)"#),
+            "{wrong}"
+        );
         let ok = policy(r#"["OK"]"#).unwrap_err();
         assert!(ok.starts_with("OK is not a failure"), "{ok}");
         let missing = with_policy(
