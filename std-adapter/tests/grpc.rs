@@ -4,168 +4,20 @@
 //! services; on tokio's paused clock, so that the transcripts' instants are exact.
 #![cfg(feature = "tonic")]
 
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
+mod support;
+
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::Duration as Std;
 
-use bytes::{Buf, BufMut};
 use relent_tokio::core::{
-    BreakerConfig, CircuitState, Context, DependencyConfig, Disposition, Jitter, Judged, Problem,
-    ReplaySafety, RetryBudget, RetryPolicy, Verdict,
+    BreakerConfig, CircuitState, Context, Disposition, Jitter, Judged, Problem, ReplaySafety, RetryPolicy,
+    Verdict,
 };
 use relent_tokio::grpc::{GrpcClassifier, PUSHBACK, pushback_value, status_for};
 use relent_tokio::{Dependency, Duration, Error, HZ};
+use support::{Client, Handler, Pricing, Text, Wire, budgeted, pricing, read};
 use tokio::time::Instant;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Code, Status};
-
-/// Messages are UTF-8 text: the codec the generated code would take from prost, without protoc.
-#[derive(Debug, Clone, Copy, Default)]
-struct Text;
-
-impl Codec for Text {
-    type Encode = String;
-    type Decode = String;
-    type Encoder = Self;
-    type Decoder = Self;
-    fn encoder(&mut self) -> Self {
-        Self
-    }
-    fn decoder(&mut self) -> Self {
-        Self
-    }
-}
-
-impl Encoder for Text {
-    type Item = String;
-    type Error = Status;
-    fn encode(&mut self, item: String, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(item.as_bytes());
-        Ok(())
-    }
-}
-
-impl Decoder for Text {
-    type Item = String;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<String>, Status> {
-        let bytes = src.copy_to_bytes(src.remaining());
-        String::from_utf8(bytes.to_vec()).map(Some).map_err(|e| Status::internal(e.to_string()))
-    }
-}
-
-/// What the pricing server answers, call by call, and when each call came (from `t0`).
-#[derive(Clone)]
-struct Pricing {
-    script: Arc<Mutex<VecDeque<Result<String, Status>>>>,
-    calls: Arc<Mutex<Vec<Std>>>,
-    t0: Instant,
-}
-
-impl Pricing {
-    fn new(script: impl IntoIterator<Item = Result<String, Status>>) -> Self {
-        Self {
-            script: Arc::new(Mutex::new(script.into_iter().collect())),
-            calls: Arc::default(),
-            t0: Instant::now(),
-        }
-    }
-
-    fn calls(&self) -> Vec<Std> {
-        self.calls.lock().unwrap().clone()
-    }
-
-    /// A client of this server: tonic's client `Grpc` over the server's HTTP service.
-    fn client(&self) -> Client {
-        Client(tonic::client::Grpc::new(Wire(self.handler())))
-    }
-
-    /// What the server does with a call: counts it, and answers with the script's next line.
-    fn handler(&self) -> Handler {
-        let server = self.clone();
-        Arc::new(move |request| {
-            let (server, sku) = (server.clone(), request.into_inner());
-            Box::pin(async move {
-                server.calls.lock().unwrap().push(server.t0.elapsed());
-                let next = server.script.lock().unwrap().pop_front().expect("a scripted answer");
-                next.map(|price| format!("{sku}: {price}"))
-            })
-        })
-    }
-}
-
-/// A server's handler: the request (its message and metadata) to the reply's message, or a status.
-type Handler = Arc<
-    dyn Fn(tonic::Request<String>) -> Pin<Box<dyn Future<Output = Result<String, Status>> + Send>>
-        + Send
-        + Sync,
->;
-
-/// A server as an HTTP service: tonic's server `Grpc` (request decoding, the handler, status
-/// encoding) for each request. `Send + Sync`, as a tonic `Channel` is.
-#[derive(Clone)]
-struct Wire(Handler);
-
-impl tower::Service<http::Request<tonic::body::Body>> for Wire {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let handler = self.0.clone();
-        let service = tower::service_fn(move |request: tonic::Request<String>| {
-            let reply = handler(request);
-            async move { reply.await.map(tonic::Response::new) }
-        });
-        Box::pin(async move { Ok(tonic::server::Grpc::new(Text).unary(service, request).await) })
-    }
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// What a generated client would be: one method, `Quote`; over the server in the process, or over
-/// a tonic `Channel` to a socket.
-#[derive(Clone)]
-struct Client<T = Wire>(tonic::client::Grpc<T>);
-
-impl Client {
-    /// A client of a server that answers with `handler`.
-    fn of<F, Fut>(handler: F) -> Self
-    where
-        F: Fn(tonic::Request<String>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<String, Status>> + Send + 'static,
-    {
-        let handler: Handler = Arc::new(move |request| Box::pin(handler(request)));
-        Self(tonic::client::Grpc::new(Wire(handler)))
-    }
-}
-
-impl<T> Client<T>
-where
-    T: tonic::client::GrpcService<tonic::body::Body>,
-    T::Error: Into<BoxError>,
-    T::ResponseBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    <T::ResponseBody as http_body::Body>::Error: Into<BoxError>,
-{
-    async fn quote(&mut self, sku: &str) -> Result<tonic::Response<String>, Status> {
-        self.send(tonic::Request::new(sku.to_string())).await
-    }
-
-    async fn send(&mut self, request: tonic::Request<String>) -> Result<tonic::Response<String>, Status> {
-        // As generated code does: a service that cannot take the call is an UNKNOWN status.
-        self.0.ready().await.map_err(|e| Status::unknown(format!("not ready: {}", e.into())))?;
-        let path = http::uri::PathAndQuery::from_static("/pricing.Pricing/Quote");
-        self.0.unary(request, path, Text).await
-    }
-}
 
 /// A status as the server sends it, with a pushback.
 fn pushed_back(status: Status, value: &str) -> Status {
@@ -182,18 +34,6 @@ const POLICY: RetryPolicy<HZ> =
         Ok(p) => p,
         Err(e) => panic!("{}", e.message()),
     };
-
-fn pricing(config: DependencyConfig<HZ>) -> Dependency {
-    Dependency::with_seed("pricing", config, 7).unwrap()
-}
-
-fn budgeted() -> DependencyConfig<HZ> {
-    DependencyConfig::new(Duration::from_secs(10)).budget(RetryBudget::ratio(10, 10).unwrap())
-}
-
-fn read(deadline: Std) -> Context<HZ> {
-    Context::new(relent_tokio::ticks(deadline), ReplaySafety::replayable_read(Duration::from_secs(3600)))
-}
 
 type Answer = Result<Result<tonic::Response<String>, Status>, Error<Judged<HZ, Status>>>;
 
@@ -326,7 +166,7 @@ async fn a_service_configs_entry_for_the_method_decides_its_retries() {
     )
     .unwrap();
     let budget = channel.retry_budget().expect("the file's throttling");
-    let dep = pricing(DependencyConfig::new(Duration::from_secs(10)).budget(budget));
+    let dep = pricing(relent_tokio::core::DependencyConfig::new(Duration::from_secs(10)).budget(budget));
     let call = |method: &GrpcMethodConfig, client: Client| {
         let (policy, grpc) = (method.policy(), method.classifier().clone());
         let context = Context::new(
@@ -362,138 +202,6 @@ async fn a_service_configs_entry_for_the_method_decides_its_retries() {
     let err = call(reserve, server.client()).await.expect_err("sent once");
     assert_eq!(err.completion().map(|c| c.summary.dispatched), Some(1));
     assert_eq!(server.calls(), [Std::ZERO]);
-}
-
-/// A listener on `addr` (taken again at once: `SO_REUSEADDR`), served by tonic's HTTP/2 server.
-fn serve(addr: std::net::SocketAddr, handler: Handler) {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_reuseaddr(true).unwrap();
-    socket.bind(addr).unwrap();
-    // Listening from here: a connection made from now on waits in the backlog to be served.
-    let listener = socket.listen(64).unwrap();
-    let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    tokio::spawn(tonic::transport::Server::builder().serve_with_incoming(Wire(handler), incoming));
-}
-
-/// A tonic `Channel` to `addr`, connected at its first call.
-fn channel(addr: std::net::SocketAddr, timeout: Option<Std>) -> Client<tonic::transport::Channel> {
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
-    let endpoint = match timeout {
-        Some(t) => endpoint.timeout(t),
-        None => endpoint,
-    };
-    Client(tonic::client::Grpc::new(endpoint.connect_lazy()))
-}
-
-/// What became of a failed attempt over a socket: its code, whether tonic's client made the status
-/// itself (it has a cause; a status read from the wire has none), and the classifier's reading.
-type Failure = (Code, bool, relent_tokio::http::Exchange);
-
-/// `Quote` over `client` through a dependency, on the real clock: 3 attempts 20 ms apart, the
-/// attempt timeout `attempt`, each failure recorded, and `after_failure` run on each.
-async fn quote_over(
-    client: &Client<tonic::transport::Channel>,
-    grpc: &GrpcClassifier,
-    attempt: Duration,
-    after_failure: impl Fn(),
-) -> (Result<String, String>, Vec<Failure>) {
-    let dep = pricing(budgeted());
-    let policy = RetryPolicy::constant(3, Duration::from_millis(20))
-        .jitter(Jitter::None)
-        .attempt_timeout(attempt)
-        .build()
-        .unwrap();
-    let failures = Mutex::new(Vec::new());
-    let reply = dep
-        .execute(&policy, read(Std::from_secs(20)), |_| {
-            let (mut client, failures, after_failure) = (client.clone(), &failures, &after_failure);
-            async move {
-                let result = client.quote("sku-7").await;
-                if let Err(status) = &result {
-                    let caused = std::error::Error::source(status).is_some();
-                    failures.lock().unwrap().push((status.code(), caused, grpc.exchange(status)));
-                    after_failure();
-                }
-                grpc.judge(result)
-            }
-        })
-        .await;
-    let reply = match reply {
-        Ok(Ok(reply)) => Ok(reply.into_inner()),
-        Ok(Err(status)) => Err(format!("answered {status:?}")),
-        Err(e) => Err(e.to_string()),
-    };
-    (reply, failures.into_inner().unwrap())
-}
-
-const RETRIED: relent_tokio::http::Exchange = relent_tokio::http::Exchange::Failure(Verdict::Retryable);
-
-/// Over a real socket, on the real clock: a server restarting is a refused connection, which
-/// tonic's `Channel` reports as UNAVAILABLE. The classifier retries it; the server listens again
-/// after the first attempt, and the retry is answered.
-#[tokio::test]
-async fn over_a_socket_a_refused_connection_is_unavailable_and_retried_when_the_server_is_back() {
-    // An address nobody listens on: bound for its port, and closed.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let server = Pricing::new([Ok("12.50".into())]);
-    let back_up = || serve(addr, server.handler()); // before the retry
-    let (reply, failures) =
-        quote_over(&channel(addr, None), &GrpcClassifier::default(), Duration::from_secs(5), back_up).await;
-    assert_eq!(reply.as_deref(), Ok("sku-7: 12.50"));
-    assert_eq!(failures, [(Code::Unavailable, true, RETRIED)]);
-    assert_eq!(server.calls().len(), 1, "the refused call never reached the server");
-}
-
-/// Over a real socket: tonic's own client timeout (`Endpoint::timeout`, 100 ms, shorter than the
-/// policy's attempt timeout) ends a call the server is slow to answer. tonic reports it as
-/// CANCELLED caused by `TimeoutExpired`, which the classifier retries as an attempt timing out,
-/// whatever CANCELLED's rule; the second call is answered at once.
-#[tokio::test]
-async fn over_a_socket_tonics_own_timeout_is_retried_as_an_attempt_that_timed_out() {
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let counted = calls.clone();
-    serve(
-        addr,
-        Arc::new(move |_| {
-            let call = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Box::pin(async move {
-                if call == 0 {
-                    tokio::time::sleep(Std::from_secs(10)).await; // slower than any timeout here
-                }
-                Ok("12.50".into())
-            })
-        }),
-    );
-    let grpc = GrpcClassifier::default().rule(Code::Cancelled, relent_tokio::http::StatusRule::Fail);
-    let client = channel(addr, Some(Std::from_millis(100)));
-    let (reply, failures) = quote_over(&client, &grpc, Duration::from_secs(5), || {}).await;
-    assert_eq!(reply.as_deref(), Ok("12.50"));
-    assert_eq!(failures, [(Code::Cancelled, true, RETRIED)]);
-    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
-}
-
-/// Over a real socket: a server that closes the connection as it takes it (a node going away)
-/// leaves the call unsent, which tonic reports as CANCELLED with the transport's error as its
-/// cause: no answer of the server's, so retried, where a CANCELLED the server sends is its answer.
-/// The next connection is served.
-#[tokio::test]
-async fn over_a_socket_a_connection_closed_under_the_call_is_cancelled_and_retried() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = Pricing::new([Ok("12.50".into())]);
-    let handler = server.handler();
-    tokio::spawn(async move {
-        let (first, _) = listener.accept().await.unwrap();
-        drop(first); // closed before a byte of the call is read
-        let incoming = tonic::transport::server::TcpIncoming::from(listener);
-        tonic::transport::Server::builder().serve_with_incoming(Wire(handler), incoming).await
-    });
-    let (reply, failures) =
-        quote_over(&channel(addr, None), &GrpcClassifier::default(), Duration::from_secs(5), || {}).await;
-    assert_eq!(reply.as_deref(), Ok("sku-7: 12.50"));
-    assert_eq!(failures, [(Code::Cancelled, true, RETRIED)]);
-    assert_eq!(server.calls().len(), 1);
 }
 
 /// A service spawns its calls on the multi-threaded runtime and sends their errors on boxed (what

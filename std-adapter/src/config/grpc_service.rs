@@ -103,6 +103,10 @@ use crate::http::StatusRule;
 /// | `retryThrottling` | [`retry_budget`](Self::retry_budget) |
 /// | a method without `retryPolicy`, or with no entry | one attempt, the default classifier |
 ///
+/// Whatever the list, the classifier retries a call that ended without the server's answer (an
+/// attempt past its timeout, by tonic's timer or Relent's, and a call the connection closed under
+/// before it was sent: the `grpc` module doc), as Relent retries any attempt that times out.
+///
 /// One difference remains: the policy's maximum delay is also the longest server pushback it
 /// waits for (a longer one defers the operation, as a long `Retry-After` does), where gRPC waits
 /// for any.
