@@ -113,15 +113,20 @@ use crate::http::StatusRule;
 #[derive(Debug, Clone, Default)]
 pub struct GrpcServiceConfig {
     entries: Vec<GrpcMethodConfig>,
-    /// A method's own entry, by service and method.
-    methods: HashMap<(String, String), usize>,
-    /// A service's entry, for its methods without one of their own.
-    services: HashMap<String, usize>,
+    /// The entries naming each service: its own, and its methods', by method.
+    services: HashMap<String, Named>,
     /// The entry for every method no other entry names.
     default: Option<usize>,
     /// What a method no entry names gets: one attempt.
     unnamed: GrpcMethodConfig,
     throttling: Option<Throttling>,
+}
+
+/// The entries that name one service: for the service alone, and for each of its methods.
+#[derive(Debug, Clone, Default)]
+struct Named {
+    service: Option<usize>,
+    methods: HashMap<String, usize>,
 }
 
 /// What gRPC would apply to one method: its retry policy, its classifier and its timeout.
@@ -144,11 +149,12 @@ impl GrpcServiceConfig {
     /// naming the service alone, else the default entry (one whose name has no service), else
     /// one attempt with the default classifier and no timeout.
     ///
-    /// A lookup hashes the names: a caller on a hot path looks its methods up once and keeps what
-    /// this returns.
+    /// A lookup hashes the names (and allocates nothing): a caller on a hot path looks its
+    /// methods up once and keeps what this returns.
     pub fn method(&self, service: &str, method: &str) -> &GrpcMethodConfig {
-        let own = self.methods.get(&(service.to_owned(), method.to_owned()));
-        own.or_else(|| self.services.get(service))
+        let named = self.services.get(service);
+        named
+            .and_then(|n| n.methods.get(method).or(n.service.as_ref()))
             .or(self.default.as_ref())
             .map_or(&self.unnamed, |&i| &self.entries[i])
     }
@@ -216,9 +222,16 @@ impl<'de> Deserialize<'de> for GrpcServiceConfig {
                              (`\"service\": \"pkg.Service\"`), or neither for the default entry"
                         )));
                     }
-                    (service, "") => config.services.insert(service.to_owned(), index).is_some(),
+                    (service, "") => config
+                        .services
+                        .entry(service.to_owned())
+                        .or_default()
+                        .service
+                        .replace(index)
+                        .is_some(),
                     (service, method) => {
-                        config.methods.insert((service.to_owned(), method.to_owned()), index).is_some()
+                        let named = config.services.entry(service.to_owned()).or_default();
+                        named.methods.insert(method.to_owned(), index).is_some()
                     }
                 };
                 if taken {
