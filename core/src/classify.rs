@@ -13,13 +13,23 @@ use crate::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Verdict<const HZ: u64> {
-    /// Transient: another attempt may succeed (a connection refused, a connect timeout).
+    /// Transient: another attempt may succeed (a reset connection, a read timeout, a 503).
     Retryable,
     /// Transient, and the far side said how long to wait (HTTP `Retry-After`, a modem's "busy, try
     /// again in N s"). The wait is a lower bound for the next attempt: never sooner.
     RetryableAfter(Duration<HZ>),
     /// Not worth repeating (a 400, a 422, a bug): returned to the caller as it is.
     NotRetryable,
+    /// Transient, and the attempt never reached the far side: a refused connection, a connect
+    /// timeout, a name that did not resolve, a frame the radio never sent. Retried as
+    /// [`Verdict::Retryable`] is; and the one failure after which an operation stated
+    /// [`ReplaySafety::UntilArrived`](crate::ReplaySafety::UntilArrived) (a POST without an
+    /// idempotency key) is repeated, since the far side's state is unchanged (seed 000: "a
+    /// connection refused or a connect timeout means the request never arrived ... a retry is
+    /// safe"). Judge a failure so only when that is certain: one after which the request may have
+    /// been sent, even in part (a reset connection, a timeout while waiting for the answer), is
+    /// `Retryable`.
+    NeverArrived,
 }
 
 impl<const HZ: u64> Verdict<HZ> {
@@ -34,6 +44,11 @@ impl<const HZ: u64> Verdict<HZ> {
     /// Whether another attempt may help.
     pub const fn is_retryable(&self) -> bool {
         !matches!(self, Self::NotRetryable)
+    }
+
+    /// Whether the attempt never reached the far side ([`Verdict::NeverArrived`]).
+    pub const fn never_arrived(&self) -> bool {
+        matches!(self, Self::NeverArrived)
     }
 
     /// The server-stated wait, if any.
@@ -88,13 +103,13 @@ impl<const HZ: u64> Classify<HZ> for Verdict<HZ> {
 /// /// What this service retries of its socket's errors: a refused connection never arrived.
 /// fn verdict(e: &std::io::Error) -> Verdict<1_000> {
 ///     match e.kind() {
-///         std::io::ErrorKind::ConnectionRefused => Verdict::Retryable,
+///         std::io::ErrorKind::ConnectionRefused => Verdict::NeverArrived,
 ///         _ => Verdict::NotRetryable,
 ///     }
 /// }
 ///
 /// let refused = Judged::by(std::io::Error::from(std::io::ErrorKind::ConnectionRefused), verdict);
-/// assert_eq!(refused.classify(), Verdict::Retryable);
+/// assert_eq!(refused.classify(), Verdict::NeverArrived);
 /// assert_eq!(refused.to_string(), "connection refused");
 /// let reset = Judged::by(std::io::Error::from(std::io::ErrorKind::ConnectionReset), verdict);
 /// assert_eq!(reset.classify(), Verdict::NotRetryable);
@@ -228,7 +243,10 @@ impl<const HZ: u64, E: core::error::Error + 'static> core::error::Error for Atte
 /// - One whose policy allowed a single attempt, spent on the first, left the retrying to its
 ///   caller: the verdict on that attempt's failure (`single`). A hedge's one attempt is not such
 ///   an attempt: it was a retry (`retries` is 1), a repeat under a policy of several, so the hedge
-///   and its operation were the retrying layer.
+///   and its operation were the retrying layer. So did one stated safe until an attempt arrives
+///   whose first attempt may have arrived (`may_have_arrived` after one attempt): it repeated
+///   nothing, and a caller whose own statement allows a repeat may make it. After attempts that
+///   never arrived it was the retrying layer.
 /// - One deferred or rejected with a known wait (a Retry-After it could not wait, a cooldown, an
 ///   open circuit, a rate limit, airtime): retryable after that wait, so that an outer operation
 ///   with more patience waits for it, and one with less defers in turn, with the same wait.
@@ -295,15 +313,24 @@ impl<const HZ: u64> Ended<HZ> {
                 None => Verdict::NotRetryable,
             },
             Disposition::Failed
-                if self.problem == Some(Problem::AttemptsExhausted)
-                    && self.dispatched == 1
-                    && self.retries == 0 =>
+                if self.problem.is_some_and(left_to_caller) && self.dispatched == 1 && self.retries == 0 =>
             {
                 single()
             }
             Disposition::Failed | Disposition::Succeeded => Verdict::NotRetryable,
         }
     }
+}
+
+/// Whether an operation that made one attempt and ended with `problem` left the retrying to its
+/// caller: it had no retry to make (its policy's one attempt), or made none for its statement (the
+/// attempt may have arrived).
+const fn left_to_caller(problem: Problem) -> bool {
+    #[cfg(feature = "until-arrived")]
+    if let Problem::MayHaveArrived = problem {
+        return true;
+    }
+    matches!(problem, Problem::AttemptsExhausted)
 }
 
 impl<const HZ: u64, E: Classify<HZ>> Completion<HZ, E> {

@@ -67,6 +67,12 @@ pub enum Problem {
     DeadlineExceeded,
     /// The next attempt would start after the replay-safety statement expired.
     ReplayStatementExpired,
+    /// The failed attempt may have reached the far side, and the operation's statement
+    /// ([`ReplaySafety::UntilArrived`](crate::ReplaySafety::UntilArrived)) allows repeating only
+    /// attempts that never did ([`Verdict::NeverArrived`](crate::Verdict::NeverArrived)).
+    /// Feature `until-arrived` (a default).
+    #[cfg(feature = "until-arrived")]
+    MayHaveArrived,
     /// The circuit breaker is open (or half-open with every probe out).
     CircuitOpen,
     /// An operator isolated the circuit: refused with no instant to try again, until the operator
@@ -104,6 +110,8 @@ impl Problem {
             Self::RetryAfterExceedsDeadline => "retry_after_exceeds_deadline",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::ReplayStatementExpired => "replay_statement_expired",
+            #[cfg(feature = "until-arrived")]
+            Self::MayHaveArrived => "may_have_arrived",
             Self::CircuitOpen => "circuit_open",
             #[cfg(feature = "breaker-isolate")]
             Self::CircuitIsolated => "circuit_isolated",

@@ -25,6 +25,8 @@
 //! the operation at once, seed 003):
 //!
 //! 1. `attempts_exhausted` once the policy's attempts are spent;
+//!    - an operation stated [`ReplaySafety::UntilArrived`] ends with `may_have_arrived` after a
+//!      failure not judged [`Verdict::NeverArrived`]: that attempt may have reached the far side;
 //! 2. a server-stated wait is a lower bound, never clamped down (seeds 000 and 003): longer than
 //!    the policy's maximum delay, or not fitting before the deadline, it defers the operation with
 //!    the wait as a hint (`retry_after_exceeds_maximum_delay`, `retry_after_exceeds_deadline`)
@@ -342,6 +344,10 @@ pub struct Operation<'p, const HZ: u64, E> {
     phase: Phase<HZ>,
     /// Attempts dispatched so far; for a hedge, one more (its attempt is a repeat, numbered 2).
     dispatched: u8,
+    /// The context stated [`ReplaySafety::UntilArrived`]: only a failure that never arrived is
+    /// retried. (`safe_until` is the end of time for it.) Only with the statement compiled in.
+    #[cfg(feature = "until-arrived")]
+    until_arrived: bool,
     /// The share of each limit, in percent, the operation may not use: the dependency's critical
     /// reserve for sheddable work, 0 for critical work. Only with criticality compiled in.
     #[cfg(feature = "criticality")]
@@ -387,7 +393,7 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
                 let longest = time::min(ceiling, context.deadline);
                 check_hold::<HZ>(hold, longest).map_err(StartError::Budget)?;
             }
-            if context.safety.valid_for().is_none() {
+            if let ReplaySafety::Unsafe = context.safety {
                 return Err(StartError::UnsafeWithRetries { max_attempts });
             }
         }
@@ -404,11 +410,14 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             policy,
             config,
             id: context.id,
-            safe_until: match context.safety.valid_for() {
+            safe_until: match context.safety {
                 // Saturating at the end of time (a statement that long holds for good) is kept by
                 // `rebase`, and the deadline ends the operation first anyway.
-                Some(d) => time::add(now, d),
-                None => Instant::<HZ>::from_ticks(0),
+                ReplaySafety::ReplayableRead { valid_for }
+                | ReplaySafety::ProviderIdempotentMutation { valid_for } => time::add(now, valid_for),
+                #[cfg(feature = "until-arrived")]
+                ReplaySafety::UntilArrived => Instant::<HZ>::from_ticks(time::Ticks::MAX),
+                ReplaySafety::Unsafe => Instant::<HZ>::from_ticks(0),
             },
             started: now,
             deadline: time::add(now, context.deadline),
@@ -417,6 +426,8 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             airtime: context.airtime,
             phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
             dispatched: 0,
+            #[cfg(feature = "until-arrived")]
+            until_arrived: matches!(context.safety, ReplaySafety::UntilArrived),
             #[cfg(feature = "criticality")]
             held_back: match (context.criticality, config.critical_reserve_percent()) {
                 (crate::Criticality::Sheddable, Some(reserve)) => reserve,
@@ -892,6 +903,10 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
         if self.dispatched >= policy.max_attempts() || self.hedged() {
             return stop(Disposition::Failed, Problem::AttemptsExhausted);
         }
+        #[cfg(feature = "until-arrived")]
+        if self.until_arrived && !verdict.never_arrived() {
+            return stop(Disposition::Failed, Problem::MayHaveArrived);
+        }
         // An isolated circuit would refuse any retry, for as long as the operator says: end now,
         // before a deferral could name an instant to try again that the isolation does not keep.
         #[cfg(feature = "breaker-isolate")]
@@ -1069,6 +1084,9 @@ impl<'p, const HZ: u64, E> Operation<'p, HZ, E> {
             airtime: plan.airtime,
             phase: Phase::Ready { not_before: now, reserved: false, queued: NOT_QUEUED },
             dispatched: 1,
+            // A hedge's statement is a read's.
+            #[cfg(feature = "until-arrived")]
+            until_arrived: false,
             #[cfg(feature = "criticality")]
             held_back: plan.held_back,
             #[cfg(feature = "criticality")]

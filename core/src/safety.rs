@@ -7,6 +7,14 @@
 //! attempt refuses to run an `Unsafe` operation, and a statement is only good for as long as the
 //! caller says (an idempotency key that the provider forgets after 24 h stops protecting a replay
 //! after 24 h).
+//!
+//! One statement needs no promise about the far side at all: [`ReplaySafety::UntilArrived`]. A call
+//! that must not be repeated once it has arrived may still be repeated while no attempt has: seed
+//! 000's wrapper retries a POST without an idempotency key after a refused connection, since "the
+//! request never arrived: the far side's state is unchanged and a retry is safe". Such an operation
+//! is retried after failures judged [`Verdict::NeverArrived`](crate::Verdict::NeverArrived) and
+//! ends at the first that may have arrived (`may_have_arrived`). Seed 003 makes every repeat wait
+//! for the caller's statement, and so does Relent: `Unsafe`, the default, still gets one attempt.
 
 use crate::time::Duration;
 
@@ -42,10 +50,21 @@ use crate::time::Duration;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum ReplaySafety<const HZ: u64> {
     /// No statement: the operation may have effects that a repeat would duplicate. The default.
     #[default]
     Unsafe,
+    /// A repeat is unsafe once an attempt may have reached the far side, and safe until then (a
+    /// POST without an idempotency key). The operation is retried only after failures judged
+    /// [`Verdict::NeverArrived`](crate::Verdict::NeverArrived), each of which left the far side as
+    /// it was, so every attempt it sends is the first to arrive; any other retryable failure ends it
+    /// (`may_have_arrived`), its failure kept. No time limit: an attempt that never arrived stays
+    /// so. Never hedged: a hedge is a copy sent while the first may be arriving. Feature
+    /// `until-arrived` (a default).
+    #[cfg(feature = "until-arrived")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "until-arrived")))]
+    UntilArrived,
     /// The operation only reads; repeating it leaves the far side where one attempt would.
     ReplayableRead {
         /// How long the statement stays valid after the operation starts.
@@ -70,10 +89,13 @@ impl<const HZ: u64> ReplaySafety<HZ> {
         Self::ProviderIdempotentMutation { valid_for }
     }
 
-    /// How long a repeat is safe, or `None` for [`ReplaySafety::Unsafe`].
+    /// How long a repeat is safe, or `None` for [`ReplaySafety::Unsafe`] and
+    /// [`ReplaySafety::UntilArrived`] (whose repeats are safe by the failure, not by time).
     pub const fn valid_for(&self) -> Option<Duration<HZ>> {
         match self {
             Self::Unsafe => None,
+            #[cfg(feature = "until-arrived")]
+            Self::UntilArrived => None,
             Self::ReplayableRead { valid_for } | Self::ProviderIdempotentMutation { valid_for } => {
                 Some(*valid_for)
             }
@@ -95,6 +117,8 @@ impl<const HZ: u64> ReplaySafety<HZ> {
     pub const fn as_str(&self) -> &'static str {
         match self {
             Self::Unsafe => "unsafe",
+            #[cfg(feature = "until-arrived")]
+            Self::UntilArrived => "until_arrived",
             Self::ReplayableRead { .. } => "replayable_read",
             Self::ProviderIdempotentMutation { .. } => "provider_idempotent_mutation",
         }
@@ -115,5 +139,7 @@ mod tests {
         ]
         .map(|s| s.as_str());
         assert_eq!(names, ["unsafe", "replayable_read", "provider_idempotent_mutation"]);
+        #[cfg(feature = "until-arrived")]
+        assert_eq!(ReplaySafety::<1_000>::UntilArrived.as_str(), "until_arrived");
     }
 }

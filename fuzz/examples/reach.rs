@@ -1,7 +1,8 @@
 //! What each input in a directory reaches, one line each: its size, then the operations that spent
 //! their policy's attempts, the attempts dispatched after a wait in the bulkhead's queue, the
 //! operations the client throttle refused, those a bulkhead refused below its size (its adaptive
-//! limit) and the attempts hedges dispatched, then its path. The seeds are made with it (the crate
+//! limit), the attempts hedges dispatched and the retries of operations stated safe until an
+//! attempt arrives, then its path. The seeds are made with it (the crate
 //! doc): the smallest inputs of a run's corpus that reach each of these are kept beside libFuzzer's
 //! merge, which counts edges and not these.
 //!
@@ -19,13 +20,14 @@ fn main() {
         let mut r = relent_fuzz::Reached::default();
         relent_fuzz::run_counting(&data, &mut r);
         println!(
-            "{} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {}",
             data.len(),
             r.spent,
             r.dispatched_from_queue,
             r.throttled_refusals,
             r.adaptive_refusals,
             r.hedges_dispatched,
+            r.until_arrived_retries,
             path.display()
         );
     }

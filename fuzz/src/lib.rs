@@ -27,7 +27,9 @@
 //! ten smallest inputs of a run's corpus that spend a policy of several attempts (`Reached::spent`)
 //! are kept as well, and the five smallest that dispatch after a wait in the bulkhead's queue, that
 //! the client throttle refuses and that a bulkhead refuses below its size (its adaptive limit;
-//! `examples/reach.rs` lists what each input reaches), and
+//! `examples/reach.rs` lists what each input reaches), those of a run that retry an operation
+//! stated safe until an attempt arrives (with a few of their one-byte variants: no edge is new
+//! to such a retry, so libFuzzer keeps few), and
 //! `tests/tests/scripts.rs` checks that the seeds do. A change to how
 //! scripts are decoded changes what every seed does: fuzz from them for a few minutes per tick
 //! width, and reduce again.
@@ -172,6 +174,8 @@ pub struct Reached {
     pub hedges: u32,
     /// Attempts dispatched by hedges.
     pub hedges_dispatched: u32,
+    /// Retries of operations stated safe until an attempt arrives (feature `until-arrived`).
+    pub until_arrived_retries: u32,
 }
 
 /// The share of each limit an operation started with `context` may not
@@ -409,10 +413,17 @@ fn context<const HZ: u64>(u: &mut Unstructured) -> Result<Context<HZ>> {
         1 => ReplaySafety::replayable_read(duration(u)?),
         _ => ReplaySafety::provider_idempotent_mutation(duration(u)?),
     };
-    let mut context = Context::new(duration(u)?, safety);
+    let deadline = duration(u)?;
+    let mut context = Context::new(deadline, safety);
     context = maybe(u, context, |c, u| Ok(c.airtime(duration(u)?)))?;
     // Ids from a small range collide at times, as ids a caller sets by hand may.
     let id = if u.arbitrary()? { u.int_in_range(0..=3)? } else { u.arbitrary()? };
+    // Safe until an attempt arrives, instead of a keyed mutation, for an odd id: no input byte of
+    // its own, so the kept seeds decode as before.
+    #[cfg(feature = "until-arrived")]
+    if let (ReplaySafety::ProviderIdempotentMutation { .. }, 1) = (safety, id % 2) {
+        context = Context::new(deadline, ReplaySafety::UntilArrived).airtime(context.attempt_airtime());
+    }
     // Sheddable when its id is odd: no input byte of its own, so the kept seeds decode as before.
     #[cfg(feature = "criticality")]
     if id % 2 == 1 {
@@ -421,8 +432,33 @@ fn context<const HZ: u64>(u: &mut Unstructured) -> Result<Context<HZ>> {
     Ok(context.id(id))
 }
 
-fn verdict<const HZ: u64>(u: &mut Unstructured) -> Result<Verdict<HZ>> {
+/// Whether `safety` is `UntilArrived` (never, without the statement compiled in).
+fn until_arrived<const HZ: u64>(safety: ReplaySafety<HZ>) -> bool {
+    #[cfg(feature = "until-arrived")]
+    return matches!(safety, ReplaySafety::UntilArrived);
+    #[cfg(not(feature = "until-arrived"))]
+    return {
+        let _ = safety;
+        false
+    };
+}
+
+/// Whether `problem` is `may_have_arrived` (never, without the statement compiled in).
+fn may_have_arrived(problem: Option<relent_core::Problem>) -> bool {
+    #[cfg(feature = "until-arrived")]
+    return problem == Some(relent_core::Problem::MayHaveArrived);
+    #[cfg(not(feature = "until-arrived"))]
+    return {
+        let _ = problem;
+        false
+    };
+}
+
+/// A verdict on a failure reported at `now`: plain retryable ones never arrived when `now` is an
+/// odd tick (no input byte of its own, so the kept seeds decode as before).
+fn verdict<const HZ: u64>(u: &mut Unstructured, now: Instant<HZ>) -> Result<Verdict<HZ>> {
     Ok(match u.int_in_range(0..=3u8)? {
+        0 if now.as_ticks() % 2 == 1 => Verdict::NeverArrived,
         0 => Verdict::Retryable,
         1 => Verdict::RetryableAfter(duration(u)?),
         2 => Verdict::retryable_after_secs(u.arbitrary()?),
@@ -490,6 +526,11 @@ struct Slot<'p, const HZ: u64> {
     /// The earliest start of the next retry, after a failure that said how long to wait (a
     /// Retry-After is a lower bound, never clamped down: seeds 000 and 003).
     not_before: Option<Instant<HZ>>,
+    /// For an operation stated safe until an attempt arrives: whether one may have (a failure
+    /// reported with a verdict other than `NeverArrived`), after which it is never repeated.
+    arrived: bool,
+    /// Whether its statement is `UntilArrived`.
+    until_arrived: bool,
 }
 
 impl<'p, const HZ: u64> Slot<'p, HZ> {
@@ -498,6 +539,7 @@ impl<'p, const HZ: u64> Slot<'p, HZ> {
         op: Operation<'p, HZ, Verdict<HZ>>,
         now: Instant<HZ>,
         safe_until: Instant<HZ>,
+        until_arrived: bool,
         held_back: u8,
         airtime: Duration<HZ>,
     ) -> Self {
@@ -512,6 +554,8 @@ impl<'p, const HZ: u64> Slot<'p, HZ> {
             reserved: false,
             safe_until,
             not_before: None,
+            arrived: false,
+            until_arrived,
         }
     }
 }
@@ -578,7 +622,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             2 => self.drive(u, k)?,
             3 => self.report(k, None),
             4 => {
-                let failure = verdict(u)?;
+                let failure = verdict(u, self.now)?;
                 self.report(k, Some(failure));
             }
             5 => self.report_again(u, k)?,
@@ -614,10 +658,17 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             return Ok(());
         }
         let now = self.now;
-        let safe_until = context.safety().valid_for().map_or(Instant::<HZ>::from_ticks(0), |d| after(now, d));
+        let safe_until = match (context.safety().valid_for(), context.safety()) {
+            (Some(d), _) => after(now, d),
+            // Repeats are safe by the failure, not by time: `arrived` stops them.
+            #[cfg(feature = "until-arrived")]
+            (None, ReplaySafety::UntilArrived) => Instant::<HZ>::from_ticks(Ticks::MAX),
+            (None, _) => Instant::<HZ>::from_ticks(0),
+        };
         let (held_back, airtime) = (held_back(self.config, &context), context.attempt_airtime());
-        self.slots[k] = accepted(Operation::start(self.policy, self.config, context, now))
-            .map(|op| Slot::started(op, now, safe_until, held_back, airtime));
+        self.slots[k] = accepted(Operation::start(self.policy, self.config, context, now)).map(|op| {
+            Slot::started(op, now, safe_until, until_arrived(context.safety()), held_back, airtime)
+        });
         if let Some(slot) = &self.slots[k] {
             assert!(!slot.op.is_done() && slot.op.dispatched() == 0 && slot.op.attempt().is_none());
         }
@@ -641,7 +692,8 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         let op = Operation::start_hedge(self.policy, self.config, plan, now);
         assert!(op.is_hedge() && !op.is_done() && op.attempt().is_none());
         assert_eq!((op.dispatched(), op.deadline()), (0, plan.deadline()));
-        self.slots[k] = Some(Slot::started(op, now, safe_until, held_back, airtime));
+        // A hedge's statement is a read's.
+        self.slots[k] = Some(Slot::started(op, now, safe_until, false, held_back, airtime));
         self.reached.hedges += 1;
         true
     }
@@ -758,6 +810,11 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                         attempt.started() < slot.safe_until,
                         "a retry after the replay statement expired"
                     );
+                    assert!(
+                        !slot.arrived,
+                        "a retry of an operation safe until arrival, after an attempt that may have arrived"
+                    );
+                    self.reached.until_arrived_retries += u32::from(slot.until_arrived);
                     if let Some(t) = slot.not_before.take() {
                         assert!(
                             attempt.started() >= t,
@@ -825,7 +882,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             }
             if slot.out.is_some() {
                 self.now = after(self.now, Duration::<HZ>::from_ticks(u.int_in_range(0..=64)?));
-                let failure = if u.ratio(1u8, 4)? { None } else { Some(verdict(u)?) };
+                let failure = if u.ratio(1u8, 4)? { None } else { Some(verdict(u, self.now)?) };
                 self.report(k, failure);
             } else if let Some(until) = self.poll(k) {
                 self.now = until;
@@ -853,6 +910,9 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         events.within_bound();
         events.said_limit(limit, self.state.bulkhead_limit(self.config));
         slot.not_before = failure.and_then(|f| f.retry_after()).map(|d| after(slot.seen, d));
+        if slot.until_arrived && failure.is_some_and(|f| !f.never_arrived()) {
+            slot.arrived = true;
+        }
         assert!(slot.op.attempt().is_none(), "the attempt is still out after its report");
         if failure.is_none() {
             assert!(slot.op.is_done(), "a success did not end the operation");
@@ -869,7 +929,7 @@ impl<'p, const HZ: u64> World<'p, HZ> {
             Some(s) => s.op.attempt().or_else(|| s.stale.take()).map(|a| (a, s.op.id())),
             None => None,
         };
-        let failure = if u.arbitrary()? { Some(verdict(u)?) } else { None };
+        let failure = if u.arbitrary()? { Some(verdict(u, self.now)?) } else { None };
         let now = self.now;
         let Some(slot) = &mut self.slots[k] else { return Ok(()) };
         let Some((attempt, owner)) = theirs else { return Ok(()) };
@@ -956,8 +1016,9 @@ impl<'p, const HZ: u64> World<'p, HZ> {
         }
         // How an operation that ran this one inside an attempt judges its end, with the wait the
         // adapters give it (seed 000: exactly one layer retries). It retries only an operation
-        // whose policy allowed it a single attempt, by that attempt's own verdict; it waits out a
-        // deferral or refusal whose wait is known, exactly that wait; anything else is final.
+        // whose policy allowed it a single attempt, or that ended its first attempt because that
+        // attempt may have arrived, by that attempt's own verdict; it waits out a deferral or
+        // refusal whose wait is known, exactly that wait; anything else is final.
         let retry_in =
             c.not_before.map(|at| Duration::<HZ>::from_ticks(at.as_ticks().saturating_sub(now.as_ticks())));
         let outer = c.outer_verdict(retry_in);
@@ -966,7 +1027,8 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 assert_eq!(outer, retry_in.map_or(Verdict::NotRetryable, Verdict::RetryableAfter));
             }
             Disposition::Failed if outer.is_retryable() => {
-                assert_eq!((c.summary.dispatched, policy.max_attempts()), (1, 1), "{outer:?} for {c:?}");
+                assert_eq!(c.summary.dispatched, 1, "{outer:?} for {c:?}");
+                assert!(policy.max_attempts() == 1 || may_have_arrived(c.problem), "{outer:?} for {c:?}");
                 assert_eq!(Some(outer), c.last_failure);
             }
             _ => assert_eq!(outer, Verdict::NotRetryable, "{c:?}"),

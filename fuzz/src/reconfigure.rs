@@ -113,7 +113,7 @@ impl<'p, const HZ: u64> World<'p, '_, HZ> {
             1 => self.poll(k),
             2 => self.report(k, None),
             3 => {
-                let failure = verdict(u)?;
+                let failure = verdict(u, self.now)?;
                 self.report(k, Some(failure));
             }
             4 => self.abandon(k),

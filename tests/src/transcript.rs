@@ -131,6 +131,7 @@ pub fn line(event: &Event<HZ>) -> String {
         Event::AttemptFailed { attempt, at, verdict, then, .. } => {
             let verdict = match verdict {
                 Verdict::Retryable => String::from("retryable"),
+                Verdict::NeverArrived => String::from("never arrived"),
                 Verdict::RetryableAfter(d) => format!("retryable after {}", secs(d.as_ticks())),
                 Verdict::NotRetryable => String::from("not retryable"),
             };

@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use relent_core::{
-    Action, Backoff, Context, DelaySource, Dependency, DependencyConfig, Event, Jitter, Operation,
-    ReplaySafety, RetryBudget, RetryPolicy, StartError, Verdict,
+    Action, AfterFailure, Backoff, Context, DelaySource, Dependency, DependencyConfig, Event, Jitter,
+    Operation, Problem, ReplaySafety, RetryBudget, RetryPolicy, StartError, Verdict,
 };
 use relent_tests::rng::seeded;
 use relent_tests::transcript::{D, Failure, HZ, T};
@@ -25,6 +25,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
         (0..200_000u64, 0..300_000u64)
             .prop_map(|(t, w)| Outcome::Fail(t, Verdict::RetryableAfter(D::from_ticks(w)))),
         (0..200_000u64).prop_map(|t| Outcome::Fail(t, Verdict::NotRetryable)),
+        (0..200_000u64).prop_map(|t| Outcome::Fail(t, Verdict::NeverArrived)),
         Just(Outcome::Hang),
     ]
 }
@@ -78,6 +79,7 @@ fn start_tick() -> impl Strategy<Value = u64> {
 fn safety() -> impl Strategy<Value = ReplaySafety<HZ>> {
     prop_oneof![
         Just(ReplaySafety::Unsafe),
+        Just(ReplaySafety::UntilArrived),
         (1..2_000_000u64).prop_map(|v| ReplaySafety::replayable_read(D::from_ticks(v))),
         any::<u64>().prop_map(|v| ReplaySafety::provider_idempotent_mutation(D::from_ticks(v))),
     ]
@@ -106,8 +108,9 @@ proptest! {
     /// Dispatches never exceed max attempts; no attempt starts at or after the deadline; an
     /// attempt's timeout never exceeds what remains nor the ceiling; each delay is within its
     /// jitter's bounds and never below a Retry-After; the next attempt never starts before its
-    /// delay has passed; the run ends with exactly one completion that agrees with the events;
-    /// nothing panics, including near u64::MAX.
+    /// delay has passed; an operation stated safe until an attempt arrives is repeated only after
+    /// failures that never arrived; the run ends with exactly one completion that agrees with the
+    /// events; nothing panics, including near u64::MAX.
     #[test]
     fn every_decision_respects_the_policy((policy, budget, deadline, start, safety, outcomes, lateness, seed) in scenario()) {
         let config = DependencyConfig::new(D::from_secs(10)).budget(budget);
@@ -205,6 +208,16 @@ proptest! {
                             prop_assert!(delay <= stated + policy.retry_after_spread().as_ticks());
                         }
                     }
+                }
+                // Stated safe until an attempt arrives: only a failure that never arrived is
+                // followed by another attempt.
+                Event::AttemptFailed { verdict, then: AfterFailure::Retry, .. } if safety == ReplaySafety::UntilArrived => {
+                    prop_assert_eq!(verdict, Verdict::NeverArrived);
+                }
+                // And only such an operation ends for an attempt that may have arrived.
+                Event::AttemptFailed { verdict, then: AfterFailure::Stop(Problem::MayHaveArrived), .. } => {
+                    prop_assert_eq!(safety, ReplaySafety::UntilArrived);
+                    prop_assert!(verdict.is_retryable() && !verdict.never_arrived());
                 }
                 Event::Completed { disposition, problem, dispatched: n, .. } => {
                     completions += 1;

@@ -40,6 +40,7 @@ fn the_kept_seeds_keep_every_promise() {
         dispatched_from_queue,
         alive,
         hedges_dispatched,
+        until_arrived_retries,
         ..
     } = reached;
     for (what, n) in [
@@ -61,6 +62,7 @@ fn the_kept_seeds_keep_every_promise() {
         ("attempts dispatched after a wait in the queue", dispatched_from_queue),
         ("first attempts that went once every wait had passed", alive),
         ("attempts dispatched by hedges", hedges_dispatched),
+        ("retries of operations safe until an attempt arrives", until_arrived_retries),
     ] {
         assert!(n >= 10, "the seeds reach {n} {what}: make them again");
     }
