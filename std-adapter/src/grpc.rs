@@ -198,7 +198,7 @@ where
     }
     let mut status = Status::unavailable(message);
     let pushback = match error.classify() {
-        Verdict::Retryable => None,
+        Verdict::Retryable | Verdict::NeverArrived => None,
         Verdict::RetryableAfter(wait) => Some(pushback_value(crate::std_duration(wait))),
         Verdict::NotRetryable => Some(AsciiMetadataValue::from_static("-1")),
     };
@@ -459,6 +459,8 @@ impl GrpcClassifier {
             StatusRule::Success => Exchange::Success,
             StatusRule::Fail => Exchange::Failure(Verdict::NotRetryable),
             StatusRule::Retry => Exchange::Failure(match pushback(status) {
+                // tonic's `Channel` could not connect: the call was never sent.
+                None if crate::http::connection_refused(status) => Verdict::NeverArrived,
                 None => Verdict::Retryable,
                 Some(Pushback::After(wait)) => Verdict::RetryableAfter(ticks(wait)),
                 Some(Pushback::Stop) => Verdict::NotRetryable,

@@ -4,9 +4,12 @@
 //! Seed 000 ("What Is Safe to Retry") is the source of every default here:
 //!
 //! - a request is replayable when its method is idempotent (GET, HEAD, OPTIONS, PUT, DELETE) or it
-//!   carries an `Idempotency-Key` the provider deduplicates; any other request gets exactly one
-//!   attempt, whatever the policy says (a read timeout on a keyless POST is never retried);
-//! - a connection refused or a connect timeout means the request never arrived: retryable;
+//!   carries an `Idempotency-Key` the provider deduplicates; any other request (a keyless POST) is
+//!   sent again only when its attempt never arrived, and a read timeout, a reset connection or a
+//!   status on it is never retried (relent-core's `ReplaySafety::UntilArrived`);
+//! - a connection refused or a connect timeout means the request never arrived: retryable; a
+//!   refused connection is [`Verdict::NeverArrived`] ([`connection_refused`]), the one failure after
+//!   which a keyless POST is sent again;
 //! - 429 and 503 are the far side saying "not now": retryable, no sooner than their `Retry-After`
 //!   (delta-seconds or an HTTP-date; a date is read on the server's clock, against the response's
 //!   own `Date`, so a client clock that runs ahead does not retry early);
@@ -254,8 +257,9 @@ impl StatusClassifier {
     /// of its connect timeouts with a type of its own (the workspace README's "With reqwest" has
     /// the rule for it).
     ///
-    /// Whatever the rule says, only a request the layer may send again is retried (an idempotent
-    /// method, or an `Idempotency-Key`): a keyless POST gets its one attempt.
+    /// Whatever the rule says, a request the layer may not send again (a keyless POST) is retried
+    /// only after an error that never arrived: a refused connection ([`connection_refused`]), which
+    /// this classifier judges [`Verdict::NeverArrived`] when the rule retries it.
     ///
     /// ```
     /// use relent_tokio::core::Verdict;
@@ -272,7 +276,8 @@ impl StatusClassifier {
     ///     .retry_error_when(|e| never_arrived(e) || e.is::<Unreachable>());
     /// assert_eq!(HttpClassifier::<(), Unreachable>::error(&classifier, &Unreachable), Verdict::Retryable);
     /// let io = |e: std::io::ErrorKind| HttpClassifier::<(), std::io::Error>::error(&classifier, &e.into());
-    /// assert_eq!(io(std::io::ErrorKind::ConnectionRefused), Verdict::Retryable);
+    /// assert_eq!(io(std::io::ErrorKind::ConnectionRefused), Verdict::NeverArrived);
+    /// assert_eq!(io(std::io::ErrorKind::TimedOut), Verdict::Retryable);
     /// assert_eq!(io(std::io::ErrorKind::ConnectionReset), Verdict::NotRetryable);
     /// ```
     #[must_use = "this returns the changed value and changes nothing in place"]
@@ -328,7 +333,13 @@ impl<RB, E: std::error::Error + 'static> HttpClassifier<RB, E> for StatusClassif
     }
 
     fn error(&self, error: &E) -> Verdict<HZ> {
-        if (self.retry_error)(error) { Verdict::Retryable } else { Verdict::NotRetryable }
+        if !(self.retry_error)(error) {
+            Verdict::NotRetryable
+        } else if connection_refused(error) {
+            Verdict::NeverArrived
+        } else {
+            Verdict::Retryable
+        }
     }
 }
 
@@ -337,13 +348,43 @@ impl<RB, E: std::error::Error + 'static> HttpClassifier<RB, E> for StatusClassif
 ///
 /// Both are io errors of their kind (`ConnectionRefused`, `TimedOut`), as hyper's connector
 /// reports them. An io `TimedOut` is read as a connect timeout: a client whose reads time out
-/// with the same kind has those retried too, and the layer only ever retries a request it may
-/// send again. [`StatusClassifier::retry_error_when`] takes a rule of a client's own.
+/// with the same kind has those retried too, which is why the rule decides only whether an error
+/// is retried, and a request the layer may not send again (a keyless POST) is sent again only
+/// after a refused connection ([`connection_refused`]). [`StatusClassifier::retry_error_when`]
+/// takes a rule of a client's own.
 pub fn never_arrived(error: &(dyn std::error::Error + 'static)) -> bool {
+    io_error_of_kind(error, |kind| {
+        matches!(kind, std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut)
+    })
+}
+
+/// Whether an error says the connection was refused (an io error of kind `ConnectionRefused`
+/// anywhere in its chain of sources, as hyper's and reqwest's connectors report it): the request
+/// was never sent, and sending it again is safe whatever it does. [`StatusClassifier`] judges such
+/// an error [`Verdict::NeverArrived`] when its rule retries it.
+///
+/// A connect timeout is not read so: an io `TimedOut` is also what a connection that stopped
+/// answering in the middle of a request reports, and that request may have arrived.
+///
+/// ```
+/// use relent_tokio::http::connection_refused;
+///
+/// assert!(connection_refused(&std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
+/// assert!(!connection_refused(&std::io::Error::from(std::io::ErrorKind::TimedOut)));
+/// ```
+pub fn connection_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    io_error_of_kind(error, |kind| kind == std::io::ErrorKind::ConnectionRefused)
+}
+
+/// Whether an io error of a kind `wanted` accepts is anywhere in `error`'s chain of sources.
+fn io_error_of_kind(
+    error: &(dyn std::error::Error + 'static),
+    wanted: impl Fn(std::io::ErrorKind) -> bool,
+) -> bool {
     let mut next = Some(error);
     while let Some(e) = next {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) {
+            if wanted(io.kind()) {
                 return true;
             }
         }
@@ -428,7 +469,10 @@ mod tests {
         let refused = |c: &StatusClassifier| {
             HttpClassifier::<(), std::io::Error>::error(c, &std::io::ErrorKind::ConnectionRefused.into())
         };
-        assert_eq!((unreachable(&default), refused(&default)), (Verdict::NotRetryable, Verdict::Retryable));
+        assert_eq!(
+            (unreachable(&default), refused(&default)),
+            (Verdict::NotRetryable, Verdict::NeverArrived)
+        );
         assert_eq!((unreachable(&own), refused(&own)), (Verdict::Retryable, Verdict::NotRetryable));
         // Responses are classified as before.
         let busy = Response::builder().status(503).body(()).unwrap();
@@ -652,11 +696,18 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_or_timed_out_connection_anywhere_in_the_chain_is_retryable() {
+    fn a_refused_or_timed_out_connection_anywhere_in_the_chain_is_retryable_and_only_a_refused_one_never_arrived()
+     {
         let c = StatusClassifier::default();
         let refused = Wrapped(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let timed_out = Wrapped(std::io::Error::from(std::io::ErrorKind::TimedOut));
         let reset = Wrapped(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
-        assert_eq!(HttpClassifier::<(), Wrapped>::error(&c, &refused), Verdict::Retryable);
+        assert_eq!(HttpClassifier::<(), Wrapped>::error(&c, &refused), Verdict::NeverArrived);
+        assert_eq!(
+            HttpClassifier::<(), Wrapped>::error(&c, &timed_out),
+            Verdict::Retryable,
+            "a connection that stopped answering mid-request times out with the same kind"
+        );
         assert_eq!(
             HttpClassifier::<(), Wrapped>::error(&c, &reset),
             Verdict::NotRetryable,

@@ -55,9 +55,11 @@ use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_ide
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SingleAttempt {
-    /// Neither an idempotent method nor an `Idempotency-Key`: repeating it could repeat its effect.
+    /// Neither an idempotent method nor an `Idempotency-Key`, under a policy of one attempt:
+    /// repeating it could repeat its effect. (Under a policy of several, such a request is sent
+    /// again after an attempt that never arrived: its `replay_safety` is `UntilArrived`.)
     NotIdempotent,
-    /// Replayable in principle, but its body cannot be sent twice.
+    /// Its body cannot be sent twice: not even an attempt that never arrived is sent again.
     BodyNotReplayable,
 }
 
@@ -291,7 +293,9 @@ pub struct RetryReport {
     /// The replay-safety statement the layer made for the request (seed 003: every operation
     /// states one): `ReplayableRead` for an idempotent method, `ProviderIdempotentMutation` for a
     /// request that carries an `Idempotency-Key`, each valid for [`RetryLayer::replay_valid_for`];
-    /// `Unsafe` for a request the layer gives a single attempt (`single_attempt` says why; a read
+    /// `UntilArrived` for any other request (a keyless POST), sent again only after an attempt
+    /// that never arrived (a refused connection), and ended at the first that may have
+    /// (`may_have_arrived`); `Unsafe` for a request the layer gives a single attempt (`single_attempt` says why; a read
     /// under a policy of one attempt is still a read). What to look at when a request was
     /// repeated and should not have been, or the other way round.
     pub replay_safety: ReplaySafety<HZ>,
@@ -465,8 +469,10 @@ impl<E: std::error::Error + 'static> std::error::Error for HttpError<E> {
 
 /// What an operation whose attempt sent this request should do about it: as
 /// [`Error`](crate::Error)'s verdict, seed 000's rule that exactly one layer retries. A request the
-/// layer could retry was retried here, so the outer operation does not retry it again; one the
-/// layer gave a single attempt (a keyless POST, a policy of one attempt) is the outer's to retry,
+/// layer could retry was retried here (a keyless POST too, whose attempts that never arrived were
+/// sent again, and which ended at one that may have arrived), so the outer operation does not retry
+/// it again; one the layer gave a single attempt (a policy of one attempt, a body that cannot be
+/// copied) is the outer's to retry,
 /// when the layer's classifier called its failure retryable (after the far side's Retry-After, if
 /// it stated one); a deferral or a refusal with a known end is retryable after
 /// [`RetryReport::retry_in`]; a request that succeeded is not retryable.
@@ -623,9 +629,9 @@ impl<C> RetryLayer<C> {
     /// [`HedgeDelay`](relent_core::HedgeDelay): `HedgeDelay::percentile(95)` hedges at the
     /// dependency's own 95th percentile of latency, read from its latency log when each request
     /// starts (see [`Dependency::execute_hedged`]). A hedge is paid for by the dependency's retry budget and admitted by its
-    /// protections as a retry is. A request that gets one attempt (a POST without an
-    /// `Idempotency-Key`, a body that cannot be copied) is not hedged, and neither is a POST with
-    /// a key, which is still retried: a provider's key protects a repeat that comes after the first
+    /// protections as a retry is. A request that gets one attempt (a body that cannot be copied) is
+    /// not hedged, nor is a POST without an `Idempotency-Key` (sent again only when its attempt never
+    /// arrived), and neither is a POST with a key, which is still retried: a provider's key protects a repeat that comes after the first
     /// request, not a copy in flight ([`ReplaySafety::may_hedge`]).
     /// Every attempt of a hedged request sends a copy of it, the last included (either of two
     /// attempts out at once may be the one still running when the other needs the request). The
@@ -761,11 +767,10 @@ struct Prepared<B> {
 /// (its method, headers and extensions are read here) would keep its 224 bytes in the future after
 /// it was taken apart, beside the parts.
 fn prepare<B: ReplayBody, C>(shared: &RetryLayer<C>, request: Request<B>) -> Prepared<B> {
-    let (single, copy) = if !is_replayable(&request) {
-        (Some(SingleAttempt::NotIdempotent), None)
-    } else if shared.policy.max_attempts() <= 1 {
+    let replayable = is_replayable(&request);
+    let (single, copy) = if shared.policy.max_attempts() <= 1 {
         // No retry can follow the one attempt: no copy is needed to learn anything.
-        (None, None)
+        ((!replayable).then_some(SingleAttempt::NotIdempotent), None)
     } else {
         match request.body().try_clone() {
             None => (Some(SingleAttempt::BodyNotReplayable), None),
@@ -776,7 +781,9 @@ fn prepare<B: ReplayBody, C>(shared: &RetryLayer<C>, request: Request<B>) -> Pre
     let (policy, safety) = match single {
         Some(_) => (shared.policy.without_retries(), ReplaySafety::Unsafe),
         None if is_idempotent(request.method()) => (shared.policy, ReplaySafety::replayable_read(valid_for)),
-        None => (shared.policy, ReplaySafety::provider_idempotent_mutation(valid_for)),
+        None if replayable => (shared.policy, ReplaySafety::provider_idempotent_mutation(valid_for)),
+        // A keyless POST: sent again only after an attempt that never arrived (seed 000).
+        None => (shared.policy, ReplaySafety::UntilArrived),
     };
     let until = request.extensions().get::<RequestDeadline>().copied();
     let criticality = request.extensions().get::<Criticality>().copied().unwrap_or(shared.criticality);

@@ -8,7 +8,8 @@
 //! this one, as a `Policy` tells tower's `Retry`:
 //!
 //! - the replay-safety statement for each request (seed 003: made on every call). A request
-//!   stated `Unsafe` gets exactly one attempt, whatever the policy allows, as a keyless POST does
+//!   stated `Unsafe` gets exactly one attempt, whatever the policy allows; one stated
+//!   `UntilArrived` is retried only after errors judged `NeverArrived`, as a keyless POST is
 //!   through the HTTP layer;
 //! - the verdict on each error: retryable, retryable after a stated wait, or not;
 //! - optionally, the request's own deadline, sooner than the layer's.

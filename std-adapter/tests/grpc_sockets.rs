@@ -81,7 +81,8 @@ async fn quote_over(
 const RETRIED: relent_tokio::http::Exchange = relent_tokio::http::Exchange::Failure(Verdict::Retryable);
 
 /// Over a real socket, on the real clock: a server restarting is a refused connection, which
-/// tonic's `Channel` reports as UNAVAILABLE. The classifier retries it; the server listens again
+/// tonic's `Channel` reports as UNAVAILABLE, caused by the refusal: never arrived. The classifier
+/// retries it; the server listens again
 /// after the first attempt, and the retry is answered.
 #[tokio::test]
 async fn over_a_socket_a_refused_connection_is_unavailable_and_retried_when_the_server_is_back() {
@@ -92,7 +93,11 @@ async fn over_a_socket_a_refused_connection_is_unavailable_and_retried_when_the_
     let (reply, failures) =
         quote_over(&channel(addr, None), &GrpcClassifier::default(), Duration::from_secs(5), back_up).await;
     assert_eq!(reply.as_deref(), Ok("sku-7: 12.50"));
-    assert_eq!(failures, [(Code::Unavailable, true, RETRIED)]);
+    // Never arrived: a keyless call (`ReplaySafety::UntilArrived`) is sent again too.
+    assert_eq!(
+        failures,
+        [(Code::Unavailable, true, relent_tokio::http::Exchange::Failure(Verdict::NeverArrived))]
+    );
     assert_eq!(server.calls().len(), 1, "the refused call never reached the server");
 }
 

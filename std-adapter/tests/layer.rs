@@ -163,11 +163,12 @@ async fn a_keyless_post_that_times_out_is_sent_once_and_a_keyed_one_is_retried()
     let err = svc.ready().await.unwrap().call(request(Method::POST, "/orders", None)).await.unwrap_err();
     assert!(matches!(err, HttpError::TimedOut { .. }), "{err}");
     let report = err.report().unwrap();
+    // It may have arrived: not sent again.
     assert_eq!(
-        (report.dispatched, report.retries, report.single_attempt),
-        (1, 0, Some(SingleAttempt::NotIdempotent))
+        (report.dispatched, report.retries, report.single_attempt, report.problem),
+        (1, 0, None, Some(Problem::MayHaveArrived))
     );
-    assert_eq!(report.replay_safety, ReplaySafety::Unsafe);
+    assert_eq!(report.replay_safety, ReplaySafety::UntilArrived);
     assert_eq!(provider.attempts("/orders").len(), 1);
     let response =
         svc.ready().await.unwrap().call(request(Method::POST, "/keyed", Some("k-1"))).await.unwrap();
@@ -178,6 +179,32 @@ async fn a_keyless_post_that_times_out_is_sent_once_and_a_keyed_one_is_retried()
         (2, None, Disposition::Succeeded)
     );
     assert_eq!(report.replay_safety, ReplaySafety::provider_idempotent_mutation(DAY));
+}
+
+/// Seed 000's wrapper: "a connection refused ... means the request never arrived: the far side's
+/// state is unchanged and a retry is safe", for a POST without a key as for any request; a 503 on
+/// it arrived, and ends it.
+#[tokio::test(start_paused = true)]
+async fn a_keyless_post_is_sent_again_after_a_refused_connection_and_not_after_a_503() {
+    let provider = Provider::default();
+    provider.script("/orders", &[Reply::Refuse, Reply::Refuse, Reply::Status(201)]);
+    provider.script("/shed", &[Reply::Refuse, Reply::StatusAfter(503, "1"), Reply::Status(201)]);
+    let t0 = tokio::time::Instant::now();
+    let mut svc = layer(budgeted()).layer(provider.service(t0));
+    let response = svc.ready().await.unwrap().call(request(Method::POST, "/orders", None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    // 100 ms, then 200 ms of backoff (no jitter).
+    assert_eq!(provider.attempts("/orders"), [ms(0), ms(100), ms(300)]);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.dispatched, report.replay_safety), (3, ReplaySafety::UntilArrived));
+
+    let t1 = t0.elapsed();
+    let response = svc.ready().await.unwrap().call(request(Method::POST, "/shed", None)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "the 503 is the answer");
+    assert_eq!(provider.attempts("/shed"), [t1, t1 + ms(100)]);
+    let report = response.extensions().get::<RetryReport>().unwrap();
+    assert_eq!((report.dispatched, report.problem), (2, Some(Problem::MayHaveArrived)));
+    assert_eq!(report.retry_after, Some(Std::from_secs(1)), "the far side's wait is kept");
 }
 
 #[tokio::test(start_paused = true)]
@@ -407,8 +434,11 @@ async fn a_body_and_the_service_are_copied_once_for_each_attempt_a_retry_may_fol
             copies: 2,
             clones: 3,
         },
-        // A keyless POST gets one attempt: its own body, and no copy made.
-        Case { policy: POLICY, method: Method::POST, answers: &[503], carried: &[0], copies: 0, clones: 1 },
+        // A keyless POST's first attempt sends a copy, as a retry follows it if it never arrives; a
+        // 503 arrived, so none does.
+        Case { policy: POLICY, method: Method::POST, answers: &[503], carried: &[1], copies: 1, clones: 2 },
+        // A keyless POST under a policy of one attempt: its own body, and no copy made.
+        Case { policy: once, method: Method::POST, answers: &[503], carried: &[0], copies: 0, clones: 1 },
         // A read under a policy of one attempt: no retry can follow it, so nothing is copied.
         Case { policy: once, method: Method::GET, answers: &[503], carried: &[0], copies: 0, clones: 1 },
     ];
@@ -444,7 +474,7 @@ async fn each_error_says_what_happened_and_its_chain_shows_each_message_once() {
     let timed_out = send(Method::POST, "/hangs").await.unwrap_err();
     assert_eq!(
         chain(&timed_out),
-        ["payrail: failed (attempts_exhausted) after 1 attempt(s); last failure: attempt timed out after 1s"]
+        ["payrail: failed (may_have_arrived) after 1 attempt(s); last failure: attempt timed out after 1s"]
     );
     assert!(
         matches!(timed_out, HttpError::TimedOut { after, .. } if after == std::time::Duration::from_secs(1))
@@ -890,7 +920,7 @@ async fn a_read_still_out_after_the_hedge_delay_gets_a_second_copy_and_the_first
 }
 
 /// Only requests of idempotent methods are hedged. A POST without an `Idempotency-Key` gets its one
-/// attempt however long it takes; one with a key is retried after its attempt times out, not
+/// attempt however long it takes (it is sent again only when it never arrived); one with a key is retried after its attempt times out, not
 /// hedged: a provider's key protects a repeat, not a copy in flight.
 #[tokio::test(start_paused = true)]
 async fn only_reads_are_hedged_a_keyless_post_gets_one_attempt_and_a_keyed_one_is_retried() {
@@ -905,7 +935,7 @@ async fn only_reads_are_hedged_a_keyless_post_gets_one_attempt_and_a_keyed_one_i
     let response = svc.ready().await.unwrap().call(request(Method::POST, "/charge", None)).await.unwrap();
     assert_eq!((response.status(), provider.attempts("/charge")), (StatusCode::CREATED, vec![ms(0)]));
     let report = response.extensions().get::<RetryReport>().unwrap();
-    assert_eq!((report.hedge, report.single_attempt), (false, Some(SingleAttempt::NotIdempotent)));
+    assert_eq!((report.hedge, report.replay_safety), (false, ReplaySafety::UntilArrived));
 
     let t1 = t0.elapsed();
     let keyed = request(Method::POST, "/refund", Some("r-1"));

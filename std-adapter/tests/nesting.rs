@@ -253,13 +253,16 @@ async fn a_layered_http_request_is_retried_by_the_layer_or_by_the_outer_operatio
     assert_eq!(take(&seen), [ms(0), ms(100), ms(300)]);
     assert_eq!(error.completion().unwrap().summary.dispatched, 1);
 
-    // A keyless POST gets one attempt from the layer; the refused connection never arrived, and
-    // the checkout, whose own statement makes it replayable, retries it.
+    // A keyless POST too: the refused connections never arrived, so the layer sends it again, and
+    // the checkout, whose own statement would make it replayable, does not.
     let error = checkout.execute(&CHECKOUT, mutation(), |_| send(&client, Method::POST)).await.unwrap_err();
     assert_eq!(take(&seen), [ms(0), ms(100), ms(300)]);
-    assert_eq!((error.code(), error.completion().unwrap().summary.dispatched), ("attempts_exhausted", 3));
+    assert_eq!((error.code(), error.completion().unwrap().summary.dispatched), ("", 1));
     let Some(HttpError::Transport { report, .. }) = error.into_last_failure() else { panic!() };
-    assert_eq!(report.single_attempt, Some(relent_tokio::SingleAttempt::NotIdempotent));
+    assert_eq!(
+        (report.dispatched, report.replay_safety),
+        (3, relent_tokio::core::ReplaySafety::UntilArrived)
+    );
 }
 
 /// The rule needs the inner operation's own end: an outer attempt that times out first drops the

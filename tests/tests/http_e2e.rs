@@ -11,10 +11,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use relent_examples::provider::{Provider, Script};
-use relent_tokio::core::{BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, RetryPolicy};
-use relent_tokio::{
-    Dependency, Duration, HZ, HttpError, RequestDeadline, RetryLayer, RetryReport, SingleAttempt,
+use relent_tokio::core::{
+    BreakerConfig, DependencyConfig, Disposition, Jitter, Problem, ReplaySafety, RetryPolicy,
 };
+use relent_tokio::{Dependency, Duration, HZ, HttpError, RequestDeadline, RetryLayer, RetryReport};
 use tower::{Layer, Service, ServiceExt};
 
 mod e2e;
@@ -85,7 +85,11 @@ async fn a_keyless_post_that_times_out_is_sent_once() {
         .await
         .unwrap_err();
     assert!(matches!(err, HttpError::TimedOut { .. }), "{err}");
-    assert_eq!(err.report().unwrap().single_attempt, Some(SingleAttempt::NotIdempotent));
+    let report = err.report().unwrap();
+    assert_eq!(
+        (report.replay_safety, report.problem),
+        (ReplaySafety::UntilArrived, Some(Problem::MayHaveArrived))
+    );
     assert_eq!(provider.arrivals("k1").len(), 1, "never resent");
     assert_eq!(provider.orders_for("k1"), 1, "the order was placed once, its answer lost");
 }
@@ -146,14 +150,14 @@ const PATIENT: RetryPolicy<HZ> =
     };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_refused_while_a_node_restarts_are_retried_until_it_is_back() {
+async fn connections_refused_while_a_node_restarts_are_retried_until_it_is_back_a_keyless_post_too() {
     let provider = Provider::start(Script::PerRequest).await.unwrap();
     provider.restart_for(Std::from_secs(1));
     tokio::time::sleep(Std::from_millis(50)).await;
     // A fresh client: no pooled connection from before the restart.
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(Std::from_millis(250)));
-    let client = Client::builder(TokioExecutor::new()).build(connector);
+    let client = Client::builder(TokioExecutor::new()).build(connector.clone());
     let dependency = Dependency::with_seed("payrail", budgeted(), 3).unwrap();
     let mut svc = RetryLayer::new(dependency, PATIENT, Std::from_secs(10)).layer(client);
     let (status, report) =
@@ -161,6 +165,19 @@ async fn connections_refused_while_a_node_restarts_are_retried_until_it_is_back(
     assert_eq!(status, StatusCode::OK);
     assert!(report.dispatched >= 2, "refused at first, then retried: {report:?}");
     assert_eq!(provider.arrivals("r").len(), 1, "refused attempts never reached the provider");
+
+    // A keyless POST: hyper's refused connection never arrived, and it is sent again (seed 000).
+    provider.restart_for(Std::from_secs(1));
+    tokio::time::sleep(Std::from_millis(50)).await;
+    let client = Client::builder(TokioExecutor::new()).build(connector);
+    let dependency = Dependency::with_seed("payrail", budgeted(), 3).unwrap();
+    let mut svc = RetryLayer::new(dependency, PATIENT, Std::from_secs(10)).layer(client);
+    let (status, report) =
+        send(&mut svc, request(&provider, Method::POST, "/orders", "p", "ok", None)).await.unwrap();
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(report.dispatched >= 2, "refused at first, then sent again: {report:?}");
+    assert_eq!(report.replay_safety, ReplaySafety::UntilArrived);
+    assert_eq!((provider.arrivals("p").len(), provider.orders_for("p")), (1, 1), "placed once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
