@@ -368,7 +368,8 @@ impl fmt::Display for StartError {
             Self::UnsafeWithRetries { max_attempts } => write!(
                 f,
                 "max_attempts = {max_attempts} (greater than one) requires an explicit replay-safety statement; the operation is Unsafe. \
-                 State ReplaySafety::replayable_read or ReplaySafety::provider_idempotent_mutation in its Context if repeating it is safe; \
+                 State ReplaySafety::replayable_read or ReplaySafety::provider_idempotent_mutation in its Context if repeating it is safe, \
+                 or ReplaySafety::UntilArrived to repeat only attempts that never reached the far side (judged Verdict::NeverArrived); \
                  Relent never infers that repeating a call is safe"
             ),
             Self::RetryWithoutBudget { max_attempts } => write!(

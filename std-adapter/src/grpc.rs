@@ -22,7 +22,7 @@
 //! | `UNKNOWN`, `INTERNAL`, `DATA_LOSS`, `UNIMPLEMENTED`, `DEADLINE_EXCEEDED` | 500, 501, 504 | a failure, not retried |
 //! | `OK` and every other code | 200, 4xx, 499 | the exchange worked: the caller's answer |
 //!
-//! Two more readings, from gRPC's own documents:
+//! Three more readings:
 //!
 //! - **Server pushback** (gRFC A6, "gRPC Retry Design"): a retried status with
 //!   `grpc-retry-pushback-ms` ([`PUSHBACK`]) is retried no sooner than that many milliseconds
@@ -38,6 +38,10 @@
 //!   each is retried, as an attempt that outlives relent's own timeout is
 //!   ([`AttemptError::TimedOut`](crate::AttemptError::TimedOut)), whatever the rule for
 //!   `CANCELLED`. Any other `CANCELLED`, one the server sent, is judged by the rule.
+//! - **A call that was never sent**: tonic's `Channel` reports a refused connection as
+//!   `UNAVAILABLE` caused by the refusal; retried under the rule for `UNAVAILABLE`, it is
+//!   [`Verdict::NeverArrived`], so a call stated `ReplaySafety::UntilArrived` (a mutation without a
+//!   request id the server deduplicates) is sent again after it, and after nothing else.
 //!
 //! Every rule can be overridden per code ([`GrpcClassifier::rule`]). As everywhere in Relent, a
 //! call is repeated only under a replay-safety statement that allows it: the classifier never
@@ -620,6 +624,43 @@ mod tests {
             Exchange::Failure(Verdict::NotRetryable)
         );
         assert_eq!(overridden.exchange(&timeout), Exchange::Failure(Verdict::Retryable));
+    }
+
+    #[test]
+    fn a_refused_connection_never_arrived_under_the_rule_for_unavailable() {
+        let grpc = GrpcClassifier::default();
+        // As tonic's channel reports it: UNAVAILABLE, the refusal somewhere under it.
+        let mut refused = Status::unavailable("tcp connect error");
+        refused.set_source(std::sync::Arc::new(std::io::Error::other(Refused(
+            std::io::ErrorKind::ConnectionRefused.into(),
+        ))));
+        assert_eq!(grpc.exchange(&refused), Exchange::Failure(Verdict::NeverArrived));
+        // Any other UNAVAILABLE may have arrived: a server shedding load sent it.
+        assert_eq!(grpc.exchange(&Status::unavailable("shedding")), Exchange::Failure(Verdict::Retryable));
+        let mut reset = Status::unavailable("connection reset");
+        reset.set_source(std::sync::Arc::new(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+        assert_eq!(grpc.exchange(&reset), Exchange::Failure(Verdict::Retryable));
+        // The rule still decides whether it is retried at all.
+        let failing = grpc.clone().rule(Code::Unavailable, StatusRule::Fail);
+        assert_eq!(failing.exchange(&refused), Exchange::Failure(Verdict::NotRetryable));
+        // And a status for it that a pushback stops is not retried.
+        let mut stopped = with_pushback(Code::Unavailable, "-1");
+        stopped.set_source(std::sync::Arc::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
+        assert_eq!(grpc.exchange(&stopped), Exchange::Failure(Verdict::NotRetryable));
+    }
+
+    /// An error whose source is the refusal, as hyper's connect error holds it.
+    #[derive(Debug)]
+    struct Refused(std::io::Error);
+    impl std::fmt::Display for Refused {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("tcp connect error")
+        }
+    }
+    impl std::error::Error for Refused {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
     }
 
     #[test]

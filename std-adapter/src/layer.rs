@@ -55,9 +55,10 @@ use crate::http::{Exchange, HttpClassifier, ReplayBody, StatusClassifier, is_ide
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SingleAttempt {
-    /// Neither an idempotent method nor an `Idempotency-Key`, under a policy of one attempt:
-    /// repeating it could repeat its effect. (Under a policy of several, such a request is sent
-    /// again after an attempt that never arrived: its `replay_safety` is `UntilArrived`.)
+    /// Neither an idempotent method nor an `Idempotency-Key`, under a policy of one attempt or
+    /// through a layer set to [`RetryLayer::keyless_once`]: repeating it could repeat its effect.
+    /// (Otherwise such a request is sent again after an attempt that never arrived: its
+    /// `replay_safety` is `UntilArrived`.)
     NotIdempotent,
     /// Its body cannot be sent twice: not even an attempt that never arrived is sent again.
     BodyNotReplayable,
@@ -546,6 +547,8 @@ pub struct RetryLayer<C = StatusClassifier> {
     timeout_header: Option<http::HeaderName>,
     hedge_after: Option<relent_core::HedgeDelay<HZ>>,
     criticality: Criticality,
+    /// Whether a request the layer may not repeat gets one attempt even when it never arrived.
+    keyless_once: bool,
     classifier: C,
 }
 
@@ -562,6 +565,7 @@ impl RetryLayer<StatusClassifier> {
             timeout_header: None,
             hedge_after: None,
             criticality: Criticality::Critical,
+            keyless_once: false,
             classifier: StatusClassifier::default(),
         }
     }
@@ -578,8 +582,20 @@ impl<C> RetryLayer<C> {
             timeout_header: self.timeout_header,
             hedge_after: self.hedge_after,
             criticality: self.criticality,
+            keyless_once: self.keyless_once,
             classifier,
         }
+    }
+
+    /// Gives every request the layer may not repeat (neither an idempotent method nor an
+    /// `Idempotency-Key`) a single attempt, even after a refused connection: for a team whose rule
+    /// is that such a request is sent once, whatever became of it. Its report's `single_attempt`
+    /// is then `NotIdempotent`, and its statement `Unsafe`. By default it is sent again after an
+    /// attempt that never arrived, and only then (seed 000; [`RetryReport::replay_safety`]).
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub fn keyless_once(mut self) -> Self {
+        self.keyless_once = true;
+        self
     }
 
     /// How long a replayable request stays safe to repeat (default 24 h, a common idempotency-key
@@ -768,9 +784,11 @@ struct Prepared<B> {
 /// it was taken apart, beside the parts.
 fn prepare<B: ReplayBody, C>(shared: &RetryLayer<C>, request: Request<B>) -> Prepared<B> {
     let replayable = is_replayable(&request);
-    let (single, copy) = if shared.policy.max_attempts() <= 1 {
+    let (single, copy) = if !replayable && (shared.keyless_once || shared.policy.max_attempts() <= 1) {
+        (Some(SingleAttempt::NotIdempotent), None)
+    } else if shared.policy.max_attempts() <= 1 {
         // No retry can follow the one attempt: no copy is needed to learn anything.
-        ((!replayable).then_some(SingleAttempt::NotIdempotent), None)
+        (None, None)
     } else {
         match request.body().try_clone() {
             None => (Some(SingleAttempt::BodyNotReplayable), None),

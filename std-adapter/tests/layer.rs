@@ -205,6 +205,17 @@ async fn a_keyless_post_is_sent_again_after_a_refused_connection_and_not_after_a
     let report = response.extensions().get::<RetryReport>().unwrap();
     assert_eq!((report.dispatched, report.problem), (2, Some(Problem::MayHaveArrived)));
     assert_eq!(report.retry_after, Some(Std::from_secs(1)), "the far side's wait is kept");
+
+    // A layer whose rule is one attempt for such a request, whatever became of it.
+    provider.script("/once", &[Reply::Refuse, Reply::Status(201)]);
+    let mut once = layer(budgeted()).keyless_once().layer(provider.service(t0));
+    let err = once.ready().await.unwrap().call(request(Method::POST, "/once", None)).await.unwrap_err();
+    let report = err.report().unwrap();
+    assert_eq!(
+        (report.dispatched, report.single_attempt, report.replay_safety),
+        (1, Some(SingleAttempt::NotIdempotent), ReplaySafety::Unsafe)
+    );
+    assert_eq!(provider.attempts("/once").len(), 1);
 }
 
 #[tokio::test(start_paused = true)]

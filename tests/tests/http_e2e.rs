@@ -152,28 +152,25 @@ const PATIENT: RetryPolicy<HZ> =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_refused_while_a_node_restarts_are_retried_until_it_is_back_a_keyless_post_too() {
     let provider = Provider::start(Script::PerRequest).await.unwrap();
-    provider.restart_for(Std::from_secs(1));
-    tokio::time::sleep(Std::from_millis(50)).await;
-    // A fresh client: no pooled connection from before the restart.
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(Std::from_millis(250)));
-    let client = Client::builder(TokioExecutor::new()).build(connector.clone());
-    let dependency = Dependency::with_seed("payrail", budgeted(), 3).unwrap();
-    let mut svc = RetryLayer::new(dependency, PATIENT, Std::from_secs(10)).layer(client);
-    let (status, report) =
-        send(&mut svc, request(&provider, Method::GET, "/quote", "r", "ok", None)).await.unwrap();
+    // Each request from a fresh client (no pooled connection from before the restart), sent while
+    // the node restarts.
+    let during_a_restart = async |method, path, id| {
+        provider.restart_for(Std::from_secs(1));
+        tokio::time::sleep(Std::from_millis(50)).await;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Std::from_millis(250)));
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let dependency = Dependency::with_seed("payrail", budgeted(), 3).unwrap();
+        let mut svc = RetryLayer::new(dependency, PATIENT, Std::from_secs(10)).layer(client);
+        send(&mut svc, request(&provider, method, path, id, "ok", None)).await.unwrap()
+    };
+    let (status, report) = during_a_restart(Method::GET, "/quote", "r").await;
     assert_eq!(status, StatusCode::OK);
     assert!(report.dispatched >= 2, "refused at first, then retried: {report:?}");
     assert_eq!(provider.arrivals("r").len(), 1, "refused attempts never reached the provider");
 
     // A keyless POST: hyper's refused connection never arrived, and it is sent again (seed 000).
-    provider.restart_for(Std::from_secs(1));
-    tokio::time::sleep(Std::from_millis(50)).await;
-    let client = Client::builder(TokioExecutor::new()).build(connector);
-    let dependency = Dependency::with_seed("payrail", budgeted(), 3).unwrap();
-    let mut svc = RetryLayer::new(dependency, PATIENT, Std::from_secs(10)).layer(client);
-    let (status, report) =
-        send(&mut svc, request(&provider, Method::POST, "/orders", "p", "ok", None)).await.unwrap();
+    let (status, report) = during_a_restart(Method::POST, "/orders", "p").await;
     assert_eq!(status, StatusCode::CREATED);
     assert!(report.dispatched >= 2, "refused at first, then sent again: {report:?}");
     assert_eq!(report.replay_safety, ReplaySafety::UntilArrived);

@@ -74,13 +74,14 @@ impl Opaque {
         T::from_ticks(self.ticks())
     }
     fn verdict(&mut self) -> Verdict<HZ> {
-        let verdict = match self.u8() % 4 {
+        let verdict = match self.u8() % 5 {
             0 => Verdict::Retryable,
             1 => Verdict::RetryableAfter(self.duration()),
             2 => Verdict::retryable_after_secs(self.u32()),
+            3 => Verdict::NeverArrived,
             _ => Verdict::NotRetryable,
         };
-        opaque((verdict.is_retryable(), verdict.retry_after()));
+        opaque((verdict.is_retryable(), verdict.retry_after(), verdict.never_arrived()));
         verdict
     }
 }
@@ -203,9 +204,11 @@ fn config(x: &mut Opaque) -> DependencyConfig<HZ> {
 }
 
 fn context(x: &mut Opaque) -> Context<HZ> {
-    let safety = match x.u8() % 3 {
+    let safety = match x.u8() % 4 {
         0 => ReplaySafety::replayable_read(x.duration()),
         1 => ReplaySafety::provider_idempotent_mutation(x.duration()),
+        #[cfg(feature = "every-protection")]
+        2 => ReplaySafety::UntilArrived,
         _ => ReplaySafety::Unsafe,
     };
     opaque((safety.as_str(), safety.valid_for()));

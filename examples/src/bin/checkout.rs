@@ -5,7 +5,8 @@
 //! slow node that hangs past the attempt timeout, a bug that answers 500) and records every order
 //! it places. Then it drives 3,000 checkouts at 150 a second through hyper's pooled client wrapped
 //! in relent-tokio's `RetryLayer`: each checkout reads a quote (GET, safe to retry) and places an
-//! order (POST; most with an Idempotency-Key, some without, which are never resent), both within
+//! order (POST; most with an Idempotency-Key, some without, which are resent only after a refused
+//! connection, which never arrived), both within
 //! the checkout's one deadline (seed 000's `ctx.remaining()`), a `RequestDeadline`'s scope. A
 //! quote still out at Payrail's learnt 90th percentile of latency (50 ms at least) is hedged.
 //!
@@ -125,6 +126,7 @@ fn fate(
             "bulkhead_full" => "rejected: bulkhead_full",
             "rate_limited" => "rejected: rate_limited",
             "deadline_exceeded" => "failed: deadline_exceeded",
+            "may_have_arrived" => "failed: may_have_arrived (keyless, not resent)",
             _ => "other",
         },
         (Disposition::Failed, None) => match status {
@@ -195,7 +197,8 @@ async fn checkout(svc: Svc, provider: &Provider, n: u64) -> Checkout {
                 .body(Full::new(Bytes::new()))
                 .expect("a valid request");
             let quote = fate(&send(svc.clone(), quote).await);
-            // One checkout in five is an old client that sends no Idempotency-Key: never resent.
+            // One checkout in five is an old client that sends no Idempotency-Key: resent only
+            // when its attempt never arrived (a refused connection).
             let keyed = n % 5 != 0;
             let order = if quote.ok {
                 let mut req = Request::builder()
