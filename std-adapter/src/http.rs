@@ -234,11 +234,12 @@ impl<K: Copy + PartialEq> Overrides<K> {
 pub struct StatusClassifier {
     rules: Overrides<StatusCode>,
     retry_error: fn(&(dyn std::error::Error + 'static)) -> bool,
+    unsent_error: fn(&(dyn std::error::Error + 'static)) -> bool,
 }
 
 impl Default for StatusClassifier {
     fn default() -> Self {
-        Self { rules: Overrides::default(), retry_error: never_arrived }
+        Self { rules: Overrides::default(), retry_error: never_arrived, unsent_error: connection_refused }
     }
 }
 
@@ -283,6 +284,39 @@ impl StatusClassifier {
     #[must_use = "this returns the changed value and changes nothing in place"]
     pub fn retry_error_when(mut self, rule: fn(&(dyn std::error::Error + 'static)) -> bool) -> Self {
         self.retry_error = rule;
+        self
+    }
+
+    /// Which of the errors the retry rule retries certainly never reached the far side, and are
+    /// judged [`Verdict::NeverArrived`]: those `rule` returns `true` for. They are what a request
+    /// the layer may not repeat (a keyless POST) is sent again after. The default is
+    /// [`connection_refused`]. A client that says exactly when it never sent a request replaces it:
+    /// reqwest's `Error::is_connect`, for one, is true for its connect timeouts too, which an io
+    /// `TimedOut` cannot tell from a connection that stopped answering mid-request.
+    ///
+    /// ```
+    /// use relent_tokio::core::Verdict;
+    /// use relent_tokio::http::{HttpClassifier, StatusClassifier, connection_refused};
+    ///
+    /// #[derive(Debug)]
+    /// struct ConnectTimeout; // a client's own "timed out connecting": nothing was sent
+    /// impl std::fmt::Display for ConnectTimeout {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("connect timeout") }
+    /// }
+    /// impl std::error::Error for ConnectTimeout {}
+    ///
+    /// let unsent = |e: &(dyn std::error::Error + 'static)| connection_refused(e) || e.is::<ConnectTimeout>();
+    /// let classifier = StatusClassifier::default()
+    ///     .retry_error_when(|e| e.is::<ConnectTimeout>() || relent_tokio::http::never_arrived(e))
+    ///     .never_arrived_when(unsent);
+    /// assert_eq!(HttpClassifier::<(), ConnectTimeout>::error(&classifier, &ConnectTimeout), Verdict::NeverArrived);
+    /// // A rule that does not retry an error wins: it is not retried at all.
+    /// let strict = StatusClassifier::default().retry_error_when(|_| false).never_arrived_when(unsent);
+    /// assert_eq!(HttpClassifier::<(), ConnectTimeout>::error(&strict, &ConnectTimeout), Verdict::NotRetryable);
+    /// ```
+    #[must_use = "this returns the changed value and changes nothing in place"]
+    pub fn never_arrived_when(mut self, rule: fn(&(dyn std::error::Error + 'static)) -> bool) -> Self {
+        self.unsent_error = rule;
         self
     }
 
@@ -335,7 +369,7 @@ impl<RB, E: std::error::Error + 'static> HttpClassifier<RB, E> for StatusClassif
     fn error(&self, error: &E) -> Verdict<HZ> {
         if !(self.retry_error)(error) {
             Verdict::NotRetryable
-        } else if connection_refused(error) {
+        } else if (self.unsent_error)(error) {
             Verdict::NeverArrived
         } else {
             Verdict::Retryable
@@ -361,7 +395,8 @@ pub fn never_arrived(error: &(dyn std::error::Error + 'static)) -> bool {
 /// Whether an error says the connection was refused (an io error of kind `ConnectionRefused`
 /// anywhere in its chain of sources, as hyper's and reqwest's connectors report it): the request
 /// was never sent, and sending it again is safe whatever it does. [`StatusClassifier`] judges such
-/// an error [`Verdict::NeverArrived`] when its rule retries it.
+/// an error [`Verdict::NeverArrived`] when its rule retries it (its default for
+/// [`StatusClassifier::never_arrived_when`]).
 ///
 /// A connect timeout is not read so: an io `TimedOut` is also what a connection that stopped
 /// answering in the middle of a request reports, and that request may have arrived.

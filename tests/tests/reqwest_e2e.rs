@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use relent_examples::provider::{Provider, Script};
 use relent_tokio::core::Disposition;
-use relent_tokio::http::{StatusClassifier, never_arrived};
+use relent_tokio::http::{StatusClassifier, connection_refused, never_arrived};
 use relent_tokio::{Dependency, HttpError, RetryLayer, RetryReport};
 use tower::{Layer, Service, ServiceExt};
 
@@ -163,6 +163,32 @@ async fn reqwests_connect_timeout_never_arrived_and_is_retried_until_the_attempt
         (4, Some(relent_tokio::core::Problem::AttemptsExhausted))
     );
     assert_eq!(report.waited, Std::from_millis(150 + 300 + 600));
+
+    // A keyless POST: the connect timeout may be a connection that stopped answering mid-request
+    // as far as the default rule knows, so it is not sent again...
+    let order = || request(&format!("http://{addr}/orders"), true, "o", "ok", None);
+    let err = svc.ready().await.unwrap().call(order()).await.unwrap_err();
+    let report = err.report().unwrap();
+    assert_eq!((report.dispatched, report.problem), (1, Some(relent_tokio::core::Problem::MayHaveArrived)));
+    // ...unless the classifier takes reqwest's word that it never sent it (the README's rule).
+    let client = reqwest::Client::builder().connect_timeout(Std::from_millis(100)).build().unwrap();
+    let mut svc =
+        RetryLayer::new(Dependency::with_seed("payrail", budgeted(), 3).unwrap(), POLICY, Std::from_secs(10))
+            .classifier(StatusClassifier::default().retry_error_when(never_sent).never_arrived_when(|e| {
+                connection_refused(e)
+                    || e.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect)
+            }))
+            .layer(adapter(client));
+    let err = svc.ready().await.unwrap().call(order()).await.unwrap_err();
+    let report = err.report().unwrap();
+    assert_eq!(
+        (report.dispatched, report.problem, report.replay_safety),
+        (
+            4,
+            Some(relent_tokio::core::Problem::AttemptsExhausted),
+            relent_tokio::core::ReplaySafety::UntilArrived
+        )
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
