@@ -464,7 +464,7 @@ impl GrpcClassifier {
             StatusRule::Fail => Exchange::Failure(Verdict::NotRetryable),
             StatusRule::Retry => Exchange::Failure(match pushback(status) {
                 // tonic's `Channel` could not connect: the call was never sent.
-                None if crate::http::connection_refused(status) => Verdict::NeverArrived,
+                None if crate::http::never_sent(status) => Verdict::NeverArrived,
                 None => Verdict::Retryable,
                 Some(Pushback::After(wait)) => Verdict::RetryableAfter(ticks(wait)),
                 Some(Pushback::Stop) => Verdict::NotRetryable,

@@ -8,8 +8,10 @@
 //!   sent again only when its attempt never arrived, and a read timeout, a reset connection or a
 //!   status on it is never retried (relent-core's `ReplaySafety::UntilArrived`);
 //! - a connection refused or a connect timeout means the request never arrived: retryable; a
-//!   refused connection is [`Verdict::NeverArrived`] ([`connection_refused`]), the one failure after
-//!   which a keyless POST is sent again;
+//!   refused connection is [`Verdict::NeverArrived`] ([`never_sent`]), the failure after which a
+//!   keyless POST is sent again, and so is any error of hyper-util's client (reqwest's too) that
+//!   says it could not connect, with the `hyper-util` feature ([`hyper_util_connect`]): its connect
+//!   timeouts included;
 //! - 429 and 503 are the far side saying "not now": retryable, no sooner than their `Retry-After`
 //!   (delta-seconds or an HTTP-date; a date is read on the server's clock, against the response's
 //!   own `Date`, so a client clock that runs ahead does not retry early);
@@ -239,7 +241,7 @@ pub struct StatusClassifier {
 
 impl Default for StatusClassifier {
     fn default() -> Self {
-        Self { rules: Overrides::default(), retry_error: never_arrived, unsent_error: connection_refused }
+        Self { rules: Overrides::default(), retry_error: never_arrived, unsent_error: never_sent }
     }
 }
 
@@ -253,14 +255,14 @@ impl StatusClassifier {
 
     /// Which errors of the inner service (a request with no response) are retried: those `rule`
     /// returns `true` for. The default is [`never_arrived`]: a connection refused or a connect
-    /// timeout, as io errors anywhere in the error's sources, which is how hyper's client reports
-    /// them. A client with error types of its own replaces it; reqwest's, for one, reports some
-    /// of its connect timeouts with a type of its own (the workspace README's "With reqwest" has
-    /// the rule for it).
+    /// timeout, as io errors anywhere in the error's sources, which is how hyper's connector
+    /// reports them, and with the `hyper-util` feature any connect error of hyper-util's client
+    /// (and so of reqwest's, which reports some of its connect timeouts with a type of its own). A
+    /// client with error types of its own replaces it.
     ///
     /// Whatever the rule says, a request the layer may not send again (a keyless POST) is retried
-    /// only after an error that never arrived: a refused connection ([`connection_refused`]), which
-    /// this classifier judges [`Verdict::NeverArrived`] when the rule retries it.
+    /// only after an error that never arrived ([`never_sent`]), which this classifier judges
+    /// [`Verdict::NeverArrived`] when the rule retries it.
     ///
     /// ```
     /// use relent_tokio::core::Verdict;
@@ -290,9 +292,11 @@ impl StatusClassifier {
     /// Which of the errors the retry rule retries certainly never reached the far side, and are
     /// judged [`Verdict::NeverArrived`]: those `rule` returns `true` for. They are what a request
     /// the layer may not repeat (a keyless POST) is sent again after. The default is
-    /// [`connection_refused`]. A client that says exactly when it never sent a request replaces it:
-    /// reqwest's `Error::is_connect`, for one, is true for its connect timeouts too, which an io
-    /// `TimedOut` cannot tell from a connection that stopped answering mid-request.
+    /// [`never_sent`]: a refused connection, and with the `hyper-util` feature any connect error of
+    /// hyper-util's client (reqwest's included), its connect timeouts among them. A client of
+    /// another kind that says exactly when it never sent a request replaces it: its word is needed
+    /// for a connect timeout, which an io `TimedOut` cannot tell from a connection that stopped
+    /// answering mid-request.
     ///
     /// ```
     /// use relent_tokio::core::Verdict;
@@ -378,28 +382,45 @@ impl<RB, E: std::error::Error + 'static> HttpClassifier<RB, E> for StatusClassif
 }
 
 /// Whether an error says the request never reached the far side: a connection refused, or a
-/// connect timeout, anywhere in its chain of sources.
+/// connect timeout, anywhere in its chain of sources; with the `hyper-util` feature, any error of
+/// hyper-util's client that says it could not connect ([`hyper_util_connect`]) too.
 ///
-/// Both are io errors of their kind (`ConnectionRefused`, `TimedOut`), as hyper's connector
-/// reports them. An io `TimedOut` is read as a connect timeout: a client whose reads time out
-/// with the same kind has those retried too, which is why the rule decides only whether an error
-/// is retried, and a request the layer may not send again (a keyless POST) is sent again only
-/// after a refused connection ([`connection_refused`]). [`StatusClassifier::retry_error_when`]
-/// takes a rule of a client's own.
+/// Refusals and timeouts are io errors of their kind (`ConnectionRefused`, `TimedOut`), as hyper's
+/// connector reports them. An io `TimedOut` is read as a connect timeout: a client whose reads time
+/// out with the same kind has those retried too, which is why the rule decides only whether an
+/// error is retried, and a request the layer may not send again (a keyless POST) is sent again
+/// only after an error that certainly never arrived ([`never_sent`]).
+/// [`StatusClassifier::retry_error_when`] takes a rule of a client's own.
 pub fn never_arrived(error: &(dyn std::error::Error + 'static)) -> bool {
     io_error_of_kind(error, |kind| {
         matches!(kind, std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut)
-    })
+    }) || could_not_connect(error)
+}
+
+/// Whether an error certainly says the request was never sent: a refused connection
+/// ([`connection_refused`]), or, with the `hyper-util` feature, hyper-util's client saying it
+/// could not connect ([`hyper_util_connect`]: its connect timeouts included, and reqwest's, whose
+/// client is hyper-util's). Sending such a request again is safe whatever it does.
+/// [`StatusClassifier`] judges such an error [`Verdict::NeverArrived`] when its rule retries it
+/// (its default for [`StatusClassifier::never_arrived_when`]).
+///
+/// Without the feature a connect timeout is not read so: an io `TimedOut` is also what a
+/// connection that stopped answering in the middle of a request reports, and that request may
+/// have arrived.
+///
+/// ```
+/// use relent_tokio::http::never_sent;
+///
+/// assert!(never_sent(&std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
+/// assert!(!never_sent(&std::io::Error::from(std::io::ErrorKind::TimedOut)));
+/// ```
+pub fn never_sent(error: &(dyn std::error::Error + 'static)) -> bool {
+    connection_refused(error) || could_not_connect(error)
 }
 
 /// Whether an error says the connection was refused (an io error of kind `ConnectionRefused`
 /// anywhere in its chain of sources, as hyper's and reqwest's connectors report it): the request
-/// was never sent, and sending it again is safe whatever it does. [`StatusClassifier`] judges such
-/// an error [`Verdict::NeverArrived`] when its rule retries it (its default for
-/// [`StatusClassifier::never_arrived_when`]).
-///
-/// A connect timeout is not read so: an io `TimedOut` is also what a connection that stopped
-/// answering in the middle of a request reports, and that request may have arrived.
+/// was never sent.
 ///
 /// ```
 /// use relent_tokio::http::connection_refused;
@@ -411,21 +432,54 @@ pub fn connection_refused(error: &(dyn std::error::Error + 'static)) -> bool {
     io_error_of_kind(error, |kind| kind == std::io::ErrorKind::ConnectionRefused)
 }
 
+/// Whether hyper-util's client says, anywhere in `error`'s chain of sources, that it could not
+/// connect (`hyper_util::client::legacy::Error::is_connect`): the connector failed, or the pool
+/// could give no connection, before a byte of the request was written. A connect timeout
+/// (`HttpConnector::set_connect_timeout`, or reqwest's `connect_timeout`), a refused connection, a
+/// name that did not resolve and a TLS handshake that failed are all such errors.
+///
+/// reqwest's client is hyper-util's, and its `Error::is_connect` is this same test, so with this
+/// feature reqwest's connect errors are found too, whichever of its timers fired: as long as
+/// reqwest and relent-tokio build against one hyper-util 0.1 (cargo unifies them).
+///
+/// A name that does not resolve is retried by the default rules, as any error that never left:
+/// a resolver's failure often passes, and one that lasts spends the policy's attempts and the
+/// retry budget as any other failure that lasts.
+///
+/// With the `hyper-util` feature only; [`never_arrived`] and [`never_sent`], the classifier's
+/// defaults, call it when it is there.
+#[cfg(feature = "hyper-util")]
+pub fn hyper_util_connect(error: &(dyn std::error::Error + 'static)) -> bool {
+    sources(error).any(|e| {
+        e.downcast_ref::<hyper_util::client::legacy::Error>()
+            .is_some_and(hyper_util::client::legacy::Error::is_connect)
+    })
+}
+
+/// [`hyper_util_connect`] when the client it knows is compiled in.
+fn could_not_connect(error: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(feature = "hyper-util")]
+    return hyper_util_connect(error);
+    #[cfg(not(feature = "hyper-util"))]
+    {
+        let _ = error;
+        false
+    }
+}
+
+/// `error` and its sources, in order.
+fn sources<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| e.source())
+}
+
 /// Whether an io error of a kind `wanted` accepts is anywhere in `error`'s chain of sources.
 fn io_error_of_kind(
     error: &(dyn std::error::Error + 'static),
     wanted: impl Fn(std::io::ErrorKind) -> bool,
 ) -> bool {
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if wanted(io.kind()) {
-                return true;
-            }
-        }
-        next = e.source();
-    }
-    false
+    sources(error).any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| wanted(io.kind())))
 }
 
 /// A request body that can be sent again. Implemented for the owned body types; a body that

@@ -295,7 +295,7 @@ pub struct RetryReport {
     /// states one): `ReplayableRead` for an idempotent method, `ProviderIdempotentMutation` for a
     /// request that carries an `Idempotency-Key`, each valid for [`RetryLayer::replay_valid_for`];
     /// `UntilArrived` for any other request (a keyless POST), sent again only after an attempt
-    /// that never arrived (a refused connection), and ended at the first that may have
+    /// that never arrived (a refused connection, [`crate::http::never_sent`]), and ended at the first that may have
     /// (`may_have_arrived`); `Unsafe` for a request the layer gives a single attempt (`single_attempt` says why; a read
     /// under a policy of one attempt is still a read). What to look at when a request was
     /// repeated and should not have been, or the other way round.

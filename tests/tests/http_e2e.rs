@@ -94,6 +94,39 @@ async fn a_keyless_post_that_times_out_is_sent_once() {
     assert_eq!(provider.orders_for("k1"), 1, "the order was placed once, its answer lost");
 }
 
+/// hyper-util's client says when it could not connect, a connect timeout included, and
+/// relent-tokio's `hyper-util` feature takes its word: a keyless POST to an address that never
+/// answers is sent again after each connect timeout, as after a refused connection, until the
+/// policy's attempts run out. (An io `TimedOut` alone could be a read that timed out.)
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_post_whose_connect_timed_out_never_arrived_and_is_sent_again() {
+    let (addr, _listener, _held) = e2e::black_hole().await;
+    // A connect timeout of 100 ms, 200 ms inside the attempt timeout: it fires first on a busy
+    // machine too.
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Std::from_millis(100)));
+    let client = Client::builder(TokioExecutor::new()).build(connector);
+    let dependency = Dependency::with_seed("payrail", budgeted(), 3).unwrap();
+    let mut svc = RetryLayer::new(dependency, POLICY, Std::from_secs(10)).layer(client);
+    let order = e2e::request(
+        &format!("http://{addr}/orders"),
+        Method::POST,
+        "o",
+        "ok",
+        None,
+        Full::new(Bytes::from_static(b"{}")),
+    );
+    let err = send(&mut svc, order).await.unwrap_err();
+    let HttpError::Transport { error, report, .. } = &err else { panic!("{err}") };
+    assert!(error.is_connect(), "hyper-util's connect error: {error:?}");
+    assert_eq!(
+        (report.dispatched, report.problem, report.replay_safety),
+        (4, Some(Problem::AttemptsExhausted), ReplaySafety::UntilArrived)
+    );
+    assert_eq!(report.waited, Std::from_millis(150 + 300 + 600));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_post_that_times_out_is_retried_and_the_provider_performs_it_once() {
     let provider = Provider::start(Script::PerRequest).await.unwrap();

@@ -3,8 +3,9 @@
 //!
 //! reqwest's `Client` is a service of reqwest's own requests; a `service_fn` of four lines makes it
 //! one of `http` requests, which the layer takes. These tests check what that adapter and reqwest's
-//! errors change, beside `http_e2e.rs`'s tests over hyper's client: that with the README's rule,
-//! reqwest's connection refused and connect timeout are read as "never arrived" and retried; that
+//! errors change, beside `http_e2e.rs`'s tests over hyper's client: that with relent-tokio's
+//! `hyper-util` feature, reqwest's connection refused and connect timeout are read as "never
+//! arrived" and retried, a keyless POST's too; that
 //! its own total timeout is not; that a keyed POST is replayed and a keyless one is not; and that
 //! the report survives the response's trip back into reqwest's `Response`.
 
@@ -14,7 +15,6 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use relent_examples::provider::{Provider, Script};
 use relent_tokio::core::Disposition;
-use relent_tokio::http::{StatusClassifier, connection_refused, never_arrived};
 use relent_tokio::{Dependency, HttpError, RetryLayer, RetryReport};
 use tower::{Layer, Service, ServiceExt};
 
@@ -38,14 +38,6 @@ fn adapter(
     })
 }
 
-/// The README's rule for reqwest's errors: refused, or timed out connecting. reqwest reports a
-/// connect timeout either as hyper's connector does (an io error, which `never_arrived` finds) or
-/// with a type of its own, whichever of its two timers fires first.
-fn never_sent(error: &(dyn std::error::Error + 'static)) -> bool {
-    never_arrived(error)
-        || error.downcast_ref::<reqwest::Error>().is_some_and(|e| e.is_connect() && e.is_timeout())
-}
-
 /// The layer over reqwest's client with a 100 ms connect timeout (200 ms inside the
 /// attempt timeout, so that it fires first on a busy machine too) and `extra` settings of its own.
 fn layered(
@@ -53,9 +45,7 @@ fn layered(
 ) -> impl Service<Request<Bytes>, Response = Response<reqwest::Body>, Error = HttpError<reqwest::Error>> {
     let client = extra(reqwest::Client::builder().connect_timeout(Std::from_millis(100))).build().unwrap();
     let dependency = Dependency::with_seed("payrail", budgeted(), 3);
-    RetryLayer::new(dependency.unwrap(), POLICY, Std::from_secs(10))
-        .classifier(StatusClassifier::default().retry_error_when(never_sent))
-        .layer(adapter(client))
+    RetryLayer::new(dependency.unwrap(), POLICY, Std::from_secs(10)).layer(adapter(client))
 }
 
 /// A JSON request to `url`, as `e2e::request` scripts it.
@@ -133,24 +123,11 @@ async fn connections_refused_while_the_node_restarts_are_retried_through_reqwest
     assert_eq!(provider.arrivals("r").len(), 1, "refused attempts never reached the provider");
 }
 
-/// A port that neither accepts nor refuses: its listener's backlog of one is taken by a connection
-/// the caller keeps, so the kernel drops every later connection's SYN and a connect waits out the
-/// client's connect timeout. That is Linux's way with a full backlog (CI's); other kernels may
-/// complete the handshake or refuse, so the test that uses it runs on Linux only.
-#[cfg(target_os = "linux")]
-async fn black_hole() -> (std::net::SocketAddr, tokio::net::TcpListener, tokio::net::TcpStream) {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let listener = socket.listen(0).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let held = tokio::net::TcpStream::connect(addr).await.unwrap();
-    (addr, listener, held)
-}
-
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reqwests_connect_timeout_never_arrived_and_is_retried_until_the_attempts_run_out() {
-    let (addr, _listener, _held) = black_hole().await;
+async fn reqwests_connect_timeout_never_arrived_and_is_retried_until_the_attempts_run_out_a_keyless_post_too()
+{
+    let (addr, _listener, _held) = e2e::black_hole().await;
     let mut svc = layered(|b| b);
     let quote = request(&format!("http://{addr}/quote"), false, "c", "ok", None);
     let err = svc.ready().await.unwrap().call(quote).await.unwrap_err();
@@ -164,22 +141,10 @@ async fn reqwests_connect_timeout_never_arrived_and_is_retried_until_the_attempt
     );
     assert_eq!(report.waited, Std::from_millis(150 + 300 + 600));
 
-    // A keyless POST: the connect timeout may be a connection that stopped answering mid-request
-    // as far as the default rule knows, so it is not sent again...
-    let order = || request(&format!("http://{addr}/orders"), true, "o", "ok", None);
-    let err = svc.ready().await.unwrap().call(order()).await.unwrap_err();
-    let report = err.report().unwrap();
-    assert_eq!((report.dispatched, report.problem), (1, Some(relent_tokio::core::Problem::MayHaveArrived)));
-    // ...unless the classifier takes reqwest's word that it never sent it (the README's rule).
-    let client = reqwest::Client::builder().connect_timeout(Std::from_millis(100)).build().unwrap();
-    let mut svc =
-        RetryLayer::new(Dependency::with_seed("payrail", budgeted(), 3).unwrap(), POLICY, Std::from_secs(10))
-            .classifier(StatusClassifier::default().retry_error_when(never_sent).never_arrived_when(|e| {
-                connection_refused(e)
-                    || e.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect)
-            }))
-            .layer(adapter(client));
-    let err = svc.ready().await.unwrap().call(order()).await.unwrap_err();
+    // A keyless POST: reqwest's client (hyper-util's) says it never connected, whichever of its
+    // two timers fired, and relent-tokio's `hyper-util` feature takes its word: sent again.
+    let order = request(&format!("http://{addr}/orders"), true, "o", "ok", None);
+    let err = svc.ready().await.unwrap().call(order).await.unwrap_err();
     let report = err.report().unwrap();
     assert_eq!(
         (report.dispatched, report.problem, report.replay_safety),

@@ -43,3 +43,17 @@ pub(crate) fn request<B>(
     }
     r.body(body).unwrap()
 }
+
+/// A port that neither accepts nor refuses: its listener's backlog of one is taken by a connection
+/// the caller keeps, so the kernel drops every later connection's SYN and a connect waits out the
+/// client's connect timeout. That is Linux's way with a full backlog (CI's); other kernels may
+/// complete the handshake or refuse, so the test that uses it runs on Linux only.
+#[cfg(target_os = "linux")]
+pub(crate) async fn black_hole() -> (std::net::SocketAddr, tokio::net::TcpListener, tokio::net::TcpStream) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::net::TcpStream::connect(addr).await.unwrap();
+    (addr, listener, held)
+}
