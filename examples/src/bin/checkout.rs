@@ -5,8 +5,9 @@
 //! slow node that hangs past the attempt timeout, a bug that answers 500) and records every order
 //! it places. Then it drives 3,000 checkouts at 150 a second through hyper's pooled client wrapped
 //! in relent-tokio's `RetryLayer`: each checkout reads a quote (GET, safe to retry) and places an
-//! order (POST; most with an Idempotency-Key, some without, which are resent only after a refused
-//! connection, which never arrived), both within
+//! order (POST; most with an Idempotency-Key, some without, which are resent only after an attempt
+//! that never arrived: a refused connection, or any connect error of hyper-util's client, which
+//! relent-tokio's `hyper-util` feature reads), both within
 //! the checkout's one deadline (seed 000's `ctx.remaining()`), a `RequestDeadline`'s scope. A
 //! quote still out at Payrail's learnt 90th percentile of latency (50 ms at least) is hedged.
 //!
@@ -198,7 +199,7 @@ async fn checkout(svc: Svc, provider: &Provider, n: u64) -> Checkout {
                 .expect("a valid request");
             let quote = fate(&send(svc.clone(), quote).await);
             // One checkout in five is an old client that sends no Idempotency-Key: resent only
-            // when its attempt never arrived (a refused connection).
+            // when its attempt never arrived (a refused connection, a connect timeout).
             let keyed = n % 5 != 0;
             let order = if quote.ok {
                 let mut req = Request::builder()
