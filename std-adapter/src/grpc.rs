@@ -463,7 +463,8 @@ impl GrpcClassifier {
             StatusRule::Success => Exchange::Success,
             StatusRule::Fail => Exchange::Failure(Verdict::NotRetryable),
             StatusRule::Retry => Exchange::Failure(match pushback(status) {
-                // tonic's `Channel` could not connect: the call was never sent.
+                // tonic's `Channel` was refused its connection: the call was never sent. (Its
+                // connect timeout is no hyper-util client error, and stays `Retryable`.)
                 None if crate::http::never_sent(status) => Verdict::NeverArrived,
                 None => Verdict::Retryable,
                 Some(Pushback::After(wait)) => Verdict::RetryableAfter(ticks(wait)),
