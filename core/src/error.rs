@@ -113,6 +113,10 @@ pub enum ConfigError {
     LatencySamplesOutOfRange,
     /// A critical reserve of no share, or of more than 90 % (outside `1..=90`).
     CriticalReserveOutOfRange,
+    /// A backoff multiplier of 100 percent (1.0) or less, which never grows the delay.
+    MultiplierNotAboveOne,
+    /// A backoff multiplier on a constant policy, whose delay does not grow.
+    MultiplierOnConstant,
 }
 
 impl ConfigError {
@@ -160,6 +164,8 @@ impl ConfigError {
             Self::AdaptiveLimitDecreaseOutOfRange => "adaptive_limit_decrease_out_of_range",
             Self::LatencySamplesOutOfRange => "latency_samples_out_of_range",
             Self::CriticalReserveOutOfRange => "critical_reserve_out_of_range",
+            Self::MultiplierNotAboveOne => "multiplier_not_above_one",
+            Self::MultiplierOnConstant => "multiplier_on_constant",
         }
     }
 
@@ -282,6 +288,12 @@ impl ConfigError {
             }
             Self::CriticalReserveOutOfRange => {
                 "a critical reserve keeps between 1 and 90 percent of each limit (bulkhead, retry budget, rate limit's burst, duty cycle's airtime) for critical work (critical_reserve): leave it out for none; 20 leaves sheddable work four fifths of each limit"
+            }
+            Self::MultiplierNotAboveOne => {
+                "a backoff multiplier of 100 percent or less never grows the delay (multiplier_percent): give more than 100 (150 multiplies each delay by 1.5, 200 doubles it), or use a constant backoff for the same delay each time"
+            }
+            Self::MultiplierOnConstant => {
+                "a backoff multiplier applies to an exponential backoff, and this policy is constant (multiplier_percent): build it with RetryPolicy::exponential, or leave the multiplier out for the same delay each time"
             }
         }
     }
@@ -450,7 +462,7 @@ mod tests {
     /// Every configuration refusal, in declaration order. `refusal` matches without a wildcard,
     /// so a new variant does not build until it names the configuration that produces it; list it
     /// here as well.
-    const ALL: [ConfigError; 41] = [
+    const ALL: [ConfigError; 43] = [
         ConfigError::MaxAttemptsOutOfRange,
         ConfigError::MaxDelayBelowBaseDelay,
         ConfigError::ZeroBaseDelay,
@@ -492,6 +504,8 @@ mod tests {
         ConfigError::AdaptiveLimitDecreaseOutOfRange,
         ConfigError::LatencySamplesOutOfRange,
         ConfigError::CriticalReserveOutOfRange,
+        ConfigError::MultiplierNotAboveOne,
+        ConfigError::MultiplierOnConstant,
     ];
 
     /// What building a policy or budget, or a dependency's state, came to.
@@ -663,6 +677,12 @@ mod tests {
             ConfigError::LatencySamplesOutOfRange => dependency(window().latency_samples(19)),
             #[cfg(feature = "criticality")]
             ConfigError::CriticalReserveOutOfRange => dependency(window().critical_reserve(91)),
+            #[cfg(feature = "backoff-multiplier")]
+            ConfigError::MultiplierNotAboveOne => built(policy(3).multiplier_percent(100).build()),
+            #[cfg(feature = "backoff-multiplier")]
+            ConfigError::MultiplierOnConstant => {
+                built(RetryPolicy::<HZ>::constant(3, second).multiplier_percent(150).build())
+            }
             // What this build cannot state (see above).
             #[cfg(not(feature = "token-bucket"))]
             ConfigError::ZeroBudgetCapacity
@@ -708,6 +728,8 @@ mod tests {
             ConfigError::LatencySamplesOutOfRange => None,
             #[cfg(not(feature = "criticality"))]
             ConfigError::CriticalReserveOutOfRange => None,
+            #[cfg(not(feature = "backoff-multiplier"))]
+            ConfigError::MultiplierNotAboveOne | ConfigError::MultiplierOnConstant => None,
         }
     }
 
@@ -740,7 +762,8 @@ mod tests {
             feature = "throttle",
             feature = "bulkhead-adaptive",
             feature = "latency",
-            feature = "criticality"
+            feature = "criticality",
+            feature = "backoff-multiplier"
         ))
     }
 

@@ -29,7 +29,7 @@
 //! reads, and reading that back gives the same configuration.
 //!
 //! The names are the builders' own: a policy's `attempts`, `backoff`, `base_delay`, `max_delay`,
-//! `jitter`, `attempt_timeout`, `min_remaining` and `retry_after_spread`; a dependency's `window`,
+//! `multiplier`, `jitter`, `attempt_timeout`, `min_remaining` and `retry_after_spread`; a dependency's `window`,
 //! `budget`, `breaker`, `bulkhead`, `rate_limit`, `duty_cycle`, `cooldown`, `client_throttle`,
 //! `latency_samples` and `critical_reserve`, each protection
 //! with its constructor's arguments. The budget's shape is its `kind` and the breaker's rule its
@@ -99,6 +99,7 @@ pub use grpc_service::{GrpcMethodConfig, GrpcServiceConfig};
 /// | `backoff` | above one attempt | `"exponential"` ([`RetryPolicy::exponential`]) or `"constant"` ([`RetryPolicy::constant`]) |
 /// | `base_delay` | with a backoff | the first delay; a constant backoff's every delay |
 /// | `max_delay` | with an exponential backoff | the cap of the delay and the longest Retry-After slept through (a constant backoff's defaults to its delay) |
+/// | `multiplier` | no: 2 by default | an exponential backoff's factor, a number above 1 with at most two decimals (`1.5`; [`RetryPolicyBuilder::multiplier_percent`](relent_core::RetryPolicyBuilder::multiplier_percent)) |
 /// | `jitter` | no: `"full"` by default | `"none"`, `"full"`, `"equal"` or `"decorrelated"` ([`Jitter`]) |
 /// | `attempt_timeout` | no | each attempt's ceiling |
 /// | `min_remaining` | no | the time a retry needs left before the deadline after its delay |
@@ -379,6 +380,47 @@ impl Serialize for JitterName {
     }
 }
 
+/// A backoff's multiplier as a file writes it, a number (`1.5`), held in hundredths as
+/// [`RetryPolicyBuilder::multiplier_percent`](relent_core::RetryPolicyBuilder::multiplier_percent)
+/// takes it.
+#[derive(Debug, Clone, Copy)]
+struct Multiplier(u16);
+
+impl Multiplier {
+    /// `value` in hundredths: a finite number of at most two decimals, up to 655.35; or why not.
+    /// Whether it grows the delay (more than 1) is the builder's check, with its message.
+    pub(crate) fn percent(value: f64) -> Result<u16, String> {
+        let hundredths = value * 100.0;
+        let whole = hundredths.round();
+        if !(value.is_finite() && (0.0..=f64::from(u16::MAX)).contains(&whole)) {
+            return Err("give a number between 1 and 655.35, such as 1.5 (2 doubles each delay)".into());
+        }
+        if (hundredths - whole).abs() > 1e-6 {
+            return Err(format!(
+                "Relent takes it in hundredths, so give at most two decimals, such as {}",
+                whole / 100.0
+            ));
+        }
+        Ok(whole as u16)
+    }
+}
+
+impl<'de> Deserialize<'de> for Multiplier {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = f64::deserialize(deserializer)?;
+        Self::percent(value)
+            .map(Self)
+            .map_err(|why| de::Error::custom(format_args!("a backoff multiplier of {value}: {why}")))
+    }
+}
+
+/// As a number (`1.5`), which reads back as the same hundredths.
+impl Serialize for Multiplier {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(f64::from(self.0) / 100.0)
+    }
+}
+
 #[derive(Debug, Clone, Copy, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 enum BackoffName {
@@ -397,6 +439,8 @@ struct RawPolicy {
     #[serde(skip_serializing_if = "Option::is_none")]
     max_delay: Option<Span>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    multiplier: Option<Multiplier>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     jitter: Option<JitterName>,
     #[serde(skip_serializing_if = "Option::is_none")]
     attempt_timeout: Option<Span>,
@@ -411,9 +455,11 @@ impl RawPolicy {
     /// delays and every default left out.
     fn of(policy: &RetryPolicy<HZ>) -> Self {
         let zero = Duration::from_ticks(0);
-        let backoff = match policy.backoff() {
-            Backoff::Exponential => BackoffName::Exponential,
-            Backoff::Constant => BackoffName::Constant,
+        let (backoff, multiplier) = match policy.backoff() {
+            Backoff::Constant => (BackoffName::Constant, None),
+            Backoff::Multiplied { percent } => (BackoffName::Exponential, Some(Multiplier(percent))),
+            // Doubling (`Backoff` is non-exhaustive: relent-core has no other).
+            _ => (BackoffName::Exponential, None),
         };
         let single = policy.max_attempts() == 1
             && matches!(backoff, BackoffName::Constant)
@@ -425,6 +471,7 @@ impl RawPolicy {
             backoff: (!single).then_some(backoff),
             base_delay: (!single).then_some(Span(policy.base_delay())),
             max_delay: (!single).then_some(Span(policy.max_delay())),
+            multiplier,
             jitter: (policy.jitter_mode() != Jitter::default()).then_some(JitterName(policy.jitter_mode())),
             attempt_timeout: policy.attempt_timeout().map(Span),
             // `build` makes a zero one tick: one tick is the default.
@@ -472,6 +519,10 @@ impl RawPolicy {
                 ));
             }
         };
+        // On a constant backoff, or a single attempt, the builder refuses it, saying why.
+        if let Some(Multiplier(percent)) = self.multiplier {
+            builder = builder.multiplier_percent(percent);
+        }
         if let Some(JitterName(jitter)) = self.jitter {
             builder = builder.jitter(jitter);
         }
@@ -1126,6 +1177,68 @@ mod tests {
     }
 
     #[test]
+    fn a_multiplier_is_read_in_hundredths_and_written_back_as_the_number_it_was() {
+        let exponential =
+            "attempts = 6\nbackoff = \"exponential\"\nbase_delay = \"100ms\"\nmax_delay = \"10s\"";
+        for (written, percent) in
+            [("1.5", 150), ("1.6", 160), ("1.05", 105), ("3", 300), ("655.35", u16::MAX)]
+        {
+            let file = format!("{exponential}\nmultiplier = {written}");
+            let in_code = RetryPolicy::exponential(6, MS(100), SECS(10)).multiplier_percent(percent).build();
+            assert_eq!(policy(&file), Ok(in_code.unwrap()), "{written}");
+            let back = toml::to_string(&PolicySettings(policy(&file).unwrap())).unwrap();
+            assert!(back.contains(&format!("\nmultiplier = {written}")), "{back}");
+        }
+        // 2 is doubling, the default, and is written as no multiplier at all.
+        let doubling = policy(&format!("{exponential}\nmultiplier = 2")).unwrap();
+        assert_eq!(doubling, RetryPolicy::exponential(6, MS(100), SECS(10)).build().unwrap());
+        assert!(!toml::to_string(&PolicySettings(doubling)).unwrap().contains("multiplier"));
+        assert_eq!(doubling.nominal_delay(3), MS(400));
+        let steeper = policy(&format!("{exponential}\nmultiplier = 1.5")).unwrap();
+        // Each product rounded up to a tick, a microsecond here: 337.5 ms is exact.
+        let nominal = [2, 3, 4].map(|retry| steeper.nominal_delay(retry));
+        assert_eq!(nominal, [MS(150), MS(225), Duration::from_micros(337_500)]);
+    }
+
+    #[test]
+    fn a_multiplier_that_cannot_grow_the_delay_or_is_finer_than_a_hundredth_is_refused_saying_why() {
+        let exponential =
+            "attempts = 6\nbackoff = \"exponential\"\nbase_delay = \"100ms\"\nmax_delay = \"10s\"";
+        for (multiplier, error) in
+            [("1", ConfigError::MultiplierNotAboveOne), ("0.5", ConfigError::MultiplierNotAboveOne)]
+        {
+            let file = format!("{exponential}\nmultiplier = {multiplier}");
+            assert_eq!(policy(&file), Err(format!("{}\n", error.message())), "{file}");
+        }
+        let on_constant = "attempts = 3\nbackoff = \"constant\"\nbase_delay = \"1s\"\nmultiplier = 1.5";
+        assert_eq!(policy(on_constant), Err(format!("{}\n", ConfigError::MultiplierOnConstant.message())));
+        // What no number of hundredths can hold: refused where it is, with what to write.
+        for (multiplier, message) in [
+            (
+                "1.555",
+                "a backoff multiplier of 1.555: Relent takes it in hundredths, so give at most two decimals, such as 1.56",
+            ),
+            (
+                "700",
+                "a backoff multiplier of 700: give a number between 1 and 655.35, such as 1.5 (2 doubles each delay)",
+            ),
+            (
+                "-2",
+                "a backoff multiplier of -2: give a number between 1 and 655.35, such as 1.5 (2 doubles each delay)",
+            ),
+            (
+                "nan",
+                "a backoff multiplier of NaN: give a number between 1 and 655.35, such as 1.5 (2 doubles each delay)",
+            ),
+        ] {
+            let file = format!("{exponential}\nmultiplier = {multiplier}");
+            let refused = policy(&file).unwrap_err();
+            assert!(refused.starts_with("TOML parse error at line 5, column 14"), "{refused}");
+            assert!(refused.ends_with(&format!("{message}\n")), "{refused}");
+        }
+    }
+
+    #[test]
     fn each_jitter_is_read_by_the_cores_own_name() {
         for jitter in JITTERS {
             let file = format!(
@@ -1222,8 +1335,8 @@ mod tests {
         assert_eq!(
             policy("atempts = 3").unwrap_err(),
             "TOML parse error at line 1, column 1\n  |\n1 | atempts = 3\n  | ^^^^^^^\nunknown field `atempts`, \
-             expected one of `attempts`, `backoff`, `base_delay`, `max_delay`, `jitter`, `attempt_timeout`, \
-             `min_remaining`, `retry_after_spread`\n"
+             expected one of `attempts`, `backoff`, `base_delay`, `max_delay`, `multiplier`, `jitter`, \
+             `attempt_timeout`, `min_remaining`, `retry_after_spread`\n"
         );
         let file = "attempts = 3\nbackoff = \"exponential\"\nbase_delay = \"1s\"\nmax_delay = \"2s\"\njitter = \"ful\"";
         assert_eq!(
@@ -1462,13 +1575,18 @@ mod tests {
             proptest::option::of(span()),
             proptest::option::of(span()),
         );
-        (delays, setters, any::<bool>()).prop_filter_map(
+        // An exponential backoff's multiplier: none (doubling), or any the builder may take.
+        let multiplier = proptest::option::of(prop_oneof![Just(150u16), 101..=u16::MAX]);
+        (delays, setters, any::<bool>(), multiplier).prop_filter_map(
             "the builder refuses it",
-            |((attempts, exponential, base, max), (jitter, timeout, left, spread), single)| {
-                let mut builder = match (single, exponential) {
-                    (true, _) => RetryPolicy::single_attempt(),
-                    (false, true) => RetryPolicy::exponential(attempts, base, max),
-                    (false, false) => RetryPolicy::constant(attempts, base).max_delay(max),
+            |((attempts, exponential, base, max), (jitter, timeout, left, spread), single, multiplier)| {
+                let mut builder = match (single, exponential, multiplier) {
+                    (true, ..) => RetryPolicy::single_attempt(),
+                    (false, true, None) => RetryPolicy::exponential(attempts, base, max),
+                    (false, true, Some(percent)) => {
+                        RetryPolicy::exponential(attempts, base, max).multiplier_percent(percent)
+                    }
+                    (false, false, _) => RetryPolicy::constant(attempts, base).max_delay(max),
                 };
                 builder = builder.jitter(jitter);
                 if let Some(t) = timeout {

@@ -184,6 +184,33 @@ async fn the_operation_starts_at_the_first_poll_of_its_future_not_at_the_call() 
     assert_eq!(done.completion.problem, Some(Problem::AttemptsExhausted));
 }
 
+/// A policy brought from a gRPC service config (`backoffMultiplier: 1.6`) waits 1.6 times as long
+/// before each retry on tokio's clock, whose timer ends a wait at a whole millisecond.
+#[tokio::test(start_paused = true)]
+async fn a_multiplier_of_1_6_spaces_the_attempts_by_its_growing_waits() {
+    const GRPC: RetryPolicy<HZ> = valid(
+        RetryPolicy::exponential(5, Duration::from_millis(100), Duration::from_secs(1))
+            .multiplier_percent(160)
+            .jitter(Jitter::None)
+            .build(),
+    );
+    let dep = payrail(budgeted());
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let t0 = Instant::now();
+    let done = dep
+        .execute_detailed(&GRPC, read(Std::from_secs(10)), |info| {
+            starts.lock().unwrap().push(t0.elapsed());
+            async move { if info.number() < 5 { Err(PayrailError::Refused) } else { Ok("seat 12") } }
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.value, Some("seat 12"));
+    // Waits of 100, 160, 256 and 409.6 ms: tokio's timer ends the last at 926 ms.
+    let ms = Std::from_millis;
+    assert_eq!(*starts.lock().unwrap(), [ms(0), ms(100), ms(260), ms(516), ms(926)]);
+    assert_eq!(done.completion.summary.waited, Duration::from_micros(925_600));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_is_slept_exactly_and_the_value_is_returned() {
     let dep = payrail(budgeted());

@@ -44,9 +44,12 @@ prop_compose! {
         timeout in proptest::option::of(1..100_000u64),
         min_remaining in 0..5_000u64,
         spread in 0..5_000u64,
+        // An exponential backoff's multiplier other than 2 (1.01 to 4), or none (doubling).
+        multiplier in proptest::option::of(101..=400u16),
     ) -> RetryPolicy<HZ> {
         let builder = if exponential {
-            RetryPolicy::exponential(attempts, D::from_ticks(base), D::from_ticks(base + extra))
+            let builder = RetryPolicy::exponential(attempts, D::from_ticks(base), D::from_ticks(base + extra));
+            match multiplier { Some(percent) => builder.multiplier_percent(percent), None => builder }
         } else {
             RetryPolicy::constant(attempts, D::from_ticks(base)).max_delay(D::from_ticks(base + extra))
         };
@@ -181,12 +184,21 @@ proptest! {
         let mut completions = 0;
         for e in &events {
             match *e {
-                Event::RetryScheduled { delay, source, .. } => {
+                Event::RetryScheduled { attempt, delay, source, .. } => {
                     let delay = delay.as_ticks();
                     match source {
                         DelaySource::Backoff { nominal } => {
                             let nominal = nominal.as_ticks();
                             prop_assert!(nominal <= policy.max_delay().as_ticks());
+                            // The policy's own delay for this retry (its first is attempt 2).
+                            prop_assert_eq!(nominal, policy.nominal_delay(attempt - 1).as_ticks());
+                            // A multiplied one is the last retry's times the multiplier, rounded up to
+                            // a tick, up to the maximum delay (the first retry's is the base delay).
+                            if let (Backoff::Multiplied { percent }, 3..) = (policy.backoff(), attempt) {
+                                let last = u128::from(policy.nominal_delay(attempt - 2).as_ticks());
+                                let grown = (last * u128::from(percent)).div_ceil(100);
+                                prop_assert_eq!(u128::from(nominal), grown.min(u128::from(policy.max_delay().as_ticks())));
+                            }
                             let base = policy.base_delay().as_ticks();
                             if policy.backoff() == Backoff::Constant {
                                 prop_assert_eq!(nominal, base.min(policy.max_delay().as_ticks()));

@@ -127,6 +127,11 @@ fn policy(x: &mut Opaque) -> Option<RetryPolicy<HZ>> {
     if x.bool() {
         builder = builder.retry_after_spread(x.duration());
     }
+    // Any multiplier, on any backoff: its arithmetic is linked with the build's.
+    #[cfg(feature = "every-protection")]
+    if x.bool() {
+        builder = builder.multiplier_percent(x.u16());
+    }
     match builder.build() {
         Ok(policy) => Some(if x.bool() { policy.without_retries() } else { policy }),
         Err(e) => {

@@ -15,8 +15,9 @@
 //!
 //! A file is refused, never half read, where gRPC refuses it (a retry policy without codes, a
 //! `maxAttempts` of 1, two entries naming one method), and where Relent has no equivalent: a
-//! `backoffMultiplier` other than 2 (or 1, a constant backoff), and `hedgingPolicy` (Relent sends
-//! one hedge, after a delay given to `execute_hedged`). gRPC's other keys (load balancing, health
+//! `backoffMultiplier` below 1 (a shrinking delay) or finer than a hundredth (Relent's multiplier is
+//! in hundredths: 1.5, not 1.555), and `hedgingPolicy` (Relent sends one hedge, after a delay given
+//! to `execute_hedged`). gRPC's other keys (load balancing, health
 //! checks, message sizes, and `waitForReady`, which tonic has no setting for: a call on a channel
 //! that cannot connect fails with UNAVAILABLE, which a retry policy retries as any) are read and
 //! left alone; any key gRPC does not define is refused, so that a misspelt one is not silently
@@ -81,12 +82,15 @@ use crate::http::StatusRule;
 /// // The channel's throttling, as the ratio budget nearest it.
 /// assert_eq!(channel.retry_budget(), Some(RetryBudget::ratio(10, 4)?));
 ///
-/// // gRPC's backoff grows by any factor; Relent's doubles, and the file is refused with the reason.
-/// let steeper = serde_json::from_str::<GrpcServiceConfig>(r#"{ "methodConfig": [{
-///     "name": [{ "service": "pricing.Pricing" }],
-///     "retryPolicy": { "maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "2s",
-///                      "backoffMultiplier": 1.5, "retryableStatusCodes": ["UNAVAILABLE"] } }] }"#);
-/// assert!(steeper.unwrap_err().to_string().starts_with("backoffMultiplier 1.5: Relent's exponential backoff doubles"));
+/// // A multiplier other than 2 is the policy's (in hundredths); one finer than that is refused,
+/// // saying why.
+/// let steeper = |multiplier: &str| serde_json::from_str::<GrpcServiceConfig>(&format!(r#"{{ "methodConfig": [{{
+///     "name": [{{ "service": "pricing.Pricing" }}],
+///     "retryPolicy": {{ "maxAttempts": 3, "initialBackoff": "0.1s", "maxBackoff": "2s",
+///                      "backoffMultiplier": {multiplier}, "retryableStatusCodes": ["UNAVAILABLE"] }} }}] }}"#));
+/// let policy = steeper("1.5")?.method("pricing.Pricing", "Quote").policy();
+/// assert_eq!(policy.nominal_delay(3), Duration::from_millis(225));
+/// assert!(steeper("1.555").unwrap_err().to_string().starts_with("backoffMultiplier 1.555: Relent takes it in hundredths"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -95,8 +99,8 @@ use crate::http::StatusRule;
 /// | service config | Relent |
 /// |---|---|
 /// | `maxAttempts` | the policy's attempts, the first included; above 5 it is 5, as gRPC clients cap it |
-/// | `initialBackoff`, `maxBackoff` | an exponential policy's base and maximum delays, with full jitter: gRPC's `random(0, min(initialBackoff × 2^(n-1), maxBackoff))` |
-/// | `backoffMultiplier` | 2; or 1, a constant backoff of `initialBackoff` |
+/// | `initialBackoff`, `maxBackoff` | an exponential policy's base and maximum delays, with full jitter: gRPC's `random(0, min(initialBackoff × backoffMultiplier^(n-1), maxBackoff))` |
+/// | `backoffMultiplier` | the exponential policy's multiplier, in hundredths ([`multiplier_percent`](relent_core::RetryPolicyBuilder::multiplier_percent); 2 is doubling); or 1, a constant backoff of `initialBackoff` |
 /// | `retryableStatusCodes` (names or numbers) | each code [`StatusRule::Retry`]; `UNAVAILABLE` and `RESOURCE_EXHAUSTED`, which the classifier retries by default, [`StatusRule::Fail`] unless listed |
 /// | `perAttemptRecvTimeout` | the policy's attempt timeout |
 /// | `timeout` | [`GrpcMethodConfig::timeout`]: the operation's deadline, for its [`Context`](relent_core::Context) |
@@ -340,24 +344,27 @@ impl<'de> Deserialize<'de> for Retries {
         let attempts = raw.max_attempts.min(GRPC_MAX_ATTEMPTS) as u8;
         let (base, max) = (raw.initial_backoff.0, raw.max_backoff.0);
         let multiplier = raw.backoff_multiplier;
-        let builder = if multiplier == 2.0 {
-            RetryPolicy::exponential(attempts, base, max)
-        } else if multiplier == 1.0 && max >= base {
+        let builder = if multiplier == 1.0 && max >= base {
             // Each delay random(0, initialBackoff): a constant backoff with full jitter.
             RetryPolicy::constant(attempts, base)
         } else if multiplier == 1.0 {
             return Err(de::Error::custom(
                 "maxBackoff is shorter than initialBackoff: raise maxBackoff to at least initialBackoff",
             ));
-        } else if multiplier > 0.0 && multiplier.is_finite() {
+        } else if multiplier > 1.0 {
+            // gRPC's `initialBackoff × backoffMultiplier^(n-1)`, in hundredths (2 is doubling).
+            let percent = super::Multiplier::percent(multiplier)
+                .map_err(|why| de::Error::custom(format_args!("backoffMultiplier {multiplier}: {why}")))?;
+            RetryPolicy::exponential(attempts, base, max).multiplier_percent(percent)
+        } else if multiplier > 0.0 {
             return Err(de::Error::custom(format_args!(
-                "backoffMultiplier {multiplier}: Relent's exponential backoff doubles each delay, so a retry \
-                 policy is read with a multiplier of 2 (or 1, the same delay each time); set it to 2, and \
-                 choose initialBackoff and maxBackoff for the delays you want"
+                "backoffMultiplier {multiplier}: a multiplier below 1 shrinks each delay, which Relent's \
+                 backoff does not do: give 1 for the same delay each time, or more than 1 (2 doubles it)"
             )));
         } else {
             return Err(de::Error::custom(format_args!(
-                "backoffMultiplier {multiplier}: it must be more than 0, and Relent reads 2 (or 1)"
+                "backoffMultiplier {multiplier}: it must be more than 0, as gRPC requires: 1 for the same \
+                 delay each time, more than 1 (2 doubles it) for a growing one"
             )));
         };
         let builder = match raw.per_attempt_recv_timeout {
@@ -624,7 +631,7 @@ mod tests {
     }
 
     #[test]
-    fn a_multiplier_of_one_is_a_constant_backoff_and_others_than_two_are_refused() {
+    fn a_multiplier_of_one_is_a_constant_backoff_others_above_it_grow_and_the_rest_are_refused() {
         let policy = |multiplier: &str, max: &str| {
             with_policy(&format!(
                 r#"{{ "maxAttempts": 3, "initialBackoff": "0.2s", "maxBackoff": "{max}", "backoffMultiplier": {multiplier},
@@ -636,22 +643,34 @@ mod tests {
             policy("1", "5s"),
             Ok(RetryPolicy::constant(3, Duration::from_millis(200)).build().unwrap())
         );
-        assert_eq!(
-            policy("2.0", "5s").unwrap(),
-            RetryPolicy::exponential(3, Duration::from_millis(200), Duration::from_secs(5)).build().unwrap()
-        );
+        let exponential = RetryPolicy::exponential(3, Duration::from_millis(200), Duration::from_secs(5));
+        assert_eq!(policy("2.0", "5s").unwrap(), exponential.build().unwrap());
+        assert_eq!(policy("1.5", "5s").unwrap(), exponential.multiplier_percent(150).build().unwrap());
+        assert_eq!(policy("1.6", "5s").unwrap(), exponential.multiplier_percent(160).build().unwrap());
+        assert_eq!(policy("1.6", "5s").unwrap().nominal_delay(3), Duration::from_millis(512));
         let shorter = policy("1", "0.1s").unwrap_err();
         assert!(shorter.starts_with("maxBackoff is shorter than initialBackoff"), "{shorter}");
         let shorter = policy("2", "0.1s").unwrap_err();
         assert!(shorter.starts_with("the maximum delay is shorter than the base delay"), "{shorter}");
         assert!(shorter.contains("the base delay is initialBackoff, the maximum maxBackoff"), "{shorter}");
-        let steeper = policy("1.5", "5s").unwrap_err();
+        let finer = policy("1.555", "5s").unwrap_err();
         assert!(
-            steeper.starts_with("backoffMultiplier 1.5: Relent's exponential backoff doubles each delay"),
-            "{steeper}"
+            finer.starts_with(
+                "backoffMultiplier 1.555: Relent takes it in hundredths, so give at most two decimals, such as \
+                 1.56"
+            ),
+            "{finer}"
         );
+        let shrinking = policy("0.5", "5s").unwrap_err();
+        assert!(
+            shrinking.starts_with("backoffMultiplier 0.5: a multiplier below 1 shrinks each delay"),
+            "{shrinking}"
+        );
+        // Just above 1, finer than a hundredth: refused as any such multiplier is.
+        let flat = policy("1.001", "5s").unwrap_err();
+        assert!(flat.starts_with("backoffMultiplier 1.001: Relent takes it in hundredths"), "{flat}");
         let zero = policy("0", "5s").unwrap_err();
-        assert!(zero.starts_with("backoffMultiplier 0: it must be more than 0"), "{zero}");
+        assert!(zero.starts_with("backoffMultiplier 0: it must be more than 0, as gRPC requires"), "{zero}");
     }
 
     #[test]
