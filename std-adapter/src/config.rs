@@ -387,18 +387,23 @@ impl Serialize for JitterName {
 struct Multiplier(u16);
 
 impl Multiplier {
-    /// `value` in hundredths: a finite number of at most two decimals, up to 655.35; or why not.
-    /// Whether it grows the delay (more than 1) is the builder's check, with its message.
+    /// `value` in hundredths: a finite number above 1, of at most two decimals, up to 655.35; or
+    /// why not, in the file's terms (the builder's own refusal speaks in hundredths).
     pub(crate) fn percent(value: f64) -> Result<u16, String> {
         let hundredths = value * 100.0;
         let whole = hundredths.round();
         if !(value.is_finite() && (0.0..=f64::from(u16::MAX)).contains(&whole)) {
             return Err("give a number between 1 and 655.35, such as 1.5 (2 doubles each delay)".into());
         }
+        if value <= 1.0 {
+            return Err("it must be more than 1 for the delay to grow (1.5 multiplies each delay by 1.5, 2 \
+                        doubles it); for the same delay each time, use a constant backoff"
+                .into());
+        }
         if (hundredths - whole).abs() > 1e-6 {
             return Err(format!(
                 "Relent takes it in hundredths, so give at most two decimals, such as {}",
-                whole / 100.0
+                whole.max(101.0) / 100.0
             ));
         }
         Ok(whole as u16)
@@ -1204,15 +1209,9 @@ mod tests {
     fn a_multiplier_that_cannot_grow_the_delay_or_is_finer_than_a_hundredth_is_refused_saying_why() {
         let exponential =
             "attempts = 6\nbackoff = \"exponential\"\nbase_delay = \"100ms\"\nmax_delay = \"10s\"";
-        for (multiplier, error) in
-            [("1", ConfigError::MultiplierNotAboveOne), ("0.5", ConfigError::MultiplierNotAboveOne)]
-        {
-            let file = format!("{exponential}\nmultiplier = {multiplier}");
-            assert_eq!(policy(&file), Err(format!("{}\n", error.message())), "{file}");
-        }
         let on_constant = "attempts = 3\nbackoff = \"constant\"\nbase_delay = \"1s\"\nmultiplier = 1.5";
         assert_eq!(policy(on_constant), Err(format!("{}\n", ConfigError::MultiplierOnConstant.message())));
-        // What no number of hundredths can hold: refused where it is, with what to write.
+        // What no multiplier above 1 in hundredths can hold: refused where it is, with what to write.
         for (multiplier, message) in [
             (
                 "1.555",
@@ -1229,6 +1228,21 @@ mod tests {
             (
                 "nan",
                 "a backoff multiplier of NaN: give a number between 1 and 655.35, such as 1.5 (2 doubles each delay)",
+            ),
+            (
+                "1",
+                "a backoff multiplier of 1: it must be more than 1 for the delay to grow (1.5 multiplies each delay \
+                 by 1.5, 2 doubles it); for the same delay each time, use a constant backoff",
+            ),
+            (
+                "0.5",
+                "a backoff multiplier of 0.5: it must be more than 1 for the delay to grow (1.5 multiplies each \
+                 delay by 1.5, 2 doubles it); for the same delay each time, use a constant backoff",
+            ),
+            (
+                "1.001",
+                "a backoff multiplier of 1.001: Relent takes it in hundredths, so give at most two decimals, such \
+                 as 1.01",
             ),
         ] {
             let file = format!("{exponential}\nmultiplier = {multiplier}");

@@ -668,7 +668,12 @@ mod tests {
         );
         // Just above 1, finer than a hundredth: refused as any such multiplier is.
         let flat = policy("1.001", "5s").unwrap_err();
-        assert!(flat.starts_with("backoffMultiplier 1.001: Relent takes it in hundredths"), "{flat}");
+        assert!(
+            flat.starts_with(
+                "backoffMultiplier 1.001: Relent takes it in hundredths, so give at most two decimals, such as 1.01"
+            ),
+            "{flat}"
+        );
         let zero = policy("0", "5s").unwrap_err();
         assert!(zero.starts_with("backoffMultiplier 0: it must be more than 0, as gRPC requires"), "{zero}");
     }
