@@ -29,7 +29,9 @@
 //! the client throttle refuses and that a bulkhead refuses below its size (its adaptive limit;
 //! `examples/reach.rs` lists what each input reaches), those of a run that retry an operation
 //! stated safe until an attempt arrives (with a few of their one-byte variants: no edge is new
-//! to such a retry, so libFuzzer keeps few), and
+//! to such a retry, so libFuzzer keeps few), twelve one-byte variants of kept seeds whose backoff
+//! byte's high half now gives an exponential backoff a multiplier other than 2 and that retry
+//! under it (added with the multiplier, whose byte the seeds already held), and
 //! `tests/tests/scripts.rs` checks that the seeds do. A change to how
 //! scripts are decoded changes what every seed does: fuzz from them for a few minutes per tick
 //! width, and reduce again.
@@ -176,6 +178,9 @@ pub struct Reached {
     pub hedges_dispatched: u32,
     /// Retries of operations stated safe until an attempt arrives (feature `until-arrived`).
     pub until_arrived_retries: u32,
+    /// Retries under an exponential backoff whose multiplier is not 2 (feature
+    /// `backoff-multiplier`).
+    pub multiplied_retries: u32,
 }
 
 /// The share of each limit an operation started with `context` may not
@@ -280,11 +285,19 @@ fn accepted<T, E: core::fmt::Display>(made: core::result::Result<T, E>) -> Optio
 
 fn policy<const HZ: u64>(u: &mut Unstructured) -> Result<Option<RetryPolicy<HZ>>> {
     let attempts = count(u)?;
-    let mut builder = match u.int_in_range(0..=2u8)? {
+    // The backoff's byte, read whole: its rest by 3 is the kind, as `int_in_range(0..=2)` reads
+    // it, so the kept seeds decode as they did; its high half gives an exponential backoff a
+    // multiplier other than 2 (106 to 360 hundredths), with `backoff-multiplier`.
+    let backoff: u8 = u.arbitrary()?;
+    let mut builder = match backoff % 3 {
         0 => RetryPolicy::exponential(attempts, duration(u)?, duration(u)?),
         1 => RetryPolicy::constant(attempts, duration(u)?),
         _ => RetryPolicy::single_attempt(),
     };
+    #[cfg(feature = "backoff-multiplier")]
+    if backoff % 3 == 0 && backoff >= 128 {
+        builder = builder.multiplier_percent(u16::from(backoff) * 2 - 150);
+    }
     builder = builder.jitter(match u.int_in_range(0..=3u8)? {
         0 => Jitter::None,
         1 => Jitter::Full,
@@ -825,6 +838,10 @@ impl<'p, const HZ: u64> World<'p, HZ> {
                 }
                 self.reached.dispatched += 1;
                 self.reached.retries += u32::from(attempt.is_retry());
+                #[cfg(feature = "backoff-multiplier")]
+                if let relent_core::Backoff::Multiplied { .. } = self.policy.backoff() {
+                    self.reached.multiplied_retries += u32::from(attempt.is_retry());
+                }
                 #[cfg(feature = "hedge")]
                 if slot.op.is_hedge() {
                     assert_eq!(attempt.number(), 2, "a hedge sends one attempt, numbered 2");

@@ -41,6 +41,7 @@ fn the_kept_seeds_keep_every_promise() {
         alive,
         hedges_dispatched,
         until_arrived_retries,
+        multiplied_retries,
         ..
     } = reached;
     for (what, n) in [
@@ -63,6 +64,7 @@ fn the_kept_seeds_keep_every_promise() {
         ("first attempts that went once every wait had passed", alive),
         ("attempts dispatched by hedges", hedges_dispatched),
         ("retries of operations safe until an attempt arrives", until_arrived_retries),
+        ("retries under a backoff multiplier other than 2", multiplied_retries),
     ] {
         assert!(n >= 10, "the seeds reach {n} {what}: make them again");
     }
