@@ -41,6 +41,24 @@ impl<const HZ: u64> Verdict<HZ> {
         Self::RetryableAfter(Duration::<HZ>::from_ticks(crate::time::seconds::<HZ>(secs)))
     }
 
+    /// The stable snake_case name of this verdict, for logs: `retryable`, `retryable_after` (the
+    /// wait is [`retry_after`](Self::retry_after)), `not_retryable` or `never_arrived`.
+    ///
+    /// ```
+    /// use relent_core::Verdict;
+    /// let names = [Verdict::<1_000>::Retryable, Verdict::retryable_after_secs(2), Verdict::NotRetryable, Verdict::NeverArrived]
+    ///     .map(|v| v.as_str());
+    /// assert_eq!(names, ["retryable", "retryable_after", "not_retryable", "never_arrived"]);
+    /// ```
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Retryable => "retryable",
+            Self::RetryableAfter(_) => "retryable_after",
+            Self::NotRetryable => "not_retryable",
+            Self::NeverArrived => "never_arrived",
+        }
+    }
+
     /// Whether another attempt may help.
     pub const fn is_retryable(&self) -> bool {
         !matches!(self, Self::NotRetryable)

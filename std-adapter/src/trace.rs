@@ -177,13 +177,16 @@ impl Observer<HZ> for Trace<'_> {
             Event::AttemptSucceeded { attempt, .. } => {
                 tracing::debug!(dependency, operation, attempt, "relent: attempt succeeded")
             }
-            Event::AttemptFailed { attempt, then, .. } => {
+            Event::AttemptFailed { attempt, verdict, then, .. } => {
                 let then = match then {
                     AfterFailure::Retry => "retry",
                     AfterFailure::NotRetryable => "not_retryable",
                     AfterFailure::Stop(problem) => problem.as_str(),
                 };
-                tracing::debug!(dependency, operation, attempt, then, "relent: attempt failed")
+                // The caller's judgement beside the core's decision: a keyless request's
+                // `may_have_arrived` after a `retryable` failure, not a `never_arrived` one.
+                let verdict = verdict.as_str();
+                tracing::debug!(dependency, operation, attempt, verdict, then, "relent: attempt failed")
             }
             Event::RetryScheduled { attempt, delay, source, .. } => {
                 let (source, stated_us) = match source {

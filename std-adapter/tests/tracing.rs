@@ -121,7 +121,7 @@ async fn retry_after_a_wait(max: Level) {
             max,
             &[
                 "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=1 timeout_us=3000000",
-                "DEBUG relent: attempt failed dependency=\"payrail\" operation=42 attempt=1 then=\"retry\"",
+                "DEBUG relent: attempt failed dependency=\"payrail\" operation=42 attempt=1 verdict=\"retryable_after\" then=\"retry\"",
                 "INFO relent: retry scheduled dependency=\"payrail\" operation=42 attempt=2 delay_us=1000000 source=\"retry_after\" stated_us=1000000",
                 "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=42 attempt=2 timeout_us=3000000",
                 "DEBUG relent: attempt succeeded dependency=\"payrail\" operation=42 attempt=2",
@@ -155,7 +155,7 @@ async fn a_failure_that_is_not_retryable_logs_that_and_an_end_without_a_code() {
         captured.lines(),
         [
             "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=7 attempt=1 timeout_us=3000000",
-            "DEBUG relent: attempt failed dependency=\"payrail\" operation=7 attempt=1 then=\"not_retryable\"",
+            "DEBUG relent: attempt failed dependency=\"payrail\" operation=7 attempt=1 verdict=\"not_retryable\" then=\"not_retryable\"",
             "INFO relent: operation ended dependency=\"payrail\" operation=7 dispatched=1 disposition=\"failed\" code=\"\"",
         ]
     );
@@ -246,7 +246,7 @@ async fn each_protection(max: Level) {
                 "DEBUG relent: attempt succeeded dependency=\"modem\" operation=4 attempt=1",
                 "DEBUG relent: operation succeeded dependency=\"modem\" operation=4 dispatched=1",
                 "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=5 attempt=1 timeout_us=3000000",
-                "DEBUG relent: attempt failed dependency=\"payrail\" operation=5 attempt=1 then=\"attempts_exhausted\"",
+                "DEBUG relent: attempt failed dependency=\"payrail\" operation=5 attempt=1 verdict=\"retryable_after\" then=\"attempts_exhausted\"",
                 "WARN relent: circuit changed dependency=\"payrail\" operation=5 state=\"open\"",
                 // payrail's clock starts when it is made, at 10.6 s: the Retry-After of 1 s ends at 1 s.
                 "WARN relent: cooldown extended dependency=\"payrail\" operation=5 until_us=1000000 for_us=1000000",
@@ -329,7 +329,7 @@ async fn no_event_is_logged_while_the_dependency_is_locked() {
             "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=2 attempt=1 timeout_us=3000000",
             "INFO relent: operation ended dependency=\"payrail\" operation=2 dispatched=1 disposition=\"failed\" code=\"cancelled\"",
             "DEBUG relent: attempt dispatched dependency=\"payrail\" operation=3 attempt=1 timeout_us=3000000",
-            "DEBUG relent: attempt failed dependency=\"payrail\" operation=3 attempt=1 then=\"attempts_exhausted\"",
+            "DEBUG relent: attempt failed dependency=\"payrail\" operation=3 attempt=1 verdict=\"retryable_after\" then=\"attempts_exhausted\"",
             "WARN relent: circuit changed dependency=\"payrail\" operation=3 state=\"open\"",
             "WARN relent: cooldown extended dependency=\"payrail\" operation=3 until_us=2000000 for_us=1000000",
             "INFO relent: operation ended dependency=\"payrail\" operation=3 dispatched=1 disposition=\"failed\" code=\"attempts_exhausted\"",
